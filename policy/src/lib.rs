@@ -1,0 +1,10 @@
+//! Toolgate's policy engine. Pure: no I/O, no proxy-wasm, no Kubernetes client. The CLI and the
+//! controller use it natively; the Envoy filter is thin host glue around it.
+//!
+//! - [`api`]: the XAccessPolicy / XBackend API as data.
+//! - [`plan`]: the compiled plan, versioned serde data delivered as the Wasm plugin configuration.
+//! - [`mcp`]: the MCP (JSON-RPC 2.0) body reader.
+//! - [`eval`]: the evaluator: a loaded, indexed plan that decides requests.
+
+pub mod api;
+pub mod mcp;
