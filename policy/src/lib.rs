@@ -2,9 +2,15 @@
 //! controller use it natively; the Envoy filter is thin host glue around it.
 //!
 //! - [`api`]: the XAccessPolicy / XBackend API as data.
+//! - [`compile`]: one policy spec to plan data.
 //! - [`plan`]: the compiled plan, versioned serde data delivered as the Wasm plugin configuration.
 //! - [`mcp`]: the MCP (JSON-RPC 2.0) body reader.
 //! - [`eval`]: the evaluator: a loaded, indexed plan that decides requests.
+//! - [`response`]: the denial replies.
 
 pub mod api;
+pub mod compile;
+pub mod eval;
 pub mod mcp;
+pub mod plan;
+pub mod response;

@@ -1,0 +1,610 @@
+//! The evaluator: a [`CompiledPlan`] validated and indexed for deciding requests (SPEC §3).
+//!
+//! Loading builds, per level, candidate lists keyed by what a request can be looked up by (MCP
+//! method, `params.name`/`params.uri`, caller principal). Deciding a message therefore costs a few
+//! hash lookups plus the rules that really are candidates, whatever the number of policies, and
+//! allocates nothing in proportion to the plan.
+
+use std::collections::HashMap;
+
+use regex::Regex;
+
+use crate::mcp::{McpBody, McpMessage, NotMcp};
+use crate::plan::{
+    CompiledPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, MethodPattern, PathMatch, ValueMatch,
+    PLAN_VERSION,
+};
+
+/// Largest body limit a plan may ask for; the filter buffers the whole body in Envoy's memory.
+pub const MAX_BODY_LIMIT: u32 = 64 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("plan is not valid JSON for this filter: {0}")]
+    Syntax(String),
+    #[error("plan version {found} is not supported (this filter reads version {PLAN_VERSION})")]
+    Version { found: u32 },
+    #[error("plan hash {declared} does not match its content ({actual})")]
+    Hash { declared: String, actual: String },
+    #[error("settings.maxBodyBytes {0} is out of range 1..={MAX_BODY_LIMIT}")]
+    BodyLimit(u32),
+    #[error("{level} level, policy {policy:?}: {problem}")]
+    Policy { level: String, policy: String, problem: String },
+}
+
+/// Where a policy sits (SPEC §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Level {
+    Gateway,
+    Backend,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Gateway => "gateway",
+            Level::Backend => "backend",
+        }
+    }
+}
+
+/// HTTP attributes of a request, as the filter reads them from Envoy.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpRequest<'a> {
+    /// Upper-case method.
+    pub method: &'a str,
+    /// Path as received, query included; matchers see it without the query.
+    pub path: &'a str,
+    /// `:authority` as received (may carry a port).
+    pub authority: &'a str,
+    /// Port of the listener the request arrived on.
+    pub port: u16,
+    /// Request headers, lower-case names.
+    pub headers: &'a [(String, String)],
+    /// The caller's SPIFFE ID from the verified client certificate, if any.
+    pub principal: Option<&'a str>,
+}
+
+impl<'a> HttpRequest<'a> {
+    pub fn header(&self, lower_name: &str) -> Option<&'a str> {
+        self.headers.iter().find(|(n, _)| n == lower_name).map(|(_, v)| v.as_str())
+    }
+    fn header_values(&self, lower_name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers.iter().filter(move |(n, _)| n == lower_name).map(|(_, v)| v.as_str())
+    }
+    fn url_path(&self) -> &'a str {
+        self.path.split_once('?').map_or(self.path, |(p, _)| p)
+    }
+    fn host(&self) -> &'a str {
+        let a = self.authority;
+        if let Some(rest) = a.strip_prefix('[') {
+            // IPv6 literal: [::1]:8080
+            return rest.split_once(']').map_or(a, |(h, _)| h);
+        }
+        a.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map_or(a, |(h, _)| h)
+    }
+}
+
+/// What the filter learned from the body.
+#[derive(Clone, Copy)]
+pub enum BodyInput<'b, 'a> {
+    /// Not a JSON POST: classified by HTTP attributes only.
+    None,
+    /// A JSON POST whose body could not be read as MCP (or is encoded): only rules without MCP
+    /// constraints can allow it.
+    NotMcp(&'b NotMcp),
+    Mcp(&'b McpBody<'a>),
+}
+
+/// The rule that allowed a request at one level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleRef<'p> {
+    pub policy: &'p str,
+    pub rule: &'p str,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Deny(DenyReason),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DenyReason {
+    /// Allow policies exist at the level and none of their rules matched.
+    NoRuleMatched { level: Level, policies: usize },
+    /// `Mcp-Method` / `Mcp-Name` headers disagree with the body.
+    McpHeaderMismatch { header: &'static str },
+}
+
+/// The outcome for a whole request (every message of a batch).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision<'p> {
+    pub verdict: Verdict,
+    /// Whether any policy applies to the request's route at all.
+    pub under_policy: bool,
+    /// Index of the message that was denied, for batches.
+    pub message: Option<usize>,
+    /// The rules that allowed the (last evaluated) message, per level.
+    pub gateway_rule: Option<RuleRef<'p>>,
+    pub backend_rule: Option<RuleRef<'p>>,
+}
+
+impl Decision<'_> {
+    pub fn allowed(&self) -> bool {
+        self.verdict == Verdict::Allow
+    }
+
+    /// One line for logs and access logs, e.g.
+    /// `allow gateway=ns/p:rule backend=-` or `deny backend: no rule of 2 allow policies matched`.
+    pub fn summary(&self) -> String {
+        let r = |r: &Option<RuleRef<'_>>| r.map_or_else(|| "-".to_string(), |r| format!("{}:{}", r.policy, r.rule));
+        match &self.verdict {
+            Verdict::Allow if !self.under_policy => "allow (no policy)".to_string(),
+            Verdict::Allow => format!("allow gateway={} backend={}", r(&self.gateway_rule), r(&self.backend_rule)),
+            Verdict::Deny(reason) => {
+                let at = self.message.map(|i| format!(" (batch element {i})")).unwrap_or_default();
+                match reason {
+                    DenyReason::NoRuleMatched { level, policies } => format!(
+                        "deny {}: no rule of {policies} allow polic{} matched{at}",
+                        level.as_str(),
+                        if *policies == 1 { "y" } else { "ies" }
+                    ),
+                    DenyReason::McpHeaderMismatch { header } => {
+                        format!("deny: {header} header does not match the body{at}")
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A plan ready to decide requests.
+#[derive(Debug)]
+pub struct Evaluator {
+    plan: CompiledPlan,
+    gateway: LevelIndex,
+    backends: HashMap<String, LevelIndex>,
+}
+
+impl Evaluator {
+    /// Parses and validates a plan (the filter's plugin configuration).
+    pub fn load(json: &[u8]) -> Result<Self, PlanError> {
+        let plan: CompiledPlan = serde_json::from_slice(json).map_err(|e| PlanError::Syntax(e.to_string()))?;
+        Self::from_plan(plan)
+    }
+
+    pub fn from_plan(plan: CompiledPlan) -> Result<Self, PlanError> {
+        if plan.version != PLAN_VERSION {
+            return Err(PlanError::Version { found: plan.version });
+        }
+        if !plan.hash.is_empty() {
+            let actual = plan.content_hash();
+            if actual != plan.hash {
+                return Err(PlanError::Hash { declared: plan.hash.clone(), actual });
+            }
+        }
+        let limit = plan.settings.max_body_bytes;
+        if limit == 0 || limit > MAX_BODY_LIMIT {
+            return Err(PlanError::BodyLimit(limit));
+        }
+        let gateway = LevelIndex::build(Level::Gateway, &plan.gateway)?;
+        let backends = plan
+            .backends
+            .iter()
+            .map(|(cluster, level)| Ok((cluster.clone(), LevelIndex::build(Level::Backend, level)?)))
+            .collect::<Result<_, PlanError>>()?;
+        Ok(Self { plan, gateway, backends })
+    }
+
+    pub fn plan(&self) -> &CompiledPlan {
+        &self.plan
+    }
+
+    /// The levels in force for a request routed to `cluster`.
+    pub fn route(&self, cluster: Option<&str>) -> Route<'_> {
+        let gateway = Some(&self.gateway).filter(|l| !l.is_empty());
+        let backend = cluster.and_then(|c| self.backends.get(c)).filter(|l| !l.is_empty());
+        Route { levels: [gateway, backend] }
+    }
+}
+
+/// The policy levels that apply to one route, in evaluation order.
+#[derive(Clone, Copy, Debug)]
+pub struct Route<'e> {
+    levels: [Option<&'e LevelIndex>; 2],
+}
+
+impl<'e> Route<'e> {
+    /// False when no policy applies: the filter lets the request through without reading it.
+    pub fn under_policy(&self) -> bool {
+        self.levels.iter().any(Option::is_some)
+    }
+
+    /// Decides a request (SPEC §3, §4): for a batch, every element must be allowed.
+    pub fn decide(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>) -> Decision<'e> {
+        let mut decision = Decision {
+            verdict: Verdict::Allow,
+            under_policy: self.under_policy(),
+            message: None,
+            gateway_rule: None,
+            backend_rule: None,
+        };
+        if !decision.under_policy {
+            return decision;
+        }
+        match body {
+            BodyInput::Mcp(mcp) => {
+                let batch = mcp.is_batch();
+                for (i, msg) in mcp.messages().iter().enumerate() {
+                    if let Err(header) = check_mcp_headers(req, msg) {
+                        decision.verdict = Verdict::Deny(DenyReason::McpHeaderMismatch { header });
+                        decision.message = batch.then_some(i);
+                        return decision;
+                    }
+                    let subject = Subject::Message(msg);
+                    if !self.decide_one(req, &subject, &mut decision) {
+                        decision.message = batch.then_some(i);
+                        return decision;
+                    }
+                }
+            }
+            BodyInput::None | BodyInput::NotMcp(_) => {
+                let base = req.method == "GET" || (req.method == "DELETE" && req.header("mcp-session-id").is_some());
+                let subject = if matches!(body, BodyInput::None) && base { Subject::BaseHttp } else { Subject::Http };
+                self.decide_one(req, &subject, &mut decision);
+            }
+        }
+        decision
+    }
+
+    /// Runs both levels for one message; false (and a deny verdict) when a level denies.
+    fn decide_one(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>, decision: &mut Decision<'e>) -> bool {
+        for (slot, level) in self.levels.iter().enumerate() {
+            let Some(level) = level else { continue };
+            match level.first_match(req, subject) {
+                Some(rule) => {
+                    let r = Some(RuleRef { policy: &level.policies[rule.policy], rule: &rule.name });
+                    if slot == 0 {
+                        decision.gateway_rule = r;
+                    } else {
+                        decision.backend_rule = r;
+                    }
+                }
+                None => {
+                    decision.verdict =
+                        Verdict::Deny(DenyReason::NoRuleMatched { level: level.level, policies: level.policies.len() });
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// What rules are matched against: one MCP message, or a request classified by HTTP only.
+enum Subject<'m, 'a> {
+    Message(&'m McpMessage<'a>),
+    /// GET, or DELETE with `mcp-session-id`: a base-protocol transport request.
+    BaseHttp,
+    /// Anything else without a readable MCP body.
+    Http,
+}
+
+/// SPEC §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
+/// (`params.uri` for resources methods); `Mcp-Name` on a message with neither is a mismatch.
+fn check_mcp_headers(req: &HttpRequest<'_>, msg: &McpMessage<'_>) -> Result<(), &'static str> {
+    if let Some(h) = req.header("mcp-method") {
+        if msg.method.as_deref() != Some(h) {
+            return Err("Mcp-Method");
+        }
+    }
+    if let Some(h) = req.header("mcp-name") {
+        if param_of(msg) != Some(h) {
+            return Err("Mcp-Name");
+        }
+    }
+    Ok(())
+}
+
+/// The value `params` matchers compare: `params.uri` for resources methods, else `params.name`.
+fn param_of<'m>(msg: &'m McpMessage<'_>) -> Option<&'m str> {
+    match msg.method.as_deref() {
+        Some(m) if m.starts_with("resources/") => msg.uri.as_deref(),
+        _ => msg.name.as_deref(),
+    }
+}
+
+/// SPEC §3: the methods MATCH_BASE_PROTOCOL_METHODS adds.
+fn is_base_method(method: &str) -> bool {
+    matches!(method, "initialize" | "ping" | "tools/list")
+        || method.starts_with("completion/")
+        || method.starts_with("logging/")
+        || method.starts_with("notifications/")
+}
+
+const CATEGORIES: [&str; 3] = ["tools", "prompts", "resources"];
+
+/// One level's rules, flattened in evaluation order, plus candidate lists.
+#[derive(Debug)]
+struct LevelIndex {
+    level: Level,
+    policies: Vec<String>,
+    rules: Vec<IndexedRule>,
+    /// Rules without an MCP restriction: candidates for everything.
+    unrestricted: Bucket,
+    /// Rules with MATCH_BASE_PROTOCOL_METHODS.
+    base: Bucket,
+    /// `Exact(method)` without params.
+    by_method: HashMap<Box<str>, Bucket>,
+    /// `Category(c)`.
+    by_category: HashMap<Box<str>, Bucket>,
+    /// `Exact(method)` with params: method -> param -> rules.
+    by_param: HashMap<Box<str>, HashMap<Box<str>, Bucket>>,
+}
+
+#[derive(Debug)]
+struct IndexedRule {
+    policy: usize,
+    name: String,
+    http: CompiledHttp,
+}
+
+/// Rule ordinals (ascending = evaluation order), split by source so that a caller only scans the
+/// rules that name it or name no one.
+#[derive(Debug, Default)]
+struct Bucket {
+    any_source: Vec<u32>,
+    by_principal: HashMap<Box<str>, Vec<u32>>,
+}
+
+impl Bucket {
+    fn push(&mut self, principal: Option<&str>, ordinal: u32) {
+        let list = match principal {
+            None => &mut self.any_source,
+            Some(p) => self.by_principal.entry(p.into()).or_default(),
+        };
+        if list.last() != Some(&ordinal) {
+            list.push(ordinal);
+        }
+    }
+
+    /// Smallest ordinal of this bucket whose rule matches, if smaller than `best`.
+    fn first_match(&self, rules: &[IndexedRule], req: &HttpRequest<'_>, best: &mut Option<u32>) {
+        let mut scan = |list: &[u32]| {
+            for &o in list {
+                if best.is_some_and(|b| o >= b) {
+                    return;
+                }
+                if rules.get(o as usize).is_some_and(|r| r.http.matches(req)) {
+                    *best = Some(o);
+                    return;
+                }
+            }
+        };
+        scan(&self.any_source);
+        if let Some(list) = req.principal.and_then(|p| self.by_principal.get(p)) {
+            scan(list);
+        }
+    }
+}
+
+impl LevelIndex {
+    fn build(level: Level, plan: &LevelPlan) -> Result<Self, PlanError> {
+        let mut index = LevelIndex {
+            level,
+            policies: Vec::with_capacity(plan.allow.len()),
+            rules: Vec::new(),
+            unrestricted: Bucket::default(),
+            base: Bucket::default(),
+            by_method: HashMap::new(),
+            by_category: HashMap::new(),
+            by_param: HashMap::new(),
+        };
+        for (p, policy) in plan.allow.iter().enumerate() {
+            let err = |problem: String| PlanError::Policy {
+                level: level.as_str().to_string(),
+                policy: policy.name.clone(),
+                problem,
+            };
+            if policy.name.is_empty() {
+                return Err(err("policy name is empty".into()));
+            }
+            if policy.rules.is_empty() {
+                return Err(err("policy has no rules (a policy without rules compiles to one implicit rule)".into()));
+            }
+            index.policies.push(policy.name.clone());
+            for rule in &policy.rules {
+                let ordinal = u32::try_from(index.rules.len()).map_err(|_| err("too many rules".into()))?;
+                let rerr = |problem: String| err(format!("rule {:?}: {problem}", rule.name));
+                let http = CompiledHttp::compile(&rule.http).map_err(rerr)?;
+                let principal = rule.principal.as_deref();
+                if principal.is_some_and(|p| !p.starts_with("spiffe://")) {
+                    return Err(rerr(format!("principal {principal:?} is not a SPIFFE ID")));
+                }
+                match &rule.mcp {
+                    None => index.unrestricted.push(principal, ordinal),
+                    Some(mcp) => {
+                        if !mcp.base_protocol && mcp.methods.is_empty() {
+                            return Err(rerr("mcp matcher with no methods and no base protocol matches nothing; omit it instead".into()));
+                        }
+                        if mcp.base_protocol {
+                            index.base.push(principal, ordinal);
+                        }
+                        for m in &mcp.methods {
+                            match &m.method {
+                                MethodPattern::Category(c) => {
+                                    if !CATEGORIES.contains(&c.as_str()) {
+                                        return Err(rerr(format!("unknown MCP method category {c:?}")));
+                                    }
+                                    if !m.params.is_empty() {
+                                        return Err(rerr(format!("params are not allowed on category {c:?}")));
+                                    }
+                                    index.by_category.entry(c.as_str().into()).or_default().push(principal, ordinal);
+                                }
+                                MethodPattern::Exact(method) if m.params.is_empty() => {
+                                    index.by_method.entry(method.as_str().into()).or_default().push(principal, ordinal);
+                                }
+                                MethodPattern::Exact(method) => {
+                                    let params = index.by_param.entry(method.as_str().into()).or_default();
+                                    for param in &m.params {
+                                        params.entry(param.as_str().into()).or_default().push(principal, ordinal);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                index.rules.push(IndexedRule { policy: p, name: rule.name.clone(), http });
+            }
+        }
+        Ok(index)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.policies.is_empty()
+    }
+
+    fn first_match(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Option<&IndexedRule> {
+        let mut best = None;
+        self.unrestricted.first_match(&self.rules, req, &mut best);
+        match subject {
+            Subject::Http => {}
+            Subject::BaseHttp => self.base.first_match(&self.rules, req, &mut best),
+            Subject::Message(msg) => match msg.method.as_deref() {
+                // A client-sent JSON-RPC response (sampling, elicitation): base protocol.
+                None => self.base.first_match(&self.rules, req, &mut best),
+                Some(method) => {
+                    if is_base_method(method) {
+                        self.base.first_match(&self.rules, req, &mut best);
+                    }
+                    if let Some(b) = self.by_method.get(method) {
+                        b.first_match(&self.rules, req, &mut best);
+                    }
+                    if let Some(b) = method.split_once('/').and_then(|(c, _)| self.by_category.get(c)) {
+                        b.first_match(&self.rules, req, &mut best);
+                    }
+                    if let Some(b) = param_of(msg)
+                        .and_then(|param| self.by_param.get(method).and_then(|params| params.get(param)))
+                    {
+                        b.first_match(&self.rules, req, &mut best);
+                    }
+                }
+            },
+        }
+        best.and_then(|o| self.rules.get(o as usize))
+    }
+}
+
+/// [`HttpMatch`] with regular expressions compiled.
+#[derive(Debug, Default)]
+struct CompiledHttp {
+    methods: Vec<String>,
+    paths: Vec<CompiledPath>,
+    headers: Vec<(String, CompiledValue)>,
+    hosts: Vec<HostMatch>,
+    ports: Vec<u16>,
+}
+
+#[derive(Debug)]
+enum CompiledPath {
+    Exact(String),
+    Prefix(String),
+    Regex(Regex),
+}
+
+#[derive(Debug)]
+enum CompiledValue {
+    Exact(String),
+    Regex(Regex),
+}
+
+/// Compiles an RE2-syntax expression that must match the whole input.
+pub fn full_match_regex(expr: &str) -> Result<Regex, String> {
+    regex::RegexBuilder::new(&format!("^(?:{expr})$"))
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| format!("invalid regular expression {expr:?}: {e}"))
+}
+
+impl CompiledHttp {
+    fn compile(m: &HttpMatch) -> Result<Self, String> {
+        for method in &m.methods {
+            if method.is_empty() || method.bytes().any(|b| !b.is_ascii_uppercase()) {
+                return Err(format!("HTTP method {method:?} must be upper-case letters"));
+            }
+        }
+        let paths = m
+            .paths
+            .iter()
+            .map(|p| {
+                Ok(match p {
+                    PathMatch::Exact(v) => CompiledPath::Exact(v.clone()),
+                    PathMatch::Prefix(v) => {
+                        if !v.starts_with('/') {
+                            return Err(format!("path prefix {v:?} must start with '/'"));
+                        }
+                        CompiledPath::Prefix(if v.len() > 1 { v.trim_end_matches('/').to_string() } else { v.clone() })
+                    }
+                    PathMatch::Regex(r) => CompiledPath::Regex(full_match_regex(r)?),
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        let headers = m
+            .headers
+            .iter()
+            .map(|HeaderMatch { name, value }| {
+                if name.is_empty() || name.bytes().any(|b| b.is_ascii_uppercase()) {
+                    return Err(format!("header name {name:?} must be non-empty lower-case"));
+                }
+                let v = match value {
+                    ValueMatch::Exact(v) => CompiledValue::Exact(v.clone()),
+                    ValueMatch::Regex(r) => CompiledValue::Regex(full_match_regex(r)?),
+                };
+                Ok((name.clone(), v))
+            })
+            .collect::<Result<_, String>>()?;
+        for host in &m.hosts {
+            let h = match host {
+                HostMatch::Exact(h) => h.as_str(),
+                HostMatch::Suffix(s) => s.strip_prefix('.').ok_or_else(|| format!("host suffix {s:?} must start with '.'"))?,
+            };
+            if h.is_empty() || h.bytes().any(|b| b.is_ascii_uppercase()) {
+                return Err(format!("host {host:?} must be non-empty lower-case"));
+            }
+        }
+        Ok(Self { methods: m.methods.clone(), paths, headers, hosts: m.hosts.clone(), ports: m.ports.clone() })
+    }
+
+    fn matches(&self, req: &HttpRequest<'_>) -> bool {
+        (self.methods.is_empty() || self.methods.iter().any(|m| m == req.method))
+            && (self.ports.is_empty() || self.ports.contains(&req.port))
+            && (self.paths.is_empty() || {
+                let path = req.url_path();
+                self.paths.iter().any(|p| match p {
+                    CompiledPath::Exact(v) => path == v,
+                    CompiledPath::Prefix(v) => {
+                        v == "/" || path.strip_prefix(v.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                    }
+                    CompiledPath::Regex(r) => r.is_match(path),
+                })
+            })
+            && (self.hosts.is_empty() || {
+                let host = req.host();
+                self.hosts.iter().any(|h| match h {
+                    HostMatch::Exact(v) => host.eq_ignore_ascii_case(v),
+                    HostMatch::Suffix(s) => {
+                        host.len() > s.len()
+                            && host.is_char_boundary(host.len() - s.len())
+                            && host[host.len() - s.len()..].eq_ignore_ascii_case(s)
+                    }
+                })
+            })
+            && self.headers.iter().all(|(name, v)| {
+                req.header_values(name).any(|value| match v {
+                    CompiledValue::Exact(e) => value == e,
+                    CompiledValue::Regex(r) => r.is_match(value),
+                })
+            })
+    }
+}

@@ -1,0 +1,48 @@
+//! Denial responses (SPEC §5). Nothing about the policies goes into them unless the plan's
+//! `debug_reasons` asks for it.
+
+use crate::eval::{BodyInput, Decision};
+use crate::mcp::MessageKind;
+
+pub const FORBIDDEN_MESSAGE: &str = "Access to this tool is forbidden.";
+pub const TOO_LARGE_MESSAGE: &str = "Request body too large.";
+
+/// An HTTP response the filter sends instead of forwarding the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u32,
+    /// `application/json` body.
+    pub body: String,
+}
+
+/// The reply for a denied request: a JSON-RPC error with HTTP 200 for a single JSON-RPC request
+/// (string `method`, non-null `id`, echoed with its type), HTTP 403 with `"id":null` otherwise.
+pub fn denial(body: BodyInput<'_, '_>, decision: &Decision<'_>, debug_reasons: bool) -> Reply {
+    let request_id = match body {
+        BodyInput::Mcp(mcp) if !mcp.is_batch() => mcp
+            .messages()
+            .first()
+            .filter(|m| m.kind() == MessageKind::Request)
+            .and_then(|m| m.id),
+        _ => None,
+    };
+    let data = if debug_reasons {
+        format!(",\"data\":{}", serde_json::Value::String(decision.summary()))
+    } else {
+        String::new()
+    };
+    let error = format!("{{\"code\":403,\"message\":\"{FORBIDDEN_MESSAGE}\"{data}}}");
+    match request_id {
+        // The id is raw JSON text the reader validated: a string or a number.
+        Some(id) => Reply { status: 200, body: format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{error}}}") },
+        None => Reply { status: 403, body: format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{error}}}") },
+    }
+}
+
+/// The reply for a body over the plan's limit.
+pub fn too_large() -> Reply {
+    Reply {
+        status: 413,
+        body: format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{{\"code\":413,\"message\":\"{TOO_LARGE_MESSAGE}\"}}}}"),
+    }
+}
