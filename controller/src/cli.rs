@@ -1,0 +1,105 @@
+//! Arguments and steps shared by the commands that read objects (`compile`, `render`, `explain`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use toolgate_policy::compile::{CompileOptions, DEFAULT_TRUST_DOMAIN};
+use toolgate_policy::plan::{PlanSettings, DEFAULT_MAX_BODY_BYTES};
+
+use crate::inputs;
+use crate::model::Inventory;
+use crate::topology::{self, Topology, TopologyOptions};
+
+#[derive(Args, Debug, Clone)]
+pub struct InputArgs {
+    /// A YAML file or a folder of them (repeatable), as in kubectl.
+    #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+    /// Namespace of objects without metadata.namespace.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// Only Gateways of this GatewayClass.
+    #[arg(long, value_name = "NAME")]
+    pub gateway_class: Option<String>,
+    /// Trust domain of ServiceAccount sources.
+    #[arg(long, default_value = DEFAULT_TRUST_DOMAIN)]
+    pub trust_domain: String,
+    /// Largest request body the filter buffers; larger ones are refused with 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: u32,
+    /// Put the deciding level/policy/rule into denial bodies (for debugging only).
+    #[arg(long)]
+    pub debug_reasons: bool,
+    /// Exit 1 when any policy is not Accepted.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// A usage or I/O error (exit 2) or invalid input (exit 1), already printed.
+#[derive(Debug)]
+pub enum Failure {
+    Usage,
+    Invalid,
+}
+
+pub fn load_inventory(input: &InputArgs) -> Result<Inventory, Failure> {
+    let raw = inputs::load(&input.files).map_err(|e| {
+        eprintln!("error: {e}");
+        match e {
+            inputs::InputError::Io { .. } => Failure::Usage,
+            inputs::InputError::Syntax { .. } => Failure::Invalid,
+        }
+    })?;
+    let (inv, errors) = Inventory::from_raw(&raw, &input.namespace);
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    if errors.is_empty() {
+        Ok(inv)
+    } else {
+        Err(Failure::Invalid)
+    }
+}
+
+/// Builds the topology and reports policies that are not accepted and warnings on stderr.
+pub fn build_topology(inv: &Inventory, args: &PlanArgs) -> Result<Topology, Failure> {
+    let opts = TopologyOptions {
+        compile: CompileOptions { trust_domain: args.trust_domain.clone() },
+        settings: PlanSettings { max_body_bytes: args.max_body_bytes, debug_reasons: args.debug_reasons },
+        gateway_class: args.gateway_class.clone(),
+    };
+    if args.max_body_bytes == 0 || args.max_body_bytes > toolgate_policy::eval::MAX_BODY_LIMIT {
+        eprintln!("error: --max-body-bytes must be in 1..={}", toolgate_policy::eval::MAX_BODY_LIMIT);
+        return Err(Failure::Usage);
+    }
+    let topo = topology::build(inv, &opts);
+    let mut rejected = 0;
+    for status in &topo.statuses {
+        for problem in status.problems() {
+            rejected += 1;
+            eprintln!("policy {} not accepted: {problem}", status.policy);
+        }
+    }
+    for w in &topo.warnings {
+        eprintln!("warning: {w}");
+    }
+    if args.strict && rejected > 0 {
+        return Err(Failure::Invalid);
+    }
+    Ok(topo)
+}
+
+pub fn write_file(path: &std::path::Path, contents: &[u8]) -> Result<(), Failure> {
+    // Write then rename, so a running Envoy watching the file never reads half of it.
+    let tmp = path.with_extension("tmp~");
+    std::fs::write(&tmp, contents)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            eprintln!("error: {}: {e}", path.display());
+            Failure::Usage
+        })
+}

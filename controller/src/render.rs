@@ -1,0 +1,499 @@
+//! `toolgate render`: a runnable Envoy configuration per Gateway (SPEC §7).
+//!
+//! Per Gateway, a folder with:
+//! - `envoy.json`: the bootstrap (admin, access log, file-based dynamic resources);
+//! - `lds.json`: the listeners: TLS with client-certificate validation, routes, the Toolgate Wasm
+//!   filter carrying the listener's plan, Envoy's buffer filter, the router;
+//! - `cds.json`: the upstream clusters;
+//! - `certs/`: server certificates, keys and client CAs taken from Secrets and ConfigMaps.
+//!
+//! Envoy watches `lds.json` and `cds.json`; rendering again replaces them atomically (write and
+//! rename), so a changed policy reaches a running Envoy without a restart.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::{json, Value};
+
+use crate::cli::{self, Failure, InputArgs, PlanArgs};
+use crate::model::{Inventory, Listener, ObjectRef, RouteMatch, UrlRewrite};
+use crate::topology::{BackendTarget, GatewayOut, ListenerOut, RouteOut, Upstream};
+
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// The compiled filter (toolgate_filter.wasm).
+    #[arg(long, value_name = "FILE")]
+    pub wasm: PathBuf,
+    /// Output folder: one sub-folder per Gateway, `<namespace>.<name>`.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: PathBuf,
+    /// Address the listeners bind to.
+    #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
+    pub bind: String,
+    /// Admin interface address (port 0 picks one; see admin.address file).
+    #[arg(long, default_value = "127.0.0.1:9901", value_name = "ADDR:PORT")]
+    pub admin: SocketAddr,
+    /// Map a Service or XBackend serviceName to a local address: NAME.NAMESPACE=HOST:PORT (repeatable).
+    #[arg(long = "resolve", value_name = "NAME.NAMESPACE=HOST:PORT")]
+    pub resolve: Vec<String>,
+    /// Client CA (PEM) for HTTPS listeners without a spec.tls.frontend CA, as a trust bundle.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
+    /// Envoy log file for the access log (default: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
+}
+
+pub fn run(args: &RenderArgs) -> Result<(), Failure> {
+    let inv = cli::load_inventory(&args.input)?;
+    let topo = cli::build_topology(&inv, &args.plan)?;
+    let resolve = parse_resolve(&args.resolve)?;
+    let wasm = absolute(&args.wasm)?;
+    if !wasm.is_file() {
+        eprintln!("error: --wasm {}: no such file (build it with `make wasm`)", wasm.display());
+        return Err(Failure::Usage);
+    }
+    let client_ca = match &args.client_ca {
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
+            eprintln!("error: --client-ca {}: {e}", p.display());
+            Failure::Usage
+        })?),
+        None => None,
+    };
+    if topo.gateways.is_empty() {
+        eprintln!("error: no Gateway found in the input{}", args.plan.gateway_class.as_ref().map(|c| format!(" with class {c}")).unwrap_or_default());
+        return Err(Failure::Invalid);
+    }
+    for gw in &topo.gateways {
+        let dir = absolute(&args.output.join(format!("{}.{}", gw.gateway.namespace, gw.gateway.name)))?;
+        let ctx = Ctx { args, inv: &inv, resolve: &resolve, wasm: &wasm, client_ca: client_ca.as_deref(), dir: &dir };
+        ctx.render_gateway(gw)?;
+        println!("{}: Envoy configuration for Gateway {}/{} ({} listeners)", dir.display(), gw.gateway.namespace, gw.gateway.name, gw.listeners.len());
+    }
+    Ok(())
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, Failure> {
+    std::path::absolute(p).map_err(|e| {
+        eprintln!("error: {}: {e}", p.display());
+        Failure::Usage
+    })
+}
+
+fn parse_resolve(items: &[String]) -> Result<BTreeMap<String, (String, u16)>, Failure> {
+    let mut out = BTreeMap::new();
+    for item in items {
+        let parsed = item.split_once('=').and_then(|(name, addr)| {
+            let (host, port) = addr.rsplit_once(':')?;
+            Some((name.to_string(), (host.trim_matches(['[', ']']).to_string(), port.parse().ok()?)))
+        });
+        match parsed {
+            Some((name, addr)) if name.contains('.') => {
+                out.insert(name, addr);
+            }
+            _ => {
+                eprintln!("error: --resolve {item:?}: expected NAME.NAMESPACE=HOST:PORT");
+                return Err(Failure::Usage);
+            }
+        }
+    }
+    Ok(out)
+}
+
+struct Ctx<'a> {
+    args: &'a RenderArgs,
+    inv: &'a Inventory,
+    resolve: &'a BTreeMap<String, (String, u16)>,
+    wasm: &'a Path,
+    client_ca: Option<&'a str>,
+    dir: &'a Path,
+}
+
+impl Ctx<'_> {
+    fn render_gateway(&self, gw: &GatewayOut) -> Result<(), Failure> {
+        std::fs::create_dir_all(self.dir.join("certs")).map_err(|e| {
+            eprintln!("error: {}: {e}", self.dir.display());
+            Failure::Usage
+        })?;
+        let mut listeners = Vec::new();
+        let mut clusters: BTreeMap<String, Value> = BTreeMap::new();
+        for l in &gw.listeners {
+            listeners.push(self.listener(gw, l)?);
+            for upstream in l.routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
+                clusters.entry(upstream.cluster_name()).or_insert_with(|| self.cluster(upstream));
+            }
+        }
+        let lds = json!({ "version_info": "toolgate", "resources": listeners });
+        let cds = json!({ "version_info": "toolgate", "resources": clusters.into_values().collect::<Vec<_>>() });
+        // Clusters first: a listener update may reference a new cluster.
+        cli::write_file(&self.dir.join("cds.json"), &pretty(&cds))?;
+        cli::write_file(&self.dir.join("lds.json"), &pretty(&lds))?;
+        cli::write_file(&self.dir.join("envoy.json"), &pretty(&self.bootstrap(gw)))
+    }
+
+    fn bootstrap(&self, gw: &GatewayOut) -> Value {
+        let watched = |file: &str| {
+            json!({
+                "path_config_source": {
+                    "path": self.dir.join(file),
+                    "watched_directory": { "path": self.dir },
+                },
+                "resource_api_version": "V3",
+            })
+        };
+        json!({
+            "node": { "id": format!("toolgate-{}-{}", gw.gateway.namespace, gw.gateway.name), "cluster": "toolgate" },
+            "admin": {
+                "address": { "socket_address": { "address": self.args.admin.ip().to_string(), "port_value": self.args.admin.port() } },
+            },
+            "dynamic_resources": { "lds_config": watched("lds.json"), "cds_config": watched("cds.json") },
+        })
+    }
+
+    fn listener(&self, gw: &GatewayOut, l: &ListenerOut) -> Result<Value, Failure> {
+        let listener = &l.listener;
+        let id = format!("{}/{}/{}", gw.gateway.namespace, gw.gateway.name, listener.name);
+        let limit = l.plan.settings.max_body_bytes;
+        let plan_json = serde_json::to_string(&l.plan).expect("plans serialise");
+        let access_log_path = self.args.access_log.as_ref().map_or_else(|| "/dev/stdout".to_string(), |p| p.display().to_string());
+        let hcm = json!({
+            "name": "envoy.filters.network.http_connection_manager",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                "stat_prefix": format!("toolgate_{}_{}_{}", gw.gateway.namespace, gw.gateway.name, listener.name),
+                "route_config": self.route_config(&id, listener, &l.routes),
+                "access_log": [{
+                    "name": "envoy.access_loggers.file",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+                        "path": access_log_path,
+                        "log_format": { "text_format_source": { "inline_string":
+                            "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%\" %RESPONSE_CODE% \
+                             peer=%DOWNSTREAM_PEER_URI_SAN% cluster=%UPSTREAM_CLUSTER% toolgate=\"%FILTER_STATE(wasm.toolgate_decision:PLAIN)%\"\n" } },
+                    },
+                }],
+                "http_filters": [
+                    {
+                        "name": "envoy.filters.http.wasm",
+                        "typed_config": {
+                            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+                            "config": {
+                                "name": format!("toolgate:{id}"),
+                                "root_id": "toolgate",
+                                "fail_open": false,
+                                "configuration": { "@type": "type.googleapis.com/google.protobuf.StringValue", "value": plan_json },
+                                "vm_config": {
+                                    "vm_id": "toolgate",
+                                    "runtime": "envoy.wasm.runtime.v8",
+                                    "code": { "local": { "filename": self.wasm } },
+                                },
+                            },
+                        },
+                    },
+                    {
+                        // Holds the request (headers included) until the Toolgate filter decided, so
+                        // a denied request never reaches the upstream (SPEC §6).
+                        "name": "envoy.filters.http.buffer",
+                        "typed_config": {
+                            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
+                            // Also the stream's buffer limit: leave room so the Toolgate filter, which
+                            // sees the body first, answers 413 for bodies over the plan's limit.
+                            "max_request_bytes": limit.saturating_mul(2).max(limit.saturating_add(256 * 1024)),
+                        },
+                    },
+                    { "name": "envoy.filters.http.router", "typed_config": { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } },
+                ],
+            },
+        });
+        let mut chain = json!({ "filters": [hcm] });
+        match listener.protocol.as_str() {
+            "HTTP" => {}
+            "HTTPS" => {
+                chain["transport_socket"] = self.downstream_tls(gw, listener)?;
+            }
+            other => {
+                eprintln!("error: listener {id}: protocol {other} is not supported (HTTP or HTTPS)");
+                return Err(Failure::Invalid);
+            }
+        }
+        Ok(json!({
+            "@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
+            "name": id,
+            "address": { "socket_address": { "address": self.args.bind, "port_value": listener.port } },
+            // Larger than the body limit, so that the filter answers 413 before Envoy's own limit.
+            "per_connection_buffer_limit_bytes": limit.saturating_mul(2).max(1024 * 1024),
+            "filter_chains": [chain],
+        }))
+    }
+
+    fn downstream_tls(&self, gw: &GatewayOut, listener: &Listener) -> Result<Value, Failure> {
+        let ns = &gw.gateway.namespace;
+        let tls = listener.tls.as_ref();
+        let cert_ref = tls.and_then(|t| t.certificate_refs.first()).ok_or_else(|| {
+            eprintln!("error: listener {}: HTTPS needs tls.certificateRefs", listener.name);
+            Failure::Invalid
+        })?;
+        let secret_ns = cert_ref.namespace.as_deref().unwrap_or(ns);
+        let secret = self.inv.secret(secret_ns, &cert_ref.name).ok_or_else(|| {
+            eprintln!("error: listener {}: Secret {secret_ns}/{} not found in the input", listener.name, cert_ref.name);
+            Failure::Invalid
+        })?;
+        let (Some(crt), Some(key)) = (secret.spec.get("tls.crt"), secret.spec.get("tls.key")) else {
+            eprintln!("error: Secret {secret_ns}/{}: needs tls.crt and tls.key", cert_ref.name);
+            return Err(Failure::Invalid);
+        };
+        let base = format!("{}-{}", listener.name, cert_ref.name);
+        let crt_path = self.write_cert(&format!("{base}.crt"), crt)?;
+        let key_path = self.write_cert(&format!("{base}.key"), key)?;
+        let mut context = json!({
+            "common_tls_context": {
+                "tls_certificates": [{ "certificate_chain": { "filename": crt_path }, "private_key": { "filename": key_path } }],
+            },
+        });
+        let ca = match gw.gateway.spec.client_ca_refs(listener.port) {
+            [] => self.client_ca.map(str::to_string),
+            refs => Some(self.client_ca_bundle(ns, refs)?),
+        };
+        if let Some(ca) = ca {
+            let ca_path = self.write_cert(&format!("{}-client-ca.crt", listener.name), &ca)?;
+            context["require_client_certificate"] = json!(true);
+            context["common_tls_context"]["validation_context"] = json!({ "trusted_ca": { "filename": ca_path } });
+        }
+        context["@type"] = json!("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext");
+        Ok(json!({ "name": "envoy.transport_sockets.tls", "typed_config": context }))
+    }
+
+    fn client_ca_bundle(&self, ns: &str, refs: &[ObjectRef]) -> Result<String, Failure> {
+        let mut bundle = String::new();
+        for r in refs {
+            let ref_ns = r.namespace.as_deref().unwrap_or(ns);
+            let kind = r.kind.as_deref().unwrap_or("ConfigMap");
+            let data = match kind {
+                "ConfigMap" => self.inv.config_map(ref_ns, &r.name),
+                "Secret" => self.inv.secret(ref_ns, &r.name),
+                _ => None,
+            };
+            let pem = data.and_then(|d| d.spec.get("ca.crt")).ok_or_else(|| {
+                eprintln!("error: client CA {kind} {ref_ns}/{} with key ca.crt not found in the input", r.name);
+                Failure::Invalid
+            })?;
+            bundle.push_str(pem);
+            if !bundle.ends_with('\n') {
+                bundle.push('\n');
+            }
+        }
+        Ok(bundle)
+    }
+
+    fn write_cert(&self, name: &str, pem: &str) -> Result<PathBuf, Failure> {
+        let path = self.dir.join("certs").join(name);
+        cli::write_file(&path, pem.as_bytes())?;
+        Ok(path)
+    }
+
+    fn route_config(&self, id: &str, listener: &Listener, routes: &[RouteOut]) -> Value {
+        // One virtual host per distinct hostname set; routes without hostnames take the listener's.
+        let mut vhosts: BTreeMap<Vec<String>, Vec<(Precedence, Value)>> = BTreeMap::new();
+        for route in routes {
+            let mut domains: Vec<String> = if route.hostnames.is_empty() {
+                vec![listener.hostname.clone().unwrap_or_else(|| "*".to_string())]
+            } else {
+                route.hostnames.clone()
+            };
+            domains.sort();
+            let entries = vhosts.entry(domains).or_default();
+            for (r, rule) in route.rules.iter().enumerate() {
+                let matches = if rule.matches.is_empty() { vec![RouteMatch::default()] } else { rule.matches.clone() };
+                for m in &matches {
+                    entries.push((
+                        Precedence::of(m, entries.len()),
+                        json!({
+                            "name": format!("{}/rule{r}", route.name),
+                            "match": route_match(m),
+                            "route": route_action(rule.rewrite.as_ref(), m, &rule.backends),
+                        }),
+                    ));
+                }
+                if rule.backends.is_empty() {
+                    if let Some((_, last)) = entries.last_mut() {
+                        last.as_object_mut().map(|o| o.remove("route"));
+                        last["direct_response"] = json!({ "status": 500 });
+                    }
+                }
+            }
+        }
+        let virtual_hosts: Vec<Value> = vhosts
+            .into_iter()
+            .enumerate()
+            .map(|(i, (domains, mut entries))| {
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                // Envoy matches the port too unless told otherwise; accept both forms.
+                let domains: Vec<String> = domains.iter().flat_map(|d| [d.clone(), format!("{d}:*")]).filter(|d| d != "*:*").collect();
+                json!({ "name": format!("vh{i}"), "domains": domains, "routes": entries.into_iter().map(|e| e.1).collect::<Vec<_>>() })
+            })
+            .collect();
+        json!({ "name": id, "virtual_hosts": virtual_hosts })
+    }
+
+    fn cluster(&self, upstream: &Upstream) -> Value {
+        let name = upstream.cluster_name();
+        let (host, port, tls_sni) = match upstream {
+            Upstream::Service { namespace, name, port } => {
+                let (h, p) = self.resolved(name, namespace, *port);
+                (h, p, None)
+            }
+            Upstream::XBackend { namespace, target: BackendTarget::Service { name, port }, .. } => {
+                let (h, p) = self.resolved(name, namespace, *port);
+                (h, p, None)
+            }
+            Upstream::XBackend { target: BackendTarget::Hostname { host, port }, .. } => (host.clone(), *port, Some(host.clone())),
+        };
+        let mut cluster = json!({
+            "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            "name": name,
+            "type": "STRICT_DNS",
+            "dns_lookup_family": "V4_PREFERRED",
+            "connect_timeout": "5s",
+            "load_assignment": {
+                "cluster_name": name,
+                "endpoints": [{ "lb_endpoints": [{ "endpoint": { "address": { "socket_address": { "address": host, "port_value": port } } } }] }],
+            },
+        });
+        if let Some(sni) = tls_sni {
+            cluster["transport_socket"] = json!({
+                "name": "envoy.transport_sockets.tls",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                    "sni": sni,
+                    "common_tls_context": { "validation_context": {
+                        "trusted_ca": { "filename": "/etc/ssl/certs/ca-certificates.crt" },
+                        "match_typed_subject_alt_names": [{ "san_type": "DNS", "matcher": { "exact": sni } }],
+                    } },
+                },
+            });
+        }
+        cluster
+    }
+
+    /// `--resolve name.namespace=HOST:PORT`, or the in-cluster DNS name.
+    fn resolved(&self, name: &str, namespace: &str, port: u16) -> (String, u16) {
+        self.resolve
+            .get(&format!("{name}.{namespace}"))
+            .cloned()
+            .unwrap_or_else(|| (format!("{name}.{namespace}.svc.cluster.local"), port))
+    }
+}
+
+fn pretty(v: &Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(v).expect("JSON values serialise");
+    out.push(b'\n');
+    out
+}
+
+/// Gateway API route precedence: exact path, longest prefix, method, most headers, most query
+/// params, then declaration order.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Precedence {
+    exact: std::cmp::Reverse<bool>,
+    path_len: std::cmp::Reverse<usize>,
+    method: std::cmp::Reverse<bool>,
+    headers: std::cmp::Reverse<usize>,
+    queries: std::cmp::Reverse<usize>,
+    order: usize,
+}
+
+impl Precedence {
+    fn of(m: &RouteMatch, order: usize) -> Self {
+        use std::cmp::Reverse;
+        let (kind, value) = path_of(m);
+        Precedence {
+            exact: Reverse(kind == "Exact"),
+            path_len: Reverse(value.len()),
+            method: Reverse(m.method.is_some()),
+            headers: Reverse(m.headers.len()),
+            queries: Reverse(m.query_params.len()),
+            order,
+        }
+    }
+}
+
+fn path_of(m: &RouteMatch) -> (&str, &str) {
+    let p = m.path.as_ref();
+    (
+        p.and_then(|p| p.match_type.as_deref()).unwrap_or("PathPrefix"),
+        p.and_then(|p| p.value.as_deref()).unwrap_or("/"),
+    )
+}
+
+fn string_match(kind: Option<&str>, value: &str) -> Value {
+    match kind {
+        Some("RegularExpression") => json!({ "safe_regex": { "regex": value } }),
+        _ => json!({ "exact": value }),
+    }
+}
+
+fn route_match(m: &RouteMatch) -> Value {
+    let (kind, value) = path_of(m);
+    let mut out = match kind {
+        "Exact" => json!({ "path": value }),
+        "RegularExpression" => json!({ "safe_regex": { "regex": value } }),
+        _ if value == "/" => json!({ "prefix": "/" }),
+        _ => json!({ "path_separated_prefix": value.trim_end_matches('/') }),
+    };
+    let mut headers: Vec<Value> = m
+        .headers
+        .iter()
+        .map(|h| json!({ "name": h.name, "string_match": string_match(h.match_type.as_deref(), &h.value) }))
+        .collect();
+    if let Some(method) = &m.method {
+        headers.push(json!({ "name": ":method", "string_match": { "exact": method } }));
+    }
+    if !headers.is_empty() {
+        out["headers"] = json!(headers);
+    }
+    if !m.query_params.is_empty() {
+        out["query_parameters"] = json!(m
+            .query_params
+            .iter()
+            .map(|q| json!({ "name": q.name, "string_match": string_match(q.match_type.as_deref(), &q.value) }))
+            .collect::<Vec<_>>());
+    }
+    out
+}
+
+fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstream, u32)]) -> Value {
+    let mut action = match backends {
+        [(u, _)] => json!({ "cluster": u.cluster_name() }),
+        many => json!({ "weighted_clusters": { "clusters": many.iter().map(|(u, w)| json!({ "name": u.cluster_name(), "weight": w })).collect::<Vec<_>>() } }),
+    };
+    if let Some(rw) = rewrite {
+        if let Some(host) = &rw.hostname {
+            action["host_rewrite_literal"] = json!(host);
+        }
+        if let Some(path) = &rw.path {
+            match (path.modifier_type.as_str(), &path.replace_full_path, &path.replace_prefix_match) {
+                ("ReplaceFullPath", Some(full), _) => {
+                    action["regex_rewrite"] = json!({ "pattern": { "regex": "^/.*$" }, "substitution": full });
+                }
+                ("ReplacePrefixMatch", _, Some(prefix)) => {
+                    let (_, matched) = path_of(m);
+                    if matched == "/" || matched.trim_end_matches('/').is_empty() {
+                        // Every path matches "/": put the new prefix in front of the whole path.
+                        let prefix = prefix.trim_end_matches('/');
+                        action["regex_rewrite"] = json!({ "pattern": { "regex": "^/(.*)$" }, "substitution": format!("{prefix}/\\1") });
+                    } else {
+                        action["prefix_rewrite"] = json!(prefix);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    action
+}

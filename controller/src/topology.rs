@@ -1,0 +1,411 @@
+//! From objects to one compiled plan per Gateway listener (SPEC §2, §6, §7): which policies are
+//! accepted, in which order they run, which routes and upstreams each listener serves.
+//! The same code serves `compile`, `render`, `explain` and the in-cluster controller.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use toolgate_policy::api::{AccessPolicySpec, PolicyAction, PolicyTargetRef, GATEWAY_GROUP, GROUP};
+use toolgate_policy::compile::{compile_policy, CompileOptions};
+use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings, PolicyPlan};
+
+use crate::model::{BackendRef, GatewaySpec, Inventory, Listener, Object, RouteMatch, UrlRewrite};
+
+pub const CONTROLLER_NAME: &str = "toolgate.dev/controller";
+/// SPEC §7: more policies than this on one target are not accepted.
+pub const MAX_POLICIES_PER_TARGET: usize = 5;
+
+#[derive(Clone, Debug)]
+pub struct TopologyOptions {
+    pub compile: CompileOptions,
+    pub settings: PlanSettings,
+    /// Only Gateways of this class (all when None).
+    pub gateway_class: Option<String>,
+}
+
+impl Default for TopologyOptions {
+    fn default() -> Self {
+        Self { compile: CompileOptions::default(), settings: PlanSettings::default(), gateway_class: None }
+    }
+}
+
+/// Where a route sends traffic. The cluster name is the key the filter sees as `xds.cluster_name`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Upstream {
+    Service { namespace: String, name: String, port: u16 },
+    XBackend { namespace: String, name: String, target: BackendTarget, path: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BackendTarget {
+    /// A Service in the XBackend's namespace (plain HTTP).
+    Service { name: String, port: u16 },
+    /// An external host (TLS, SNI = host).
+    Hostname { host: String, port: u16 },
+}
+
+impl Upstream {
+    pub fn cluster_name(&self) -> String {
+        match self {
+            Upstream::Service { namespace, name, port } => format!("service/{namespace}/{name}/{port}"),
+            Upstream::XBackend { namespace, name, .. } => format!("xbackend/{namespace}/{name}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RouteRuleOut {
+    pub matches: Vec<RouteMatch>,
+    pub rewrite: Option<UrlRewrite>,
+    /// Weighted upstreams; empty = the rule has no usable backend (answered 500, as Gateway API asks).
+    pub backends: Vec<(Upstream, u32)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct RouteOut {
+    /// `namespace/name` of the HTTPRoute.
+    pub name: String,
+    pub hostnames: Vec<String>,
+    pub rules: Vec<RouteRuleOut>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ListenerOut {
+    pub listener: Listener,
+    pub routes: Vec<RouteOut>,
+    pub plan: CompiledPlan,
+}
+
+#[derive(Clone, Debug)]
+pub struct GatewayOut {
+    pub gateway: Object<GatewaySpec>,
+    pub listeners: Vec<ListenerOut>,
+}
+
+/// Gateway API `PolicyAncestorStatus`, as the controller writes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AncestorStatus {
+    pub ancestor_ref: AncestorRef,
+    pub controller_name: String,
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AncestorRef {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub condition_type: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PolicyStatus {
+    /// `namespace/name`.
+    pub policy: String,
+    pub ancestors: Vec<AncestorStatus>,
+}
+
+impl PolicyStatus {
+    /// Accepted on every target.
+    pub fn accepted(&self) -> bool {
+        self.ancestors.iter().all(|a| a.conditions.iter().all(|c| c.status == "True"))
+    }
+    /// `reason: message` of each target that did not accept it.
+    pub fn problems(&self) -> Vec<String> {
+        self.ancestors
+            .iter()
+            .flat_map(|a| {
+                a.conditions.iter().filter(|c| c.status != "True").map(move |c| {
+                    format!("{} {}/{}: {}: {}", a.ancestor_ref.kind, a.ancestor_ref.namespace, a.ancestor_ref.name, c.reason, c.message)
+                })
+            })
+            .collect()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Topology {
+    pub gateways: Vec<GatewayOut>,
+    pub statuses: Vec<PolicyStatus>,
+    /// Findings that do not invalidate anything (e.g. sourced rules on a listener without client certificates).
+    pub warnings: Vec<String>,
+}
+
+/// What a target is, independent of `sectionName` (limits count per target).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum TargetKey {
+    Gateway { namespace: String, name: String },
+    Backend { namespace: String, name: String },
+}
+
+/// One accepted attachment of a policy to a target.
+struct Attachment {
+    policy: usize,
+    section: Option<String>,
+    plan: PolicyPlan,
+}
+
+pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
+    let mut topo = Topology::default();
+
+    // Evaluation order (SPEC §2): creationTimestamp, then namespace/name.
+    let mut order: Vec<usize> = (0..inv.policies.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (pa, pb) = (&inv.policies[a], &inv.policies[b]);
+        let ta = pa.creation_timestamp.as_deref().unwrap_or("");
+        let tb = pb.creation_timestamp.as_deref().unwrap_or("");
+        ta.cmp(tb).then_with(|| pa.key().cmp(&pb.key()))
+    });
+
+    // Per target, the accepted attachments in order, plus how many ExternalAuth policies.
+    let mut by_target: BTreeMap<TargetKey, Vec<Attachment>> = BTreeMap::new();
+    let mut statuses: Vec<Option<PolicyStatus>> = vec![None; inv.policies.len()];
+    for &i in &order {
+        let policy = &inv.policies[i];
+        let compiled = compile_policy(&policy.namespace, &policy.name, &policy.spec, &opts.compile);
+        let mut ancestors = Vec::new();
+        for target in &policy.spec.target_refs {
+            let ancestor_ref = AncestorRef {
+                group: target.group.clone(),
+                kind: target.kind.clone(),
+                name: target.name.clone(),
+                namespace: policy.namespace.clone(),
+                section_name: target.section_name.clone(),
+            };
+            let condition = match (&compiled, target_key(inv, policy, target)) {
+                (_, Err(message)) => condition(false, "TargetNotFound", message, policy.generation),
+                (Err(e), _) => condition(false, e.reason(), format!("{}: {}", e.field(), e), policy.generation),
+                (Ok(plan), Ok(key)) => {
+                    let attached = by_target.entry(key).or_default();
+                    let external_auths = attached
+                        .iter()
+                        .filter(|a| inv.policies[a.policy].spec.action == PolicyAction::ExternalAuth)
+                        .count();
+                    if policy.spec.action == PolicyAction::ExternalAuth && external_auths > 0 {
+                        condition(
+                            false,
+                            "LimitPerTargetExceeded",
+                            "an older ExternalAuth policy already targets this target (at most one per target)".into(),
+                            policy.generation,
+                        )
+                    } else if attached.len() >= MAX_POLICIES_PER_TARGET {
+                        condition(
+                            false,
+                            "LimitPerTargetExceeded",
+                            format!("{MAX_POLICIES_PER_TARGET} older policies already target this target (at most {MAX_POLICIES_PER_TARGET})"),
+                            policy.generation,
+                        )
+                    } else {
+                        attached.push(Attachment { policy: i, section: target.section_name.clone(), plan: plan.clone() });
+                        condition(true, "Accepted", "Policy accepted".into(), policy.generation)
+                    }
+                }
+            };
+            ancestors.push(AncestorStatus {
+                ancestor_ref,
+                controller_name: CONTROLLER_NAME.to_string(),
+                conditions: vec![condition],
+            });
+        }
+        statuses[i] = Some(PolicyStatus { policy: policy.key(), ancestors });
+    }
+    topo.statuses = statuses.into_iter().flatten().collect();
+    topo.statuses.sort_by(|a, b| a.policy.cmp(&b.policy));
+
+    // Backend levels by XBackend.
+    let backend_level = |ns: &str, name: &str| -> LevelPlan {
+        let key = TargetKey::Backend { namespace: ns.to_string(), name: name.to_string() };
+        LevelPlan { allow: by_target.get(&key).map(|a| a.iter().map(|a| a.plan.clone()).collect()).unwrap_or_default() }
+    };
+
+    for gw in &inv.gateways {
+        if opts.gateway_class.as_deref().is_some_and(|c| c != gw.spec.gateway_class_name) {
+            continue;
+        }
+        let key = TargetKey::Gateway { namespace: gw.namespace.clone(), name: gw.name.clone() };
+        let gateway_attachments = by_target.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+        let mut listeners = Vec::new();
+        for listener in &gw.spec.listeners {
+            let listener_id = format!("{}/{}/{}", gw.namespace, gw.name, listener.name);
+            let gateway_level = LevelPlan {
+                allow: gateway_attachments
+                    .iter()
+                    .filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name))
+                    .map(|a| a.plan.clone())
+                    .collect(),
+            };
+            let routes = attached_routes(inv, gw, listener, &mut topo.warnings);
+            let mut backends = BTreeMap::new();
+            for upstream in routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
+                if let Upstream::XBackend { namespace, name, .. } = upstream {
+                    let level = backend_level(namespace, name);
+                    if !level.is_empty() {
+                        backends.insert(upstream.cluster_name(), level);
+                    }
+                }
+            }
+            let plan = CompiledPlan {
+                settings: opts.settings.clone(),
+                gateway: gateway_level,
+                backends,
+                ..CompiledPlan::empty(&listener_id)
+            }
+            .seal();
+            let sourced = plan
+                .gateway
+                .allow
+                .iter()
+                .chain(plan.backends.values().flat_map(|l| &l.allow))
+                .any(|p| p.rules.iter().any(|r| r.principal.is_some()));
+            if sourced && gw.spec.client_ca_refs(listener.port).is_empty() {
+                topo.warnings.push(format!(
+                    "listener {listener_id}: rules with a source apply, but the listener does not request client \
+                     certificates (no spec.tls.frontend CA), so its callers have no identity and those rules never match; \
+                     use --client-ca FILE or configure spec.tls.frontend"
+                ));
+            }
+            listeners.push(ListenerOut { listener: listener.clone(), routes, plan });
+        }
+        topo.gateways.push(GatewayOut { gateway: gw.clone(), listeners });
+    }
+    topo
+}
+
+fn condition(ok: bool, reason: &str, message: String, generation: Option<i64>) -> Condition {
+    Condition {
+        condition_type: "Accepted".into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+    }
+}
+
+fn target_key(inv: &Inventory, policy: &Object<AccessPolicySpec>, target: &PolicyTargetRef) -> Result<TargetKey, String> {
+    let ns = &policy.namespace;
+    if target.group == GATEWAY_GROUP && target.kind == "Gateway" {
+        let gw = inv
+            .gateways
+            .iter()
+            .find(|g| &g.namespace == ns && g.name == target.name)
+            .ok_or_else(|| format!("Gateway {ns}/{} not found", target.name))?;
+        if let Some(section) = &target.section_name {
+            if !gw.spec.listeners.iter().any(|l| &l.name == section) {
+                return Err(format!("Gateway {ns}/{} has no listener {section:?}", target.name));
+            }
+        }
+        Ok(TargetKey::Gateway { namespace: ns.clone(), name: target.name.clone() })
+    } else if target.group == GROUP && target.kind == "XBackend" {
+        inv.backends
+            .iter()
+            .find(|b| &b.namespace == ns && b.name == target.name)
+            .ok_or_else(|| format!("XBackend {ns}/{} not found", target.name))?;
+        Ok(TargetKey::Backend { namespace: ns.clone(), name: target.name.clone() })
+    } else {
+        Err(format!("target kind {}/{} is not supported", target.group, target.kind))
+    }
+}
+
+/// HTTPRoutes attached to a listener, with their backends resolved to upstreams.
+fn attached_routes(
+    inv: &Inventory,
+    gw: &Object<GatewaySpec>,
+    listener: &Listener,
+    warnings: &mut Vec<String>,
+) -> Vec<RouteOut> {
+    let mut routes: Vec<&Object<_>> = inv
+        .routes
+        .iter()
+        .filter(|route| {
+            route.spec.parent_refs.iter().any(|p| {
+                p.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
+                    && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+                    && p.name == gw.name
+                    && p.namespace.as_deref().unwrap_or(&route.namespace) == gw.namespace
+                    && p.section_name.as_deref().is_none_or(|s| s == listener.name)
+                    && p.port.is_none_or(|port| port == listener.port)
+            }) && listener.admits_routes_from(&gw.namespace, &route.namespace)
+        })
+        .collect();
+    // Gateway API precedence between routes: oldest first, then namespace/name.
+    routes.sort_by(|a, b| {
+        a.creation_timestamp.as_deref().unwrap_or("").cmp(b.creation_timestamp.as_deref().unwrap_or("")).then(a.key().cmp(&b.key()))
+    });
+    routes
+        .into_iter()
+        .map(|route| RouteOut {
+            name: route.key(),
+            hostnames: route.spec.hostnames.clone(),
+            rules: route
+                .spec
+                .rules
+                .iter()
+                .map(|rule| RouteRuleOut {
+                    matches: rule.matches.clone(),
+                    rewrite: rule.filters.iter().find(|f| f.filter_type == "URLRewrite").and_then(|f| f.url_rewrite.clone()),
+                    backends: rule
+                        .backend_refs
+                        .iter()
+                        .filter_map(|b| match resolve_backend(inv, &route.namespace, b) {
+                            Ok(u) => Some((u, b.weight.unwrap_or(1))),
+                            Err(e) => {
+                                warnings.push(format!("HTTPRoute {}: {e}", route.key()));
+                                None
+                            }
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn resolve_backend(inv: &Inventory, route_ns: &str, b: &BackendRef) -> Result<Upstream, String> {
+    let namespace = b.namespace.clone().unwrap_or_else(|| route_ns.to_string());
+    if b.is_xbackend() {
+        let xb = inv
+            .backends
+            .iter()
+            .find(|x| x.namespace == namespace && x.name == b.name)
+            .ok_or_else(|| format!("backendRef XBackend {namespace}/{} not found", b.name))?;
+        let mcp = &xb.spec.mcp;
+        let target = match (&mcp.service_name, &mcp.hostname) {
+            (Some(name), None) => BackendTarget::Service { name: name.clone(), port: mcp.port },
+            (None, Some(host)) => BackendTarget::Hostname { host: host.clone(), port: mcp.port },
+            _ => return Err(format!("XBackend {namespace}/{}: exactly one of serviceName or hostname must be set", b.name)),
+        };
+        Ok(Upstream::XBackend { namespace, name: b.name.clone(), target, path: mcp.path_or_default().to_string() })
+    } else if b.is_service() {
+        let port = b.port.ok_or_else(|| format!("backendRef Service {namespace}/{} has no port", b.name))?;
+        Ok(Upstream::Service { namespace, name: b.name.clone(), port })
+    } else {
+        Err(format!(
+            "backendRef {}/{} {} is not supported",
+            b.group.as_deref().unwrap_or(""),
+            b.kind.as_deref().unwrap_or("Service"),
+            b.name
+        ))
+    }
+}
+
+/// Listener plans by `namespace.gateway.listener`, for writing files.
+pub fn plan_file_name(gateway: &Object<GatewaySpec>, listener: &Listener) -> String {
+    format!("{}.{}.{}.plan.json", gateway.namespace, gateway.name, listener.name)
+}
+
