@@ -1,6 +1,14 @@
 //! `toolgate`: validate, compile and render XAccessPolicy resources for Envoy; run the controller.
 
+mod cli;
+mod compile_cmd;
+mod convert;
+mod crds;
 mod inputs;
+mod model;
+mod render;
+mod topology;
+mod validate;
 
 use std::process::ExitCode;
 
@@ -15,13 +23,44 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the CustomResourceDefinitions (XAccessPolicy, XBackend).
-    Crds,
+    /// Print the CustomResourceDefinitions (XAccessPolicy, XBackend) as multi-document YAML.
+    Crds {
+        /// Write one file per CRD into this folder (as kept in crds/) instead of printing.
+        #[arg(short = 'o', long = "output", value_name = "DIR")]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Run every CRD validation (OpenAPI limits, CEL rules) offline; exit 1 when any object is invalid.
+    Validate(cli::InputArgs),
+    /// Write each Gateway listener's compiled plan and status.json.
+    Compile(compile_cmd::CompileArgs),
+    /// Write a runnable Envoy configuration per Gateway.
+    Render(render::RenderArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Crds => ExitCode::SUCCESS,
+        Command::Crds { output: None } => {
+            print!("{}", crds::render_all());
+            ExitCode::SUCCESS
+        }
+        Command::Crds { output: Some(dir) } => match crds::write_dir(&dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("toolgate crds: {}: {e}", dir.display());
+                ExitCode::from(2)
+            }
+        },
+        Command::Validate(args) => ExitCode::from(validate::run(&args.files, &args.namespace)),
+        Command::Compile(args) => exit(compile_cmd::run(&args)),
+        Command::Render(args) => exit(render::run(&args)),
+    }
+}
+
+fn exit(result: Result<(), cli::Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(cli::Failure::Invalid) => ExitCode::from(1),
+        Err(cli::Failure::Usage) => ExitCode::from(2),
     }
 }
