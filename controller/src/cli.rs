@@ -77,8 +77,11 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs) -> Result<Topology, Fail
         return Err(Failure::Usage);
     }
     let topo = topology::build(inv, &opts);
-    let mut rejected = 0;
-    for status in &topo.statuses {
+    let mut rejected = inv.rejected_policies.len();
+    for r in &inv.rejected_policies {
+        eprintln!("policy {}/{} not accepted: Invalid: {}", r.namespace, r.name, r.message);
+    }
+    for status in topo.statuses.iter().filter(|s| !inv.rejected_policies.iter().any(|r| format!("{}/{}", r.namespace, r.name) == s.policy)) {
         for problem in status.problems() {
             rejected += 1;
             eprintln!("policy {} not accepted: {problem}", status.policy);

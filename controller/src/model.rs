@@ -135,8 +135,6 @@ pub struct TlsValidation {
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
     #[serde(default)]
-    pub group: Option<String>,
-    #[serde(default)]
     pub kind: Option<String>,
     pub name: String,
     #[serde(default)]
@@ -285,6 +283,18 @@ pub struct Inventory {
     /// Secrets and ConfigMaps as `(kind, namespace/name) -> data` with values decoded to text.
     pub secrets: Vec<Object<std::collections::BTreeMap<String, String>>>,
     pub config_maps: Vec<Object<std::collections::BTreeMap<String, String>>>,
+    /// XAccessPolicies that fail the CRD validation: never enforced, reported as `Invalid`.
+    pub rejected_policies: Vec<RejectedPolicy>,
+}
+
+#[derive(Clone, Debug)]
+pub struct RejectedPolicy {
+    pub namespace: String,
+    pub name: String,
+    /// As far as they could be read, for status.
+    pub target_refs: Vec<toolgate_policy::api::PolicyTargetRef>,
+    /// `field: message; ...` as the API server would report them.
+    pub message: String,
 }
 
 /// An object that could not be read into its type.
@@ -306,6 +316,44 @@ impl Inventory {
         let mut errors = Vec::new();
         for raw in objects {
             let group = raw.api_version().split('/').next().unwrap_or("");
+            // The API server's checks first: what it would refuse is never enforced.
+            let problems = crate::validate::validate_object(raw, default_ns);
+            if !problems.is_empty() {
+                let message = problems
+                    .iter()
+                    .map(|p| if p.path.is_empty() { p.message.clone() } else { format!("{}: {}", p.path, p.message) })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                if raw.kind() == "XAccessPolicy" {
+                    let target_refs = raw
+                        .value
+                        .pointer("/spec/targetRefs")
+                        .and_then(|t| serde_json::from_value(t.clone()).ok())
+                        .unwrap_or_default();
+                    inv.rejected_policies.push(RejectedPolicy {
+                        namespace: raw.namespace(default_ns).to_string(),
+                        name: raw.name().to_string(),
+                        target_refs,
+                        message,
+                    });
+                } else {
+                    errors.push(ModelError {
+                        origin: raw.origin(),
+                        kind: raw.kind().to_string(),
+                        namespace: raw.namespace(default_ns).to_string(),
+                        name: raw.name().to_string(),
+                        message,
+                    });
+                }
+                continue;
+            }
+            let defaulted;
+            let raw = if crate::validate::is_ours(&raw.value) {
+                defaulted = RawObject { value: crate::validate::defaulted(&raw.value), ..raw.clone() };
+                &defaulted
+            } else {
+                raw
+            };
             let result = match (group, raw.kind()) {
                 (GROUP, "XAccessPolicy") => {
                     typed(raw, default_ns, crate::convert::policy_spec_v1alpha1(raw)).map(|o| inv.policies.push(o))

@@ -235,6 +235,10 @@ impl Ctx<'_> {
     fn downstream_tls(&self, gw: &GatewayOut, listener: &Listener) -> Result<Value, Failure> {
         let ns = &gw.gateway.namespace;
         let tls = listener.tls.as_ref();
+        if let Some(mode) = tls.and_then(|t| t.mode.as_deref()).filter(|m| *m != "Terminate") {
+            eprintln!("error: listener {}: TLS mode {mode} is not supported (Terminate only)", listener.name);
+            return Err(Failure::Invalid);
+        }
         let cert_ref = tls.and_then(|t| t.certificate_refs.first()).ok_or_else(|| {
             eprintln!("error: listener {}: HTTPS needs tls.certificateRefs", listener.name);
             Failure::Invalid

@@ -122,10 +122,6 @@ pub struct PolicyStatus {
 }
 
 impl PolicyStatus {
-    /// Accepted on every target.
-    pub fn accepted(&self) -> bool {
-        self.ancestors.iter().all(|a| a.conditions.iter().all(|c| c.status == "True"))
-    }
     /// `reason: message` of each target that did not accept it.
     pub fn problems(&self) -> Vec<String> {
         self.ancestors
@@ -189,8 +185,8 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 section_name: target.section_name.clone(),
             };
             let condition = match (&compiled, target_key(inv, policy, target)) {
+                (Err(e), _) => condition(false, e.reason(), e.to_string(), policy.generation),
                 (_, Err(message)) => condition(false, "TargetNotFound", message, policy.generation),
-                (Err(e), _) => condition(false, e.reason(), format!("{}: {}", e.field(), e), policy.generation),
                 (Ok(plan), Ok(key)) => {
                     let attached = by_target.entry(key).or_default();
                     let external_auths = attached
@@ -226,6 +222,24 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
         statuses[i] = Some(PolicyStatus { policy: policy.key(), ancestors });
     }
     topo.statuses = statuses.into_iter().flatten().collect();
+    for rejected in &inv.rejected_policies {
+        let ancestors = rejected
+            .target_refs
+            .iter()
+            .map(|t| AncestorStatus {
+                ancestor_ref: AncestorRef {
+                    group: t.group.clone(),
+                    kind: t.kind.clone(),
+                    name: t.name.clone(),
+                    namespace: rejected.namespace.clone(),
+                    section_name: t.section_name.clone(),
+                },
+                controller_name: CONTROLLER_NAME.to_string(),
+                conditions: vec![condition(false, "Invalid", rejected.message.clone(), None)],
+            })
+            .collect();
+        topo.statuses.push(PolicyStatus { policy: format!("{}/{}", rejected.namespace, rejected.name), ancestors });
+    }
     topo.statuses.sort_by(|a, b| a.policy.cmp(&b.policy));
 
     // Backend levels by XBackend.

@@ -681,8 +681,59 @@ pub fn run(files: &[std::path::PathBuf], default_namespace: &str) -> u8 {
             return 2;
         }
     };
-    let problems = validate_objects(&objects, default_namespace);
+    let mut problems = validate_objects(&objects, default_namespace);
+    problems.extend(compile_problems(&objects, default_namespace));
     report(&problems, objects.len())
+}
+
+/// The checks a schema cannot express (regular expressions, sources, CEL compilation) as errors,
+/// and cluster-state findings (`TargetNotFound`, `LimitPerTargetExceeded`) as warnings (SPEC §7).
+/// Objects the schema already refused are not reported twice.
+fn compile_problems(objects: &[RawObject], default_namespace: &str) -> Vec<Problem> {
+    let (inv, model_errors) = crate::model::Inventory::from_raw(objects, default_namespace);
+    let mut problems: Vec<Problem> = model_errors
+        .into_iter()
+        .filter(|e| !is_ours_kind(&e.kind))
+        .map(|e| Problem {
+            origin: e.origin,
+            kind: e.kind,
+            namespace: e.namespace,
+            name: e.name,
+            path: String::new(),
+            message: e.message,
+            severity: Severity::Error,
+        })
+        .collect();
+    let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
+    for status in &topo.statuses {
+        let Some(policy) = inv.policies.iter().find(|p| p.key() == status.policy) else { continue };
+        let mut seen = std::collections::BTreeSet::new();
+        for ancestor in &status.ancestors {
+            for c in ancestor.conditions.iter().filter(|c| c.status != "True") {
+                let severity = match c.reason.as_str() {
+                    "TargetNotFound" | "LimitPerTargetExceeded" => Severity::Warning,
+                    _ => Severity::Error,
+                };
+                let message = format!("{}: {}", c.reason, c.message);
+                if seen.insert(message.clone()) {
+                    problems.push(Problem {
+                        origin: policy.origin.clone(),
+                        kind: "XAccessPolicy".into(),
+                        namespace: policy.namespace.clone(),
+                        name: policy.name.clone(),
+                        path: String::new(),
+                        message,
+                        severity,
+                    });
+                }
+            }
+        }
+    }
+    problems
+}
+
+fn is_ours_kind(kind: &str) -> bool {
+    matches!(kind, "XAccessPolicy" | "XBackend")
 }
 
 /// Prints problems (errors on stdout, warnings too) and a summary on stderr; returns the exit code.

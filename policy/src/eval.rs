@@ -524,7 +524,12 @@ pub fn full_match_regex(expr: &str) -> Result<Regex, String> {
     regex::RegexBuilder::new(&format!("^(?:{expr})$"))
         .size_limit(1 << 20)
         .build()
-        .map_err(|e| format!("invalid regular expression {expr:?}: {e}"))
+        .map_err(|e| {
+            // The parser's message spans lines and shows our ^(?:...)$ wrapper: keep its last line.
+            let text = e.to_string();
+            let reason = text.lines().last().unwrap_or("").trim().trim_start_matches("error: ").to_string();
+            format!("invalid regular expression {expr:?}: {reason}")
+        })
 }
 
 impl CompiledHttp {
