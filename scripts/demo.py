@@ -7,6 +7,7 @@ whether the MCP server executed it. Stops everything it started."""
 from __future__ import annotations
 
 import base64
+import re
 import subprocess
 import sys
 import time
@@ -99,7 +100,7 @@ def main() -> int:
         print(f"{'no cert':8}  {'tools/call get-sum':34}  {'DENY' if rejected else 'ALLOW':8}  {'no':8}  "
               "TLS handshake refused: the listener requires a client certificate")
 
-        stats = envoy.stats("toolgate")
+        stats = envoy.stats(r"^(wasmcustom\.)?toolgate\.")
         counters = ", ".join(f"{k.removeprefix('wasmcustom.')}={v}" for k, v in sorted(stats.items()) if v)
         print(f"\nEnvoy counters: {counters}")
         print(f"Access log: {access_log.relative_to(REPO)}; rendered config: {rendered.relative_to(REPO)}/")
@@ -131,7 +132,8 @@ def new_decision(access_log: Path, lines_before: int) -> str | None:
 
 def envoy_version() -> str:
     out = subprocess.run([str(harness.envoy_binary()), "--version"], capture_output=True, text=True).stdout
-    return out.split("/")[1] if "/" in out else out.strip()
+    found = re.search(r"/(\d+\.\d+\.\d+)/", out)
+    return found.group(1) if found else out.strip()
 
 
 if __name__ == "__main__":

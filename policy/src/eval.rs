@@ -128,6 +128,8 @@ pub struct Decision<'p> {
     /// The rules that allowed the (last evaluated) message, per level.
     pub gateway_rule: Option<RuleRef<'p>>,
     pub backend_rule: Option<RuleRef<'p>>,
+    /// Why the body was not read as MCP, when that mattered to a denial.
+    pub not_mcp: Option<String>,
 }
 
 impl Decision<'_> {
@@ -143,7 +145,10 @@ impl Decision<'_> {
             Verdict::Allow if !self.under_policy => "allow (no policy)".to_string(),
             Verdict::Allow => format!("allow gateway={} backend={}", r(&self.gateway_rule), r(&self.backend_rule)),
             Verdict::Deny(reason) => {
-                let at = self.message.map(|i| format!(" (batch element {i})")).unwrap_or_default();
+                let mut at = self.message.map(|i| format!(" (batch element {i})")).unwrap_or_default();
+                if let Some(why) = &self.not_mcp {
+                    at.push_str(&format!(" (body is not MCP: {why})"));
+                }
                 match reason {
                     DenyReason::NoRuleMatched { level, policies } => format!(
                         "deny {}: no rule of {policies} allow polic{} matched{at}",
@@ -229,6 +234,7 @@ impl<'e> Route<'e> {
             message: None,
             gateway_rule: None,
             backend_rule: None,
+            not_mcp: None,
         };
         if !decision.under_policy {
             return decision;
@@ -252,7 +258,11 @@ impl<'e> Route<'e> {
             BodyInput::None | BodyInput::NotMcp(_) => {
                 let base = req.method == "GET" || (req.method == "DELETE" && req.header("mcp-session-id").is_some());
                 let subject = if matches!(body, BodyInput::None) && base { Subject::BaseHttp } else { Subject::Http };
-                self.decide_one(req, &subject, &mut decision);
+                if !self.decide_one(req, &subject, &mut decision) {
+                    if let BodyInput::NotMcp(e) = body {
+                        decision.not_mcp = Some(e.to_string());
+                    }
+                }
             }
         }
         decision

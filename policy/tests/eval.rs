@@ -305,7 +305,7 @@ fn http_matchers_are_enforced() {
 #[test]
 fn not_mcp_bodies_only_pass_rules_without_mcp_constraints() {
     let open = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"r","authorization":{"type":"Inline","methods":["POST"]}}]}"#;
-    let err = NotMcp::EmptyBatch;
+    let err = NotMcp::EmptyBody;
     let ev = plan(vec![policy("p", SA_A_GET_SUM)], vec![]);
     assert!(!ev.route(None).decide(&Req::post(Some(A)).http(), BodyInput::NotMcp(&err)).allowed());
     let ev = plan(vec![policy("p", open)], vec![]);
