@@ -4,6 +4,7 @@ mod cli;
 mod compile_cmd;
 mod convert;
 mod crds;
+mod explain_cmd;
 mod inputs;
 mod model;
 mod render;
@@ -35,6 +36,8 @@ enum Command {
     Compile(compile_cmd::CompileArgs),
     /// Write a runnable Envoy configuration per Gateway.
     Render(render::RenderArgs),
+    /// Print the decision for a described request, and why.
+    Explain(explain_cmd::ExplainArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => ExitCode::from(validate::run(&args.files, &args.namespace)),
         Command::Compile(args) => exit(compile_cmd::run(&args)),
         Command::Render(args) => exit(render::run(&args)),
+        Command::Explain(args) => exit(explain_cmd::run(&args)),
     }
 }
 

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{self, Failure, InputArgs, PlanArgs};
 use crate::model::{Inventory, Listener, ObjectRef, RouteMatch, UrlRewrite};
-use crate::topology::{BackendTarget, GatewayOut, ListenerOut, RouteOut, Upstream};
+use crate::topology::{path_of, BackendTarget, GatewayOut, ListenerOut, Precedence, RouteOut, Upstream};
 
 #[derive(Args, Debug)]
 pub struct RenderArgs {
@@ -398,41 +398,6 @@ fn pretty(v: &Value) -> Vec<u8> {
     let mut out = serde_json::to_vec_pretty(v).expect("JSON values serialise");
     out.push(b'\n');
     out
-}
-
-/// Gateway API route precedence: exact path, longest prefix, method, most headers, most query
-/// params, then declaration order.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Precedence {
-    exact: std::cmp::Reverse<bool>,
-    path_len: std::cmp::Reverse<usize>,
-    method: std::cmp::Reverse<bool>,
-    headers: std::cmp::Reverse<usize>,
-    queries: std::cmp::Reverse<usize>,
-    order: usize,
-}
-
-impl Precedence {
-    fn of(m: &RouteMatch, order: usize) -> Self {
-        use std::cmp::Reverse;
-        let (kind, value) = path_of(m);
-        Precedence {
-            exact: Reverse(kind == "Exact"),
-            path_len: Reverse(value.len()),
-            method: Reverse(m.method.is_some()),
-            headers: Reverse(m.headers.len()),
-            queries: Reverse(m.query_params.len()),
-            order,
-        }
-    }
-}
-
-fn path_of(m: &RouteMatch) -> (&str, &str) {
-    let p = m.path.as_ref();
-    (
-        p.and_then(|p| p.match_type.as_deref()).unwrap_or("PathPrefix"),
-        p.and_then(|p| p.value.as_deref()).unwrap_or("/"),
-    )
 }
 
 fn string_match(kind: Option<&str>, value: &str) -> Value {

@@ -418,6 +418,100 @@ fn resolve_backend(inv: &Inventory, route_ns: &str, b: &BackendRef) -> Result<Up
     }
 }
 
+/// Gateway API route precedence: exact path, longest prefix, method, most headers, most query
+/// params, then declaration order.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Precedence {
+    exact: std::cmp::Reverse<bool>,
+    path_len: std::cmp::Reverse<usize>,
+    method: std::cmp::Reverse<bool>,
+    headers: std::cmp::Reverse<usize>,
+    queries: std::cmp::Reverse<usize>,
+    order: usize,
+}
+
+impl Precedence {
+    pub fn of(m: &RouteMatch, order: usize) -> Self {
+        use std::cmp::Reverse;
+        let (kind, value) = path_of(m);
+        Precedence {
+            exact: Reverse(kind == "Exact"),
+            path_len: Reverse(value.len()),
+            method: Reverse(m.method.is_some()),
+            headers: Reverse(m.headers.len()),
+            queries: Reverse(m.query_params.len()),
+            order,
+        }
+    }
+}
+
+pub fn path_of(m: &RouteMatch) -> (&str, &str) {
+    let p = m.path.as_ref();
+    (
+        p.and_then(|p| p.match_type.as_deref()).unwrap_or("PathPrefix"),
+        p.and_then(|p| p.value.as_deref()).unwrap_or("/"),
+    )
+}
+
+
+impl ListenerOut {
+    /// The route rule a request takes, as Envoy would choose it from the rendered configuration
+    /// (host, path, method and header matches; query parameters are not considered).
+    pub fn select_route(&self, host: &str, path: &str, method: &str, headers: &[(String, String)]) -> Option<&RouteRuleOut> {
+        let host = host.rsplit_once(':').map_or(host, |(h, _)| h).to_ascii_lowercase();
+        let url_path = path.split_once('?').map_or(path, |(p, _)| p);
+        let mut candidates: Vec<(Precedence, &RouteRuleOut)> = Vec::new();
+        for route in &self.routes {
+            let hosts: Vec<&str> = if route.hostnames.is_empty() {
+                self.listener.hostname.as_deref().into_iter().collect()
+            } else {
+                route.hostnames.iter().map(String::as_str).collect()
+            };
+            if !hosts.is_empty() && !hosts.iter().any(|h| host_matches(h, &host)) {
+                continue;
+            }
+            for rule in &route.rules {
+                let matches = if rule.matches.is_empty() { vec![RouteMatch::default()] } else { rule.matches.clone() };
+                for m in &matches {
+                    if route_match_holds(m, url_path, method, headers) {
+                        candidates.push((Precedence::of(m, candidates.len()), rule));
+                    }
+                }
+            }
+        }
+        candidates.sort_by(|a, b| a.0.cmp(&b.0));
+        candidates.into_iter().next().map(|(_, r)| r)
+    }
+}
+
+fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix('*') {
+        Some(suffix) => host.len() > suffix.len() && host.ends_with(&suffix.to_ascii_lowercase()),
+        None => pattern.eq_ignore_ascii_case(host),
+    }
+}
+
+fn route_match_holds(m: &RouteMatch, path: &str, method: &str, headers: &[(String, String)]) -> bool {
+    let (kind, value) = path_of(m);
+    let path_ok = match kind {
+        "Exact" => path == value,
+        "RegularExpression" => toolgate_policy::eval::full_match_regex(value).is_ok_and(|r| r.is_match(path)),
+        _ => {
+            let v = value.trim_end_matches('/');
+            v.is_empty() || path.strip_prefix(v).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        }
+    };
+    let header = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+    path_ok
+        && m.method.as_deref().is_none_or(|x| x == method)
+        && m.headers.iter().all(|h| {
+            header(&h.name).is_some_and(|v| match h.match_type.as_deref() {
+                Some("RegularExpression") => toolgate_policy::eval::full_match_regex(&h.value).is_ok_and(|r| r.is_match(v)),
+                _ => v == h.value,
+            })
+        })
+}
+
 /// Listener plans by `namespace.gateway.listener`, for writing files.
 pub fn plan_file_name(gateway: &Object<GatewaySpec>, listener: &Listener) -> String {
     format!("{}.{}.{}.plan.json", gateway.namespace, gateway.name, listener.name)

@@ -11,7 +11,7 @@ use regex::Regex;
 
 use crate::mcp::{McpBody, McpMessage, NotMcp};
 use crate::plan::{
-    CompiledPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, MethodPattern, PathMatch, ValueMatch,
+    CompiledPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, McpMatch, MethodPattern, PathMatch, ValueMatch,
     PLAN_VERSION,
 };
 
@@ -256,8 +256,8 @@ impl<'e> Route<'e> {
                 }
             }
             BodyInput::None | BodyInput::NotMcp(_) => {
-                let base = req.method == "GET" || (req.method == "DELETE" && req.header("mcp-session-id").is_some());
-                let subject = if matches!(body, BodyInput::None) && base { Subject::BaseHttp } else { Subject::Http };
+                let subject =
+                    if matches!(body, BodyInput::None) && is_base_http(req) { Subject::BaseHttp } else { Subject::Http };
                 if !self.decide_one(req, &subject, &mut decision) {
                     if let BodyInput::NotMcp(e) = body {
                         decision.not_mcp = Some(e.to_string());
@@ -266,6 +266,43 @@ impl<'e> Route<'e> {
             }
         }
         decision
+    }
+
+    /// Why each rule of the levels in force matches or not, per message: the slow path behind
+    /// `toolgate explain` (the decision itself always comes from [`Route::decide`]).
+    pub fn explain(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>) -> Vec<MessageExplanation> {
+        let subjects: Vec<(Option<usize>, Subject<'_, '_>)> = match body {
+            BodyInput::Mcp(mcp) => {
+                let batch = mcp.is_batch();
+                mcp.messages().iter().enumerate().map(|(i, m)| (batch.then_some(i), Subject::Message(m))).collect()
+            }
+            BodyInput::None if is_base_http(req) => vec![(None, Subject::BaseHttp)],
+            _ => vec![(None, Subject::Http)],
+        };
+        subjects
+            .iter()
+            .map(|(index, subject)| MessageExplanation {
+                message: *index,
+                what: subject.describe(),
+                levels: self
+                    .levels
+                    .iter()
+                    .flatten()
+                    .map(|level| LevelExplanation {
+                        level: level.level,
+                        rules: level
+                            .rules
+                            .iter()
+                            .map(|rule| RuleExplanation {
+                                policy: level.policies[rule.policy].clone(),
+                                rule: rule.name.clone(),
+                                outcome: rule.explain(req, subject),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            })
+            .collect()
     }
 
     /// Runs both levels for one message; false (and a deny verdict) when a level denies.
@@ -299,6 +336,94 @@ enum Subject<'m, 'a> {
     BaseHttp,
     /// Anything else without a readable MCP body.
     Http,
+}
+
+/// GET (the SSE stream) and DELETE with `mcp-session-id` (session close) are base-protocol requests.
+fn is_base_http(req: &HttpRequest<'_>) -> bool {
+    req.method == "GET" || (req.method == "DELETE" && req.header("mcp-session-id").is_some())
+}
+
+/// What `explain` says about one message (or the request, when it has no MCP body).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageExplanation {
+    /// Index in a batch.
+    pub message: Option<usize>,
+    /// e.g. `tools/call "get-sum"`.
+    pub what: String,
+    pub levels: Vec<LevelExplanation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LevelExplanation {
+    pub level: Level,
+    pub rules: Vec<RuleExplanation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleExplanation {
+    pub policy: String,
+    pub rule: String,
+    /// Ok when the rule matches; otherwise the matcher that failed and why.
+    pub outcome: Result<(), String>,
+}
+
+impl Subject<'_, '_> {
+    fn describe(&self) -> String {
+        match self {
+            Subject::BaseHttp => "HTTP request of the MCP base protocol (GET stream or DELETE session)".into(),
+            Subject::Http => "HTTP request without an MCP body".into(),
+            Subject::Message(m) => match m.method.as_deref() {
+                None => "JSON-RPC response sent by the client".into(),
+                Some(method) => match param_of(m) {
+                    Some(p) => format!("{method} {p:?}"),
+                    None => method.to_string(),
+                },
+            },
+        }
+    }
+}
+
+impl IndexedRule {
+    /// The same decision as the buckets reach, matcher by matcher, with the reason it fails.
+    fn explain(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Result<(), String> {
+        if let Some(p) = &self.principal {
+            match req.principal {
+                Some(caller) if caller == p => {}
+                Some(caller) => return Err(format!("source: caller {caller} is not {p}")),
+                None => return Err(format!("source: the caller has no identity (rule wants {p})")),
+            }
+        }
+        if let Some(name) = self.http.first_failure(req) {
+            return Err(format!("{name}: the request does not match"));
+        }
+        let Some(mcp) = &self.mcp else { return Ok(()) };
+        let base = match subject {
+            Subject::Http => return Err("mcp: the request has no readable MCP body".into()),
+            Subject::BaseHttp => true,
+            Subject::Message(m) => m.method.as_deref().is_none_or(is_base_method),
+        };
+        if base && mcp.base_protocol {
+            return Ok(());
+        }
+        if let Subject::Message(m) = subject {
+            if let Some(method) = m.method.as_deref() {
+                for mm in &mcp.methods {
+                    let method_ok = match &mm.method {
+                        MethodPattern::Category(c) => method.split_once('/').is_some_and(|(cat, _)| cat == c),
+                        MethodPattern::Exact(e) => e == method,
+                    };
+                    if method_ok && (mm.params.is_empty() || param_of(m).is_some_and(|p| mm.params.iter().any(|x| x == p))) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Err(if base {
+            "mcp: a base-protocol message, but the rule does not MATCH_BASE_PROTOCOL_METHODS".into()
+        } else {
+            "mcp: no listed method (and params) matches".into()
+        })
+    }
 }
 
 /// SPEC §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
@@ -358,6 +483,9 @@ struct IndexedRule {
     policy: usize,
     name: String,
     http: CompiledHttp,
+    /// Kept for `explain` only; the hot path uses the buckets.
+    principal: Option<String>,
+    mcp: Option<McpMatch>,
 }
 
 /// Rule ordinals (ascending = evaluation order), split by source so that a caller only scans the
@@ -465,7 +593,13 @@ impl LevelIndex {
                         }
                     }
                 }
-                index.rules.push(IndexedRule { policy: p, name: rule.name.clone(), http });
+                index.rules.push(IndexedRule {
+                    policy: p,
+                    name: rule.name.clone(),
+                    http,
+                    principal: rule.principal.clone(),
+                    mcp: rule.mcp.clone(),
+                });
             }
         }
         Ok(index)
@@ -592,34 +726,50 @@ impl CompiledHttp {
     }
 
     fn matches(&self, req: &HttpRequest<'_>) -> bool {
-        (self.methods.is_empty() || self.methods.iter().any(|m| m == req.method))
-            && (self.ports.is_empty() || self.ports.contains(&req.port))
-            && (self.paths.is_empty() || {
-                let path = req.url_path();
-                self.paths.iter().any(|p| match p {
-                    CompiledPath::Exact(v) => path == v,
-                    CompiledPath::Prefix(v) => {
-                        v == "/" || path.strip_prefix(v.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-                    }
-                    CompiledPath::Regex(r) => r.is_match(path),
-                })
+        self.first_failure(req).is_none()
+    }
+
+    /// The first HTTP matcher that does not hold, by name (`methods`, `ports`, ...).
+    fn first_failure(&self, req: &HttpRequest<'_>) -> Option<&'static str> {
+        if !(self.methods.is_empty() || self.methods.iter().any(|m| m == req.method)) {
+            return Some("methods");
+        }
+        if !(self.ports.is_empty() || self.ports.contains(&req.port)) {
+            return Some("ports");
+        }
+        if !self.paths.is_empty() {
+            let path = req.url_path();
+            let ok = self.paths.iter().any(|p| match p {
+                CompiledPath::Exact(v) => path == v,
+                CompiledPath::Prefix(v) => {
+                    v == "/" || path.strip_prefix(v.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                }
+                CompiledPath::Regex(r) => r.is_match(path),
+            });
+            if !ok {
+                return Some("paths");
+            }
+        }
+        if !self.hosts.is_empty() {
+            let host = req.host();
+            let ok = self.hosts.iter().any(|h| match h {
+                HostMatch::Exact(v) => host.eq_ignore_ascii_case(v),
+                HostMatch::Suffix(s) => {
+                    host.len() > s.len()
+                        && host.is_char_boundary(host.len() - s.len())
+                        && host[host.len() - s.len()..].eq_ignore_ascii_case(s)
+                }
+            });
+            if !ok {
+                return Some("hosts");
+            }
+        }
+        let headers_ok = self.headers.iter().all(|(name, v)| {
+            req.header_values(name).any(|value| match v {
+                CompiledValue::Exact(e) => value == e,
+                CompiledValue::Regex(r) => r.is_match(value),
             })
-            && (self.hosts.is_empty() || {
-                let host = req.host();
-                self.hosts.iter().any(|h| match h {
-                    HostMatch::Exact(v) => host.eq_ignore_ascii_case(v),
-                    HostMatch::Suffix(s) => {
-                        host.len() > s.len()
-                            && host.is_char_boundary(host.len() - s.len())
-                            && host[host.len() - s.len()..].eq_ignore_ascii_case(s)
-                    }
-                })
-            })
-            && self.headers.iter().all(|(name, v)| {
-                req.header_values(name).any(|value| match v {
-                    CompiledValue::Exact(e) => value == e,
-                    CompiledValue::Regex(r) => r.is_match(value),
-                })
-            })
+        });
+        (!headers_ok).then_some("headers")
     }
 }

@@ -416,3 +416,62 @@ fn cost_does_not_scan_unrelated_policies() {
     let d = ev.route(None).decide(&Req::post(Some(caller)).http(), BodyInput::Mcp(&body));
     assert_eq!(d.gateway_rule.map(|r| r.policy), Some("default/p0777"));
 }
+
+#[test]
+fn explain_agrees_with_decide_and_names_the_failing_matcher() {
+    let gateway = r#"{"targetRefs":[],"action":"Allow","rules":[
+        {"name":"a-tools","source":{"type":"ServiceAccount","serviceAccount":{"name":"a"}},
+         "authorization":{"type":"Inline","methods":["POST","GET"],"mcp":{"mcpBaseProtocolMethodsOption":"MATCH_BASE_PROTOCOL_METHODS","methods":[{"name":"tools"}]}}},
+        {"name":"b-sum","source":{"type":"SPIFFE","spiffe":"spiffe://cluster.local/ns/default/sa/b"},
+         "authorization":{"type":"Inline","paths":[{"type":"Exact","value":"/mcp"}],"mcp":{"methods":[{"name":"tools/call","params":["get-sum"]}]}}}]}"#;
+    let backend = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"no-env","authorization":{"type":"Inline",
+        "mcp":{"mcpBaseProtocolMethodsOption":"MATCH_BASE_PROTOCOL_METHODS","methods":[{"name":"tools/call","params":["get-sum","echo"]},{"name":"prompts/get"}]}}}]}"#;
+    let ev = plan(vec![policy("g", gateway)], vec![("backend", vec![policy("b", backend)])]);
+    let route = ev.route(Some("backend"));
+    let messages = [
+        call("get-sum"),
+        call("echo"),
+        call("get-env"),
+        msg("initialize", Some("1"), None, None),
+        msg("prompts/get", Some("1"), Some("greeting"), None),
+        McpMessage { method: None, id: Some("1"), name: None, uri: None, params: None },
+    ];
+    let mut denied_with_reason = 0;
+    for principal in [Some(A), Some(B), None] {
+        for path in ["/mcp", "/other"] {
+            for m in &messages {
+                let mut req = Req::post(principal);
+                req.path = path;
+                let body = McpBody::Single(m.clone());
+                let allowed = route.decide(&req.http(), BodyInput::Mcp(&body)).allowed();
+                let explained = route.explain(&req.http(), BodyInput::Mcp(&body));
+                assert_eq!(explained.len(), 1);
+                let every_level_has_a_match =
+                    explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
+                assert_eq!(allowed, every_level_has_a_match, "{principal:?} {path} {:?}", m.method);
+                if !allowed {
+                    denied_with_reason += 1;
+                    assert!(explained[0].levels.iter().flat_map(|l| &l.rules).any(|r| r.outcome.is_err()));
+                }
+            }
+            for method in ["GET", "PUT"] {
+                let mut req = Req::post(principal);
+                req.method = method;
+                req.path = path;
+                let allowed = route.decide(&req.http(), BodyInput::None).allowed();
+                let explained = route.explain(&req.http(), BodyInput::None);
+                let ok = explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
+                assert_eq!(allowed, ok, "{principal:?} {method} {path}");
+            }
+        }
+    }
+    assert!(denied_with_reason > 5);
+    // The reason names the matcher.
+    let mut req = Req::post(Some(B));
+    req.path = "/other";
+    let body = McpBody::Single(call("get-sum"));
+    let e = route.explain(&req.http(), BodyInput::Mcp(&body));
+    let gw = &e[0].levels[0].rules;
+    assert_eq!(gw[0].outcome, Err(format!("source: caller {B} is not {A}")));
+    assert_eq!(gw[1].outcome, Err("paths: the request does not match".to_string()));
+}

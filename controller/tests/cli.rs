@@ -1,0 +1,189 @@
+//! The `compile`, `render` and `explain` commands on real files (SPEC §7).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn toolgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolgate")).args(args).output().expect("toolgate runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolgate-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const TOPOLOGY: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  gatewayClassName: toolgate
+  listeners:
+  - {name: http, port: 8080, protocol: HTTP}
+  - {name: admin, port: 8081, protocol: HTTP}
+---
+apiVersion: agentic.networking.x-k8s.io/v0alpha0
+kind: XBackend
+metadata: {name: tools}
+spec: {mcp: {serviceName: mcp-server, port: 9000}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /mcp}}]
+    backendRefs: [{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}]
+  - matches: [{path: {type: PathPrefix, value: /plain}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /mcp}}}]
+    backendRefs: [{name: plain, port: 9001}]
+"#;
+
+fn policy(name: &str, created: &str, target: &str, extra: &str) -> String {
+    format!(
+        r#"---
+apiVersion: agentic.networking.x-k8s.io/v1alpha1
+kind: XAccessPolicy
+metadata: {{name: {name}, creationTimestamp: "{created}"}}
+spec:
+  targetRefs: [{target}]
+  action: Allow
+{extra}"#
+    )
+}
+
+const GW: &str = "{group: gateway.networking.k8s.io, kind: Gateway, name: gw}";
+const BACKEND: &str = "{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}";
+
+fn write_inputs(dir: &Path, docs: &[String]) -> PathBuf {
+    let file = dir.join("in.yaml");
+    std::fs::write(&file, format!("{TOPOLOGY}{}", docs.concat())).unwrap();
+    file
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+#[test]
+fn compile_orders_limits_and_reports_status() {
+    let dir = tmp("compile");
+    let sum = "  rules:\n  - name: r\n    authorization: {type: Inline, mcp: {methods: [{name: tools/call, params: [get-sum]}]}}\n";
+    let mut docs = vec![
+        // Created later, but listed first: must come second.
+        policy("late", "2026-01-02T00:00:00Z", GW, sum),
+        policy("early", "2026-01-01T00:00:00Z", GW, sum),
+        policy("admin-only", "2026-01-01T00:00:00Z", &GW.replace("name: gw}", "name: gw, sectionName: admin}"), sum),
+        policy("on-backend", "2026-01-01T00:00:00Z", BACKEND, sum),
+        policy("missing", "2026-01-01T00:00:00Z", &GW.replace("name: gw", "name: nope"), sum),
+        policy("bad-source", "2026-01-01T00:00:00Z", GW, "  rules:\n  - name: r\n    source: {type: SPIFFE}\n"),
+    ];
+    // Three more on the Gateway: admin-only, early, late, more0, more1 fill the limit of five
+    // (sectionName does not matter for the limit), so the youngest, more2, is not accepted.
+    for i in 0..3 {
+        docs.push(policy(&format!("more{i}"), "2026-01-03T00:00:00Z", GW, sum));
+    }
+    let input = write_inputs(&dir, &docs);
+    let out = dir.join("out");
+    let o = toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("default/missing not accepted") && stderr.contains("TargetNotFound"), "{stderr}");
+    assert!(stderr.contains("default/bad-source not accepted"), "{stderr}");
+    assert!(stderr.contains("default/more2 not accepted") && stderr.contains("LimitPerTargetExceeded"), "{stderr}");
+
+    let http = read_json(&out.join("default.gw.http.plan.json"));
+    let names: Vec<&str> = http["gateway"]["allow"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default/early", "default/late", "default/more0", "default/more1"]);
+    assert_eq!(http["backends"]["xbackend/default/tools"]["allow"][0]["name"], "default/on-backend");
+    assert_eq!(http["hash"].as_str().unwrap().len(), 64);
+    let admin = read_json(&out.join("default.gw.admin.plan.json"));
+    let names: Vec<&str> = admin["gateway"]["allow"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default/admin-only", "default/early", "default/late", "default/more0", "default/more1"]);
+
+    let status = read_json(&out.join("status.json"));
+    let find = |name: &str| status.as_array().unwrap().iter().find(|s| s["policy"] == name).cloned().unwrap();
+    let cond = |name: &str| find(name)["ancestors"][0]["conditions"][0].clone();
+    assert_eq!(cond("default/early")["status"], "True");
+    assert_eq!(cond("default/missing")["reason"], "TargetNotFound");
+    assert_eq!(cond("default/bad-source")["reason"], "Invalid");
+    assert_eq!(cond("default/more2")["reason"], "LimitPerTargetExceeded");
+    assert_eq!(find("default/early")["ancestors"][0]["controllerName"], "toolgate.dev/controller");
+
+    // --strict turns a policy that is not accepted into exit 1.
+    let o = toolgate(&["compile", "--strict", "-f", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn render_writes_a_runnable_configuration() {
+    let dir = tmp("render");
+    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
+    let wasm = dir.join("filter.wasm");
+    std::fs::write(&wasm, b"\0asm").unwrap();
+    let out = dir.join("out");
+    let o = toolgate(&[
+        "render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "-o", out.to_str().unwrap(),
+        "--resolve", "mcp-server.default=127.0.0.1:7001", "--bind", "127.0.0.1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let gw = out.join("default.gw");
+    let lds = read_json(&gw.join("lds.json"));
+    let cds = read_json(&gw.join("cds.json"));
+    let listeners = lds["resources"].as_array().unwrap();
+    assert_eq!(listeners.len(), 2);
+    let hcm = &listeners[0]["filter_chains"][0]["filters"][0]["typed_config"];
+    let filters: Vec<&str> = hcm["http_filters"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(filters, ["envoy.filters.http.wasm", "envoy.filters.http.buffer", "envoy.filters.http.router"]);
+    let plan: Value = serde_json::from_str(
+        hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert!(plan["backends"]["xbackend/default/tools"]["allow"][0]["name"] == "default/p");
+    let routes = &hcm["route_config"]["virtual_hosts"][0]["routes"];
+    let rewrite = routes.as_array().unwrap().iter().find(|r| r["match"]["path_separated_prefix"] == "/plain").unwrap();
+    assert_eq!(rewrite["route"]["prefix_rewrite"], "/mcp");
+    assert_eq!(rewrite["route"]["cluster"], "service/default/plain/9001");
+    let xb = cds["resources"].as_array().unwrap().iter().find(|c| c["name"] == "xbackend/default/tools").unwrap();
+    let addr = &xb["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"];
+    assert_eq!((addr["address"].as_str(), addr["port_value"].as_u64()), (Some("127.0.0.1"), Some(7001)));
+    let envoy = read_json(&gw.join("envoy.json"));
+    assert!(envoy["dynamic_resources"]["lds_config"]["path_config_source"]["path"].as_str().unwrap().ends_with("lds.json"));
+
+    // A missing wasm file is a usage error.
+    let o = toolgate(&["render", "-f", input.to_str().unwrap(), "--wasm", "/nonexistent.wasm", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn explain_names_the_level_policy_rule_and_matcher() {
+    let dir = tmp("explain");
+    let rules = "  rules:\n  - name: only-sum\n    source: {type: ServiceAccount, serviceAccount: {name: a}}\n    authorization: {type: Inline, mcp: {methods: [{name: tools/call, params: [get-sum]}]}}\n";
+    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", GW, rules)]);
+    let request = dir.join("req.yaml");
+    let explain = |req: &str| {
+        std::fs::write(&request, req).unwrap();
+        let o = toolgate(&["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let body = |tool: &str| format!(r#"body: {{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {{"name": "{tool}"}}}}"#);
+    let a = "principal: spiffe://cluster.local/ns/default/sa/a\n";
+    let out = explain(&format!("listener: http\n{a}{}\n", body("echo")));
+    assert!(out.contains("gateway level: DENIES"), "{out}");
+    assert!(out.contains("default/p rule only-sum: no (mcp: no listed method (and params) matches)"), "{out}");
+    assert!(out.contains(r#"decision: DENY"#) && out.contains(r#""id":4"#), "{out}");
+    let out = explain(&format!("listener: http\n{a}{}\n", body("get-sum")));
+    assert!(out.contains("decision: ALLOW (allow gateway=default/p:only-sum"), "{out}");
+    let out = explain(&format!("listener: http\n{}\n", body("get-sum")));
+    assert!(out.contains("source: the caller has no identity"), "{out}");
+    // Two listeners: without `listener:` the request is ambiguous.
+    std::fs::write(&request, body("get-sum")).unwrap();
+    let o = toolgate(&["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+}
