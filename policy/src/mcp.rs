@@ -1257,7 +1257,7 @@ mod tests {
                 y ^= y >> 7;
                 y ^= y << 17;
                 // mostly plain bytes so the special one lands anywhere in a word
-                let c = if y % 7 == 0 {
+                let c = if y >> 61 == 0 {
                     alphabet[(y >> 8) as usize % alphabet.len()]
                 } else {
                     b'a' + (y >> 16) as u8 % 26

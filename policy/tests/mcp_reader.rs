@@ -671,6 +671,13 @@ fn error_messages() {
             NotMcp::NeitherMethodNorResult,
             "message has neither method nor result/error",
         ),
+        (NotMcp::EmptyBody, "empty body"),
+        (
+            NotMcp::Encoded {
+                encoding: "gzip".into(),
+            },
+            "body is encoded (gzip); only identity is read",
+        ),
     ];
     for (e, msg) in cases {
         assert_eq!(e.to_string(), msg);
@@ -774,17 +781,17 @@ fn depth(v: &serde_json::Value) -> usize {
     }
 }
 
+/// What the reader extracts from one message, in serde_json terms: method, id, name, uri, params.
+type Extracted = (
+    Option<String>,
+    Option<serde_json::Value>,
+    Option<String>,
+    Option<String>,
+    Option<serde_json::Value>,
+);
+
 /// Reference reading of one message from a serde_json value; None = not MCP.
-fn reference_message(
-    v: &serde_json::Value,
-    capture: bool,
-) -> Option<(
-    Option<String>,
-    Option<serde_json::Value>,
-    Option<String>,
-    Option<String>,
-    Option<serde_json::Value>,
-)> {
+fn reference_message(v: &serde_json::Value, capture: bool) -> Option<Extracted> {
     let o = v.as_object()?;
     if o.get("jsonrpc")? != "2.0" {
         return None;
@@ -1065,7 +1072,8 @@ fn gen_value(rng: &mut Rng, out: &mut String, depth: usize, max_depth: usize) {
                         out.push_str(&format!("k{k}"));
                     }
                 } else {
-                    out.push_str(*rng.pick(KEYS));
+                    let k: &&str = rng.pick(KEYS);
+                    out.push_str(k);
                 }
                 out.push_str("\":");
                 gen_value(rng, out, depth + 1, max_depth);
@@ -1083,7 +1091,10 @@ fn gen_value(rng: &mut Rng, out: &mut String, depth: usize, max_depth: usize) {
             }
             out.push(']');
         }
-        _ => out.push_str(*rng.pick(SCALARS)),
+        _ => {
+            let v: &&str = rng.pick(SCALARS);
+            out.push_str(v)
+        }
     }
 }
 
