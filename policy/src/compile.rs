@@ -18,6 +18,10 @@ use crate::plan::{
 
 pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
 
+/// Ends the message of every [`CompileError::Unsupported`], so that status readers can tell a
+/// valid-but-unenforced policy from an invalid one.
+pub const NOT_ENFORCED: &str = "is not enforced by this version of Toolgate; the policy is not accepted";
+
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
     /// Trust domain of ServiceAccount sources: `spiffe://<trust domain>/ns/<ns>/sa/<name>`.
@@ -39,6 +43,10 @@ pub enum CompileError {
     /// A CEL expression that does not compile or uses unknown variables (status reason `InvalidCEL`).
     #[error("{field}: {message}")]
     InvalidCel { field: String, message: String },
+    /// Valid API, but a feature this version does not enforce (status reason `Invalid`): the
+    /// policy is left out rather than enforced partially.
+    #[error("{field}: {message}")]
+    Unsupported { field: String, message: String },
 }
 
 impl CompileError {
@@ -47,13 +55,13 @@ impl CompileError {
     }
     pub fn field(&self) -> &str {
         match self {
-            Self::Invalid { field, .. } | Self::InvalidCel { field, .. } => field,
+            Self::Invalid { field, .. } | Self::InvalidCel { field, .. } | Self::Unsupported { field, .. } => field,
         }
     }
     /// The status condition reason (SPEC §7).
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::Invalid { .. } => "Invalid",
+            Self::Invalid { .. } | Self::Unsupported { .. } => "Invalid",
             Self::InvalidCel { .. } => "InvalidCEL",
         }
     }
@@ -67,10 +75,10 @@ pub fn compile_policy(
     opts: &CompileOptions,
 ) -> Result<PolicyPlan, CompileError> {
     if spec.action != PolicyAction::Allow {
-        return Err(CompileError::invalid(
-            "spec.action",
-            "action ExternalAuth is not enforced by this version of Toolgate; the policy is not accepted",
-        ));
+        return Err(CompileError::Unsupported {
+            field: "spec.action".into(),
+            message: format!("action ExternalAuth {NOT_ENFORCED}"),
+        });
     }
     let rules = if spec.rules.is_empty() {
         vec![RulePlan { name: IMPLICIT_RULE.to_string(), ..RulePlan::default() }]
@@ -123,9 +131,9 @@ fn compile_rule(namespace: &str, field: &str, rule: &AccessRule, opts: &CompileO
 
 fn compile_authorization(field: &str, authz: &AuthorizationRule) -> Result<(HttpMatch, Option<McpMatch>), CompileError> {
     if authz.rule_type == AuthorizationRuleType::Cel {
-        return Err(CompileError::InvalidCel {
+        return Err(CompileError::Unsupported {
             field: format!("{field}.cel.expression"),
-            message: "CEL authorization rules are not enforced by this version of Toolgate".into(),
+            message: format!("type CEL {NOT_ENFORCED}"),
         });
     }
     let methods = authz.methods.iter().map(|m| m.to_ascii_uppercase()).collect();
