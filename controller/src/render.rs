@@ -167,6 +167,14 @@ impl Ctx<'_> {
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
                 "stat_prefix": format!("toolgate_{}_{}_{}", gw.gateway.namespace, gw.gateway.name, listener.name),
+                // The path the routes and the Toolgate filter see must be the path the upstream gets:
+                // without normalisation, `/mcp/public/../private` passes a PathPrefix /mcp/public rule
+                // and an upstream that resolves dot segments serves /mcp/private. Envoy's edge best
+                // practice: RFC 3986 normalisation, merged slashes, escaped slashes unescaped and
+                // redirected (so they are never forwarded).
+                "normalize_path": true,
+                "merge_slashes": true,
+                "path_with_escaped_slashes_action": "UNESCAPE_AND_REDIRECT",
                 "route_config": self.route_config(&id, listener, &l.routes),
                 "access_log": [{
                     "name": "envoy.access_loggers.file",

@@ -140,6 +140,9 @@ fn render_writes_a_runnable_configuration() {
     let hcm = &listeners[0]["filter_chains"][0]["filters"][0]["typed_config"];
     let filters: Vec<&str> = hcm["http_filters"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(filters, ["envoy.filters.http.wasm", "envoy.filters.http.buffer", "envoy.filters.http.router"]);
+    // Paths are normalised before routing and the filter, so path rules see what the upstream gets.
+    assert_eq!((&hcm["normalize_path"], &hcm["merge_slashes"]), (&Value::Bool(true), &Value::Bool(true)));
+    assert_eq!(hcm["path_with_escaped_slashes_action"], "UNESCAPE_AND_REDIRECT");
     let plan: Value = serde_json::from_str(
         hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap(),
     )

@@ -4,6 +4,8 @@
   start_envoy         start_envoy(config, name="envoy", listeners=[ports], **kw) -> harness.Envoy
   start_mcp_server    start_mcp_server(name) -> harness.McpServer
   wasm_path           Path of the release filter build (skips the test when it was not built)
+  gateway             gateway(*policies, ...) -> harness.ToolgateGateway: policy YAML -> `toolgate render`
+                      -> Envoy in front of a fresh sample MCP server (the policy tests' fixture)
 
 Processes are stopped after each test; when a test fails, the tail of every process log it started
 is added to the failure report.
@@ -93,3 +95,34 @@ def wasm_path() -> Path:
             pytest.fail(msg)
         pytest.skip(msg)
     return p
+
+
+@pytest.fixture
+def gateway(request, tmp_path, certs, wasm_path, start_mcp_server):
+    """gateway(*policies, listeners={"https": "HTTPS", "http": "HTTP"}, https_client_ca=True,
+    render_args=[...], before_start=fn, strict=True, route_rules=[...], name="gw")
+    -> harness.ToolgateGateway, started: Envoy runs the rendered configuration in front of a fresh
+    sample MCP server. Policies are dicts (harness.policy/rule) or YAML strings. `strict` renders with
+    --strict (a policy that is not accepted fails the test instead of silently not applying).
+    `before_start(gw)` runs between render and Envoy's start. Envoy is stopped after the test."""
+    started: list[harness.ToolgateGateway] = []
+
+    def make(*policies, listeners=None, https_client_ca=True, render_args=(), before_start=None,
+             name="gw", strict=True, route_rules=None) -> harness.ToolgateGateway:
+        try:
+            harness.toolgate_binary()
+        except harness.HarnessError as exc:
+            pytest.fail(str(exc))
+        workdir = tmp_path / name
+        server = start_mcp_server(f"{name}-mcp", workdir=workdir)
+        gw = harness.ToolgateGateway(workdir, certs, wasm_path, server, listeners=listeners,
+                                     https_client_ca=https_client_ca, render_args=render_args, strict=strict,
+                                     route_rules=route_rules)
+        gw.policies = list(policies)
+        started.append(gw)
+        gw.start(register=lambda env: _register(request, env), before_start=before_start)
+        return gw
+
+    yield make
+    for gw in reversed(started):
+        gw.stop()
