@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use toolgate_policy::api::{AccessPolicySpec, PolicyAction, PolicyTargetRef, GATEWAY_GROUP, GROUP};
+use toolgate_policy::api::{
+    AccessPolicySpec, Condition, ParentReference, PolicyAction, PolicyAncestorStatus, PolicyTargetRef, GATEWAY_GROUP, GROUP,
+};
 use toolgate_policy::compile::{compile_policy, CompileOptions};
 use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings, PolicyPlan};
 
@@ -82,43 +84,11 @@ pub struct GatewayOut {
     pub listeners: Vec<ListenerOut>,
 }
 
-/// Gateway API `PolicyAncestorStatus`, as the controller writes it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AncestorStatus {
-    pub ancestor_ref: AncestorRef,
-    pub controller_name: String,
-    pub conditions: Vec<Condition>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AncestorRef {
-    pub group: String,
-    pub kind: String,
-    pub name: String,
-    pub namespace: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub section_name: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    #[serde(rename = "type")]
-    pub condition_type: String,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PolicyStatus {
     /// `namespace/name`.
     pub policy: String,
-    pub ancestors: Vec<AncestorStatus>,
+    pub ancestors: Vec<PolicyAncestorStatus>,
 }
 
 impl PolicyStatus {
@@ -128,7 +98,9 @@ impl PolicyStatus {
             .iter()
             .flat_map(|a| {
                 a.conditions.iter().filter(|c| c.status != "True").map(move |c| {
-                    format!("{} {}/{}: {}: {}", a.ancestor_ref.kind, a.ancestor_ref.namespace, a.ancestor_ref.name, c.reason, c.message)
+                    let r = &a.ancestor_ref;
+                    let ns = r.namespace.as_deref().unwrap_or("");
+                    format!("{} {ns}/{}: {}: {}", r.kind.as_deref().unwrap_or(""), r.name, c.reason, c.message)
                 })
             })
             .collect()
@@ -177,13 +149,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
         let compiled = compile_policy(&policy.namespace, &policy.name, &policy.spec, &opts.compile);
         let mut ancestors = Vec::new();
         for target in &policy.spec.target_refs {
-            let ancestor_ref = AncestorRef {
-                group: target.group.clone(),
-                kind: target.kind.clone(),
-                name: target.name.clone(),
-                namespace: policy.namespace.clone(),
-                section_name: target.section_name.clone(),
-            };
+            let ancestor_ref = ancestor_ref(target, &policy.namespace);
             let condition = match (&compiled, target_key(inv, policy, target)) {
                 (Err(e), _) => condition(false, e.reason(), e.to_string(), policy.generation),
                 (_, Err(message)) => condition(false, "TargetNotFound", message, policy.generation),
@@ -213,7 +179,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                     }
                 }
             };
-            ancestors.push(AncestorStatus {
+            ancestors.push(PolicyAncestorStatus {
                 ancestor_ref,
                 controller_name: CONTROLLER_NAME.to_string(),
                 conditions: vec![condition],
@@ -226,14 +192,8 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
         let ancestors = rejected
             .target_refs
             .iter()
-            .map(|t| AncestorStatus {
-                ancestor_ref: AncestorRef {
-                    group: t.group.clone(),
-                    kind: t.kind.clone(),
-                    name: t.name.clone(),
-                    namespace: rejected.namespace.clone(),
-                    section_name: t.section_name.clone(),
-                },
+            .map(|t| PolicyAncestorStatus {
+                ancestor_ref: ancestor_ref(t, &rejected.namespace),
                 controller_name: CONTROLLER_NAME.to_string(),
                 conditions: vec![condition(false, "Invalid", rejected.message.clone(), None)],
             })
@@ -308,7 +268,39 @@ fn condition(ok: bool, reason: &str, message: String, generation: Option<i64>) -
         reason: reason.into(),
         message,
         observed_generation: generation,
+        last_transition_time: now_rfc3339(),
     }
+}
+
+fn ancestor_ref(target: &PolicyTargetRef, namespace: &str) -> ParentReference {
+    ParentReference {
+        group: Some(target.group.clone()),
+        kind: Some(target.kind.clone()),
+        namespace: Some(namespace.to_string()),
+        name: target.name.clone(),
+        section_name: target.section_name.clone(),
+        port: None,
+    }
+}
+
+/// The current time as the API server writes it (`2026-01-02T03:04:05Z`).
+fn now_rfc3339() -> String {
+    rfc3339(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+}
+
+fn rfc3339(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 fn target_key(inv: &Inventory, policy: &Object<AccessPolicySpec>, target: &PolicyTargetRef) -> Result<TargetKey, String> {
@@ -517,3 +509,13 @@ pub fn plan_file_name(gateway: &Object<GatewaySpec>, listener: &Listener) -> Str
     format!("{}.{}.{}.plan.json", gateway.namespace, gateway.name, listener.name)
 }
 
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339_formats_utc_seconds() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(super::rfc3339(1_798_761_599), "2026-12-31T23:59:59Z");
+    }
+}
