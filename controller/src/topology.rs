@@ -17,18 +17,12 @@ pub const CONTROLLER_NAME: &str = "toolgate.dev/controller";
 /// SPEC §7: more policies than this on one target are not accepted.
 pub const MAX_POLICIES_PER_TARGET: usize = 5;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct TopologyOptions {
     pub compile: CompileOptions,
     pub settings: PlanSettings,
     /// Only Gateways of this class (all when None).
     pub gateway_class: Option<String>,
-}
-
-impl Default for TopologyOptions {
-    fn default() -> Self {
-        Self { compile: CompileOptions::default(), settings: PlanSettings::default(), gateway_class: None }
-    }
 }
 
 /// Where a route sends traffic. The cluster name is the key the filter sees as `xds.cluster_name`.
