@@ -40,7 +40,7 @@ test-k8s: build
 	bash tests/k8s/run.sh
 
 demo: build wasm
-	bash scripts/demo.sh
+	$(VENV)/bin/python scripts/demo.py
 
 crds: build
 	$(TOOLGATE) crds -o crds
