@@ -20,7 +20,8 @@ missing=()
 need_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' || missing+=("$1"); }
 need_pkg openssl           # scripts/gen-certs.sh
 need_pkg ca-certificates   # pip / cargo over TLS
-need_pkg curl              # scripts/demo.sh, tests/k8s/apiserver.sh
+need_pkg curl              # scripts/demo.sh, tests/k8s/apiserver.sh, e2e HTTP/2 tests
+need_pkg nghttp2-client    # e2e: HTTP/2 requests with trailers (nghttp)
 need_pkg debian-archive-keyring   # tests/k8s/apiserver.sh (apt download from Debian sid)
 command -v cc >/dev/null 2>&1 || { need_pkg gcc; need_pkg libc6-dev; }   # linker for cargo
 PY="${PYTHON:-python3}"

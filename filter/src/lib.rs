@@ -13,8 +13,9 @@ use std::rc::Rc;
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel, MetricType};
-use toolgate_policy::eval::{BodyInput, Decision, Evaluator, HttpRequest, Verdict};
+use toolgate_policy::eval::{self, BodyInput, Decision, Evaluator, HttpRequest, Verdict};
 use toolgate_policy::mcp::{self, NotMcp, ReadOptions};
+use toolgate_policy::plan::{CompiledPlan, RulePlan};
 use toolgate_policy::response::{self, Reply};
 
 proxy_wasm::main! {{
@@ -63,9 +64,102 @@ fn last_good_key(plugin: &str) -> String {
     format!("toolgate/last-good-plan/{plugin}")
 }
 
+/// The request attributes the loaded plan can look at. Every attribute the filter does not need is a
+/// host call, plus a call back into the VM to allocate its copy, saved on every request: the largest
+/// part of the filter's per-request cost (docs/benchmarks.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Needs {
+    /// Some XBackend-level policy exists: the routed cluster selects it.
+    cluster: bool,
+    /// Some rule names a source (SPIFFE ID).
+    principal: bool,
+    /// Some rule matches listener ports.
+    port: bool,
+}
+
+impl Needs {
+    fn of(plan: &CompiledPlan) -> Self {
+        Needs {
+            cluster: plan.backends.values().any(|l| !l.is_empty()),
+            principal: rules(plan).any(|r| r.principal.is_some()),
+            port: rules(plan).any(|r| !r.http.ports.is_empty()),
+        }
+    }
+}
+
+fn rules(plan: &CompiledPlan) -> impl Iterator<Item = &RulePlan> {
+    std::iter::once(&plan.gateway).chain(plan.backends.values()).flat_map(|l| &l.allow).flat_map(|p| &p.rules)
+}
+
+/// Request headers the filter reads itself.
+const FILTER_HEADERS: [&str; 5] = [":method", ":path", ":authority", "content-type", "content-encoding"];
+
+/// The request headers that can matter to a decision: the filter's, the evaluator's
+/// ([`eval::HEADERS_READ`]) and those the plan's header matchers name. Only these are copied out of
+/// the host's header map (fewer allocations in the VM per request); the decisions are the same.
+#[derive(Debug, Default)]
+struct WantedHeaders(Vec<String>);
+
+impl WantedHeaders {
+    fn of(plan: &CompiledPlan) -> Self {
+        let mut names: Vec<String> =
+            FILTER_HEADERS.iter().chain(eval::HEADERS_READ.iter()).map(|n| n.to_string()).collect();
+        for h in rules(plan).flat_map(|r| &r.http.headers) {
+            if !names.contains(&h.name) {
+                names.push(h.name.clone());
+            }
+        }
+        WantedHeaders(names)
+    }
+
+    fn contains(&self, name: &[u8]) -> bool {
+        self.0.iter().any(|n| n.as_bytes() == name)
+    }
+}
+
+extern "C" {
+    /// proxy-wasm ABI 0.2.1 (also declared, privately, by the SDK): the serialised header map.
+    fn proxy_get_header_map_pairs(map_type: u32, return_map_data: *mut *mut u8, return_map_size: *mut usize) -> u32;
+}
+
+/// The request headers named in `wanted`, in order (repeated names kept), from one host call. Unlike
+/// the SDK's `get_http_request_headers`, allocates only for these and never panics (a value that is
+/// not UTF-8 is converted lossily; a malformed map yields what could be read).
+fn request_headers(wanted: &WantedHeaders) -> Vec<(String, String)> {
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: on success the host hands over a block it got from `proxy_on_memory_allocate` (the
+    // SDK's allocator: a boxed slice of exactly `size` bytes), as the SDK's own `get_map` assumes.
+    let bytes = unsafe {
+        if proxy_get_header_map_pairs(0 /* HttpRequestHeaders */, &mut data, &mut size) != 0 || data.is_null() {
+            return Vec::new();
+        }
+        Vec::from_raw_parts(data, size, size)
+    };
+    let word = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let Some(count) = word(0) else { return Vec::new() };
+    let mut out = Vec::with_capacity(wanted.0.len());
+    let mut p = count.saturating_mul(8).saturating_add(4);
+    for n in 0..count {
+        let (Some(klen), Some(vlen)) = (word(4 + n * 8), word(8 + n * 8)) else { break };
+        let value_at = p.saturating_add(klen).saturating_add(1);
+        let (Some(key), Some(value)) = (bytes.get(p..p.saturating_add(klen)), bytes.get(value_at..value_at.saturating_add(vlen)))
+        else {
+            break;
+        };
+        p = value_at.saturating_add(vlen).saturating_add(1);
+        if wanted.contains(key) {
+            out.push((String::from_utf8_lossy(key).into_owned(), String::from_utf8_lossy(value).into_owned()));
+        }
+    }
+    out
+}
+
 #[derive(Default)]
 struct Root {
     evaluator: Option<Rc<Evaluator>>,
+    needs: Needs,
+    headers: Rc<WantedHeaders>,
     metrics: Rc<RefCell<Option<Metrics>>>,
 }
 
@@ -88,17 +182,23 @@ impl RootContext for Root {
         let metrics = self.metrics();
         let plugin = self.plugin_name();
         let config = self.get_plugin_configuration().unwrap_or_default();
+        let started = self.get_current_time();
         match Evaluator::load(&config) {
             Ok(ev) => {
+                let took = self.get_current_time().duration_since(started).unwrap_or_default();
                 let plan = ev.plan();
                 log::info!(
-                    "toolgate: plugin {plugin}: loaded plan {} for listener {} ({} gateway-level, {} backend-level policies)",
+                    "toolgate: plugin {plugin}: loaded plan {} for listener {} ({} gateway-level, {} backend-level policies; {} bytes in {:.1} ms)",
                     short(&plan.hash),
                     plan.listener,
                     plan.gateway.allow.len(),
-                    plan.backends.values().map(|b| b.allow.len()).sum::<usize>()
+                    plan.backends.values().map(|b| b.allow.len()).sum::<usize>(),
+                    config.len(),
+                    took.as_secs_f64() * 1e3
                 );
                 let _ = self.set_shared_data(&last_good_key(&plugin), Some(&config), None);
+                self.needs = Needs::of(ev.plan());
+                self.headers = Rc::new(WantedHeaders::of(ev.plan()));
                 self.evaluator = Some(Rc::new(ev));
             }
             Err(e) => {
@@ -115,6 +215,8 @@ impl RootContext for Root {
                             "toolgate: plugin {plugin}: REFUSED new plan ({e}); keeping last good plan {}",
                             short(&ev.plan().hash)
                         );
+                        self.needs = Needs::of(ev.plan());
+                        self.headers = Rc::new(WantedHeaders::of(ev.plan()));
                         self.evaluator = Some(Rc::new(ev));
                     }
                     None => {
@@ -131,7 +233,13 @@ impl RootContext for Root {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Request { evaluator: self.evaluator.clone(), metrics: self.metrics(), held: None }))
+        Some(Box::new(Request {
+            evaluator: self.evaluator.clone(),
+            needs: self.needs,
+            headers: Rc::clone(&self.headers),
+            metrics: self.metrics(),
+            held: None,
+        }))
     }
 
     fn get_type(&self) -> Option<ContextType> {
@@ -150,10 +258,14 @@ struct Held {
     port: u16,
     cluster: Option<String>,
     encoded: Option<String>,
+    /// Body bytes buffered so far.
+    buffered: usize,
 }
 
 struct Request {
     evaluator: Option<Rc<Evaluator>>,
+    needs: Needs,
+    headers: Rc<WantedHeaders>,
     metrics: Metrics,
     held: Option<Held>,
 }
@@ -182,7 +294,7 @@ impl Request {
     /// Records and enforces a decision.
     fn enforce(&mut self, decision: &Decision<'_>, body: BodyInput<'_, '_>, debug_reasons: bool) -> Action {
         let summary = decision.summary();
-        let _ = self.set_property(vec!["toolgate_decision"], Some(summary.as_bytes()));
+        self.set_property(vec!["toolgate_decision"], Some(summary.as_bytes()));
         log::debug!("toolgate: {summary}");
         match &decision.verdict {
             Verdict::Allow => {
@@ -204,7 +316,7 @@ impl Request {
 
     fn deny_without_plan(&mut self) -> Action {
         Metrics::inc(self.metrics.deny_no_plan);
-        let _ = self.set_property(vec!["toolgate_decision"], Some(b"deny: no valid plan loaded"));
+        self.set_property(vec!["toolgate_decision"], Some(b"deny: no valid plan loaded"));
         log::warn!("toolgate: denying request: no valid plan loaded");
         let reply = response::denial(BodyInput::None, &no_plan_decision(), false);
         self.reply(&reply)
@@ -238,21 +350,25 @@ fn is_json(content_type: &str) -> bool {
 impl HttpContext for Request {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         let Some(ev) = self.evaluator.clone() else { return self.deny_without_plan() };
-        let cluster = self.property_string(vec!["xds", "cluster_name"]);
+        // Attributes no rule of the plan looks at are not read (same decisions, fewer host calls).
+        let cluster = if self.needs.cluster { self.property_string(vec!["xds", "cluster_name"]) } else { None };
         let route = ev.route(cluster.as_deref());
         if !route.under_policy() {
             Metrics::inc(self.metrics.allow_unrestricted);
             return Action::Continue;
         }
-        let headers = self.get_http_request_headers();
-        let principal =
-            self.property_string(vec!["connection", "uri_san_peer_certificate"]).filter(|p| p.starts_with("spiffe://"));
-        let port = self.listener_port();
+        let headers = request_headers(&self.headers);
+        let principal = if self.needs.principal {
+            self.property_string(vec!["connection", "uri_san_peer_certificate"]).filter(|p| p.starts_with("spiffe://"))
+        } else {
+            None
+        };
+        let port = if self.needs.port { self.listener_port() } else { 0 };
         let method = header(&headers, ":method");
         if method == "POST" && is_json(header(&headers, "content-type")) && !end_of_stream {
             let encoding = header(&headers, "content-encoding").trim();
             let encoded = (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity")).then(|| encoding.to_string());
-            self.held = Some(Held { headers, principal, port, cluster, encoded });
+            self.held = Some(Held { headers, principal, port, cluster, encoded, buffered: 0 });
             return Action::Continue; // the body callback pauses until the whole body is here
         }
         // Decided on HTTP attributes alone (a JSON POST without a body is not MCP).
@@ -283,13 +399,34 @@ impl HttpContext for Request {
         if body_size > limit {
             Metrics::inc(self.metrics.too_large);
             self.held = None;
-            let _ = self.set_property(vec!["toolgate_decision"], Some(b"deny: body over the limit"));
+            self.set_property(vec!["toolgate_decision"], Some(b"deny: body over the limit"));
             return self.reply(&response::too_large());
         }
         if !end_of_stream {
+            if let Some(held) = &mut self.held {
+                held.buffered = body_size;
+            }
             return Action::Pause;
         }
+        self.decide_held(&ev, body_size)
+    }
+
+    /// A body that ends with trailers (HTTP/2) never reaches `end_of_stream` in the body callback:
+    /// decide here, or the buffered body would continue undecided.
+    fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
+        let Some(ev) = self.evaluator.clone() else { return Action::Continue };
+        match self.held.as_ref().map(|h| h.buffered) {
+            Some(buffered) => self.decide_held(&ev, buffered),
+            None => Action::Continue,
+        }
+    }
+}
+
+impl Request {
+    /// Reads the whole buffered body of a held JSON POST and enforces the decision.
+    fn decide_held(&mut self, ev: &Evaluator, body_size: usize) -> Action {
         let Some(held) = self.held.take() else { return Action::Continue };
+        // An unreadable body is an empty one: not MCP, so it can only pass rules without MCP constraints.
         let bytes = self.get_http_request_body(0, body_size).unwrap_or_default();
         let read = match &held.encoded {
             Some(encoding) => Err(NotMcp::Encoded { encoding: encoding.clone() }),

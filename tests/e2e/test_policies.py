@@ -5,6 +5,7 @@ Each test asserts the HTTP answer, its body, and the MCP server's execution log.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -262,7 +263,6 @@ def curl_h2c(url: str, body: dict) -> tuple[int, str]:
     return int(code), text
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
 def test_http2_requests_are_decided_the_same(gateway):
     gw = gateway(policy("sum", tools_call_rule("sum", ["get-sum"])), listeners={"http": "HTTP"})
     url = gw.http_url
@@ -283,3 +283,32 @@ def test_frontend_ca_per_port(gateway):
     r = gw.call("get-sum", listener="https2", agent=None)
     assert r.response is None and r.error is not None, r  # client certificate required there
     assert_denied(gw.call("get-sum", listener="https"))  # no client certificate requested: no identity
+
+
+def nghttp_with_trailer(url: str, body: bytes, tmp_path) -> tuple[int, bytes]:
+    """POST over HTTP/2 (h2c) whose body ends with a trailer field, so the body callback never sees
+    end_of_stream (nghttp from Debian's nghttp2-client; http.client and curl cannot send trailers)."""
+    data = tmp_path / "body.json"
+    data.write_bytes(body)
+    out = subprocess.run(["nghttp", "-v", "--no-content-length", "-d", str(data), "--trailer", "x-end: 1",
+                          "-H", "content-type: application/json", url],
+                         capture_output=True, timeout=20)
+    status = re.search(rb":status: (\d+)", out.stdout)
+    assert status, out.stdout.decode(errors="replace") + out.stderr.decode(errors="replace")
+    assert b"x-end" in out.stdout, "the request must really carry a trailer"
+    # -v prints frames as "[  0.003] ..." lines (not always after a newline: the body has none) and
+    # their fields indented; the response body is what is left.
+    text = re.sub(rb"\[\s*\d+\.\d+\][^\n]*\n?|\s+; END_STREAM", b"", out.stdout)
+    body = b"".join(line for line in text.splitlines(keepends=True) if line.strip() and not line.startswith((b" ", b"\t")))
+    return int(status.group(1)), body
+
+
+def test_body_ending_with_trailers_is_decided_not_passed_through(gateway, tmp_path):
+    gw = gateway(policy("sum", tools_call_rule("sum", ["get-sum"])), listeners={"http": "HTTP"})
+    denied = json.dumps(harness.jsonrpc("tools/call", {"name": "get-env", "arguments": {"name": "HOME"}}, id=7)).encode()
+    status, body = nghttp_with_trailer(gw.http_url + "?t=deny", denied, tmp_path)
+    assert status == 200 and json.loads(body) == harness.denial_body(7), body
+    allowed = json.dumps(harness.jsonrpc("tools/call", {"name": "get-sum", "arguments": {"a": 2, "b": 3}}, id=8)).encode()
+    status, body = nghttp_with_trailer(gw.http_url + "?t=allow", allowed, tmp_path)
+    assert status == 200 and json.loads(body)["result"]["content"][0]["text"] == "5", body
+    assert [e["path"] for e in gw.server.executed()] == ["/mcp?t=allow"]
