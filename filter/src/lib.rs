@@ -149,10 +149,17 @@ fn request_headers(wanted: &WantedHeaders) -> Vec<(String, String)> {
         };
         p = value_at.saturating_add(vlen).saturating_add(1);
         if wanted.contains(key) {
-            out.push((String::from_utf8_lossy(key).into_owned(), String::from_utf8_lossy(value).into_owned()));
+            out.push((utf8(key), utf8(value)));
         }
     }
     out
+}
+
+fn utf8(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
 }
 
 #[derive(Default)]

@@ -143,7 +143,25 @@ impl Decision<'_> {
         let r = |r: &Option<RuleRef<'_>>| r.map_or_else(|| "-".to_string(), |r| format!("{}:{}", r.policy, r.rule));
         match &self.verdict {
             Verdict::Allow if !self.under_policy => "allow (no policy)".to_string(),
-            Verdict::Allow => format!("allow gateway={} backend={}", r(&self.gateway_rule), r(&self.backend_rule)),
+            Verdict::Allow => {
+                // Built without `format!`: this runs for every allowed request in the filter.
+                let mut out = String::with_capacity(64);
+                out.push_str("allow gateway=");
+                for (i, rule) in [&self.gateway_rule, &self.backend_rule].into_iter().enumerate() {
+                    if i == 1 {
+                        out.push_str(" backend=");
+                    }
+                    match rule {
+                        Some(r) => {
+                            out.push_str(r.policy);
+                            out.push(':');
+                            out.push_str(r.rule);
+                        }
+                        None => out.push('-'),
+                    }
+                }
+                out
+            }
             Verdict::Deny(reason) => {
                 let mut at = self.message.map(|i| format!(" (batch element {i})")).unwrap_or_default();
                 if let Some(why) = &self.not_mcp {
@@ -425,6 +443,12 @@ impl IndexedRule {
         })
     }
 }
+
+/// The request headers the evaluator reads by name, besides those named by the plan's header
+/// matchers ([`crate::plan::HeaderMatch`]). A caller may pass only these (plus the matchers' names) in
+/// [`HttpRequest::headers`] and get the same decisions: the Envoy filter copies no other header out of
+/// the host. Keep in sync with every `req.header(..)` in this module.
+pub const HEADERS_READ: [&str; 3] = ["mcp-method", "mcp-name", "mcp-session-id"];
 
 /// SPEC §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
 /// (`params.uri` for resources methods); `Mcp-Name` on a message with neither is a mismatch.
@@ -771,5 +795,29 @@ impl CompiledHttp {
             })
         });
         (!headers_ok).then_some("headers")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_summaries() {
+        let mut d = Decision {
+            verdict: Verdict::Allow,
+            under_policy: true,
+            message: None,
+            gateway_rule: Some(RuleRef { policy: "ns/p", rule: "r1" }),
+            backend_rule: None,
+            not_mcp: None,
+        };
+        assert_eq!(d.summary(), "allow gateway=ns/p:r1 backend=-");
+        d.backend_rule = Some(RuleRef { policy: "ns/b", rule: "(all requests)" });
+        assert_eq!(d.summary(), "allow gateway=ns/p:r1 backend=ns/b:(all requests)");
+        d.gateway_rule = None;
+        assert_eq!(d.summary(), "allow gateway=- backend=ns/b:(all requests)");
+        d.under_policy = false;
+        assert_eq!(d.summary(), "allow (no policy)");
     }
 }
