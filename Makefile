@@ -9,7 +9,7 @@ WASM     := target/wasm32-wasip1/release/toolgate_filter.wasm
 TOOLGATE := target/debug/toolgate
 MCP_SERVER := target/debug/toolgate-sample-mcp-server
 
-.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo crds clean
+.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo bench bench-quick crds clean
 
 help:
 	@echo "make demo   - build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
@@ -41,6 +41,16 @@ test-k8s: build
 
 demo: build wasm
 	$(VENV)/bin/python scripts/demo.py
+
+# Writes docs/benchmarks.md and docs/benchmarks.svg (about 12 minutes; run it on a quiet machine).
+bench: setup
+	bash bench/setup.sh
+	$(VENV)/bin/python bench/run.py
+
+# Smoke test of the benchmark pipeline (about 1.5 minutes; output in .work/bench/quick/).
+bench-quick: setup
+	bash bench/setup.sh
+	BENCH_QUICK=1 $(VENV)/bin/python bench/run.py
 
 crds: build
 	$(TOOLGATE) crds -o crds

@@ -140,7 +140,6 @@ impl Decision<'_> {
     /// One line for logs and access logs, e.g.
     /// `allow gateway=ns/p:rule backend=-` or `deny backend: no rule of 2 allow policies matched`.
     pub fn summary(&self) -> String {
-        let r = |r: &Option<RuleRef<'_>>| r.map_or_else(|| "-".to_string(), |r| format!("{}:{}", r.policy, r.rule));
         match &self.verdict {
             Verdict::Allow if !self.under_policy => "allow (no policy)".to_string(),
             Verdict::Allow => {
@@ -202,7 +201,7 @@ impl Evaluator {
             return Err(PlanError::Version { found: plan.version });
         }
         if !plan.hash.is_empty() {
-            let actual = plan.content_hash();
+            let actual = content_hash(&plan);
             if actual != plan.hash {
                 return Err(PlanError::Hash { declared: plan.hash.clone(), actual });
             }
@@ -230,6 +229,28 @@ impl Evaluator {
         let backend = cluster.and_then(|c| self.backends.get(c)).filter(|l| !l.is_empty());
         Route { levels: [gateway, backend] }
     }
+}
+
+/// [`CompiledPlan::content_hash`] without cloning the plan (a deep copy of every policy, the largest
+/// part of the hash check for big plans): serialises the same fields, in the same order, with `hash`
+/// empty. `content_hash_matches_the_plans` below keeps the two equal.
+fn content_hash(plan: &CompiledPlan) -> String {
+    use sha2::Digest;
+
+    #[derive(serde::Serialize)]
+    struct Unhashed<'p> {
+        version: u32,
+        hash: &'static str,
+        listener: &'p str,
+        settings: &'p crate::plan::PlanSettings,
+        gateway: &'p LevelPlan,
+        backends: &'p std::collections::BTreeMap<String, LevelPlan>,
+    }
+    let CompiledPlan { version, hash: _, listener, settings, gateway, backends } = plan;
+    let unhashed = Unhashed { version: *version, hash: "", listener, settings, gateway, backends };
+    // Serialising plain data cannot fail; an empty string would only make the hash weaker.
+    let bytes = serde_json::to_vec(&unhashed).unwrap_or_default();
+    sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The policy levels that apply to one route, in evaluation order.
@@ -801,6 +822,20 @@ impl CompiledHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_hash_matches_the_plans() {
+        let mut plan = CompiledPlan::empty("ns/gw/l");
+        plan.gateway.allow.push(crate::plan::PolicyPlan {
+            name: "ns/p".into(),
+            rules: vec![crate::plan::RulePlan { name: "r".into(), principal: Some("spiffe://x/y".into()), ..Default::default() }],
+        });
+        plan.backends.insert("xbackend/ns/b".into(), LevelPlan::default());
+        plan.settings.debug_reasons = true;
+        let sealed = plan.clone().seal();
+        assert_eq!(content_hash(&sealed), sealed.content_hash());
+        assert_eq!(content_hash(&plan), sealed.hash);
+    }
 
     #[test]
     fn allow_summaries() {

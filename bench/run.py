@@ -1,0 +1,879 @@
+#!/usr/bin/env python3
+"""`make bench`: Toolgate against bare Envoy, Envoy's RBAC filter, a no-op proxy-wasm filter and
+ext_authz, side by side in one interleaved run, plus native micro-benchmarks of the policy crate.
+
+Writes docs/benchmarks.md and docs/benchmarks.svg (BENCH_QUICK=1: a few seconds per configuration,
+output under .work/bench/quick/, for `make test` as a smoke test of the pipeline).
+
+Method (details in the generated report):
+  - every Envoy runs `--concurrency 1` pinned to CPU 0 (taskset); wrk, the upstream and the ext_authz
+    authorizer are pinned to CPU 1; loopback only;
+  - all configurations share one listener (HTTPS with client certificates, rendered by the real
+    `toolgate render`), one route, one upstream cluster, one access log; only the HTTP filters differ;
+  - wrk presents agent-a's client certificate (bench/wrk/client-cert-shim.c) on every connection;
+  - runs are interleaved: round 1 (body 1: a b n c d e, body 2: ...), round 2, ...;
+  - Envoy CPU per request = (sum of the CPU time of Envoy's threads, /proc/PID/task/*/schedstat,
+    after the run - before) / completed requests.
+
+Usage: .venv/bin/python bench/run.py [--duration S] [--rounds N] [--connections C] [--configs a,b,...]
+       [--bodies 300B,64KiB,1MiB] [--no-micro] [--out-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+
+import harness  # noqa: E402  (Envoy binary lookup, certificates, free ports, an HTTPS client)
+
+BENCH = REPO / "bench"
+WORK = REPO / ".work" / "bench"
+SHIM = WORK / "bin" / "client-cert-shim.so"
+LUA = BENCH / "wrk" / "post.lua"
+WASM_TOOLGATE = REPO / "target/wasm32-wasip1/release/toolgate_filter.wasm"
+WASM_NOOP = REPO / "target/wasm32-wasip1/release/toolgate_bench_noop_filter.wasm"
+WASM_NAIVE = REPO / "target/wasm32-wasip1/release/toolgate_bench_naive_filter.wasm"
+TOOLGATE = REPO / "target/release/toolgate"
+UPSTREAM = REPO / "target/release/bench-upstream"
+AUTHZ = REPO / "target/release/bench-authz"
+
+ENVOY_CPU = "0"
+LOAD_CPU = "1"
+PRINCIPAL = "spiffe://cluster.local/ns/default/sa/a"
+TOOLS = [f"tool-{i:05d}" for i in range(20)]
+TOOL = "tool-00017"  # the tool every benchmark request calls
+DENIED_TOOL = "tool-99999"
+BACKENDS = 199  # XBackends (and routes) in every configuration; (d) has 5 policies on each + 5 on the Gateway
+BACKENDS_10K = 1999  # for the 10,000-policy compile and plan-load measurements
+NS = "default"
+GATEWAY = "bench-gateway"
+LISTENER_PORT_NAME = "https"
+
+CONFIGS = {
+    "a": ("bare Envoy", "router only"),
+    "b": ("Envoy RBAC", "envoy.filters.http.rbac: caller's URI SAN + `mcp-method`/`mcp-name` headers in a 20-name allow-list"),
+    "n": ("no-op proxy-wasm", "a proxy-wasm filter whose callbacks all continue (bench/noop-filter), same V8 runtime"),
+    "s": ("naive proxy-wasm", "reference point: holds the body, parses it with serde_json into a Value, checks params.name against the 20 names (bench/naive-filter); no identity, levels, metrics or access-log record"),
+    "c": ("Toolgate, 20 tools", "`toolgate render` output: 1 gateway-level XAccessPolicy, 2 rules (SPIFFE source, tools/call with 10 tools each)"),
+    "d": ("Toolgate, 1,000 policies", "`toolgate render` output: 1,000 policies, 10,450 tools on two levels (the API allows 5 policies per target): on the Gateway 5 policies x 10 sourced rules x 10 tools, on each of the 199 XBackends 5 policies x 10 tools; the called tool is in the last rule of the last policy of each level"),
+    "e": ("ext_authz (HTTP)", "envoy.filters.http.ext_authz to bench-authz (Rust, thread per connection) with the body and the caller (x-forwarded-client-cert URI); same rule"),
+}
+BODIES = {"300B": 300, "64KiB": 64 * 1024, "1MiB": 1024 * 1024}
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", flush=True)
+
+
+def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, **kw)
+
+
+# --------------------------------------------------------------------------------------------------
+# Inputs
+
+
+def make_body(size: int, tool: str, small_first: bool = True) -> bytes:
+    """A JSON-RPC tools/call of exactly `size` bytes. Small bodies read like a typical call (method
+    first); large ones carry big `arguments` with `method` and `params.name` last, so the reader has to
+    go through the whole body (escapes included) before it knows what is called."""
+    if size <= 1024 and small_first:
+        head = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' + tool + '","arguments":{"path":"/srv/data/report.txt","mode":"summary","text":"'
+        tail = '"}}}'
+    else:
+        head = '{"jsonrpc":"2.0","id":1,"params":{"arguments":{"path":"/srv/data/report.txt","content":"'
+        tail = '"},"name":"' + tool + '"},"method":"tools/call"}'
+    n = size - len(head) - len(tail)
+    assert n > 0, size
+    unit = "The quick brown fox jumps over the lazy dog; \\\"quoted\\\" text, a tab\\t and \\u00e9t\\u00e9.\\n "
+    text = unit * (n // len(unit)) + "x" * (n % len(unit))  # whole escapes only
+    body = (head + text + tail).encode()
+    assert len(body) == size, (len(body), size)
+    json.loads(body)
+    return body
+
+
+def tls_objects(certs: Path) -> str:
+    import base64
+
+    b64 = lambda p: base64.b64encode((certs / p).read_bytes()).decode()  # noqa: E731
+    ca = (certs / "ca.crt").read_text()
+    return (
+        f"apiVersion: v1\nkind: Secret\nmetadata: {{name: bench-cert, namespace: {NS}}}\n"
+        f"type: kubernetes.io/tls\ndata:\n  tls.crt: {b64('server.crt')}\n  tls.key: {b64('server.key')}\n"
+        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: agents-ca, namespace: {NS}}}\ndata:\n  ca.crt: |\n"
+        + "".join(f"    {line}\n" for line in ca.splitlines())
+    )
+
+
+def backend_names(n: int) -> list[str]:
+    """The benchmark's XBackend `tools` (route /mcp, any host) and n - 1 others (each on its own host)."""
+    return ["tools"] + [f"b-{i:04d}" for i in range(n - 1)]
+
+
+def gateway_yaml(port: int, backends: int) -> str:
+    """The Gateway (one HTTPS listener requiring client certificates), and `backends` XBackends each
+    with an HTTPRoute: `tools` at /mcp on any host, the others at /mcp on host <name>.bench.local. All
+    configurations share this topology (so route lookup and clusters cost the same everywhere)."""
+    out = [f"""apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: {GATEWAY}, namespace: {NS}}}
+spec:
+  gatewayClassName: toolgate
+  listeners:
+  - name: {LISTENER_PORT_NAME}
+    port: {port}
+    protocol: HTTPS
+    tls:
+      mode: Terminate
+      certificateRefs: [{{kind: Secret, name: bench-cert}}]
+  tls:
+    frontend:
+      default:
+        validation:
+          caCertificateRefs: [{{group: "", kind: ConfigMap, name: agents-ca}}]
+"""]
+    for b in backend_names(backends):
+        hosts = "" if b == "tools" else f"  hostnames: [{b}.bench.local]\n"
+        out.append(f"""---
+apiVersion: agentic.networking.x-k8s.io/v0alpha0
+kind: XBackend
+metadata: {{name: {b}, namespace: {NS}}}
+spec:
+  mcp: {{serviceName: upstream, port: 8080}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {b}, namespace: {NS}}}
+spec:
+  parentRefs: [{{name: {GATEWAY}}}]
+{hosts}  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /mcp}}}}]
+    backendRefs: [{{group: agentic.networking.x-k8s.io, kind: XBackend, name: {b}}}]
+""")
+    return "".join(out)
+
+
+def policy_yaml(name: str, target: str | None, rules: list[tuple[str | None, list[str]]]) -> str:
+    """One Allow XAccessPolicy on the Gateway (target None) or an XBackend; each rule: (SPIFFE source or
+    None, tools/call params)."""
+    ref = ("{group: gateway.networking.k8s.io, kind: Gateway, name: " + GATEWAY + "}" if target is None
+           else "{group: agentic.networking.x-k8s.io, kind: XBackend, name: " + target + "}")
+    out = [f"---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\n"
+           f"metadata: {{name: {name}, namespace: {NS}}}\nspec:\n  targetRefs: [{ref}]\n  action: Allow\n  rules:\n"]
+    for i, (source, tools) in enumerate(rules):
+        out.append(f"  - name: r{i}\n")
+        if source:
+            out.append(f"    source: {{type: SPIFFE, spiffe: \"{source}\"}}\n")
+        out.append("    authorization:\n      type: Inline\n      mcp:\n        methods:\n"
+                   f"        - name: tools/call\n          params: [{', '.join(tools)}]\n")
+    return "".join(out)
+
+
+def policies_c() -> str:
+    """(c): one gateway-level policy, two rules for agent-a with 10 tools each."""
+    return policy_yaml("agents", None, [(PRINCIPAL, TOOLS[:10]), (PRINCIPAL, TOOLS[10:])])
+
+
+def policies_many(backends: int) -> str:
+    """Policies on two levels, as many as the API allows per target (5): on the Gateway, 5 policies of
+    10 sourced rules x 10 tools (rules alternate between agent-a and other callers); on each of the
+    `backends` XBackends, 5 policies of one rule x 10 tools. The benchmark's tools are in the last rule
+    of the last gateway policy and in the last policy of XBackend `tools`. backends=199 gives 1,000
+    policies and 10,450 tool names; backends=1,999 gives 10,000 policies."""
+    out = []
+    for i in range(5):
+        rules = []
+        for r in range(10):
+            if (i, r) == (4, 9):
+                rules.append((PRINCIPAL, TOOLS[10:]))
+            else:
+                source = PRINCIPAL if r % 2 else f"spiffe://cluster.local/ns/team-{i}-{r}/sa/agent"
+                rules.append((source, [f"gw-{i}-{r}-{k}" for k in range(10)]))
+        out.append(policy_yaml(f"gw-{i}", None, rules))
+    for b in backend_names(backends):
+        for p in range(5):
+            tools = TOOLS[10:] if (b, p) == ("tools", 4) else [f"{b}-{p}-{k}" for k in range(10)]
+            out.append(policy_yaml(f"{b}-p{p}", b, [(None, tools)]))
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------------
+# Processes
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time (ns) of all live threads of `pid` (schedstat: exact; falls back to /proc stat ticks)."""
+    total = 0
+    try:
+        for stat in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+            try:
+                total += int(open(stat).read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        if total:
+            return total
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 10**9 // os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0
+
+
+def process_cpu_ns(pid: int) -> int:
+    """CPU time of a whole process including its exited threads (/proc/PID/stat, clock ticks): for the
+    thread-per-connection servers, whose threads come and go."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 10**9 // os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Server:
+    """bench-upstream / bench-authz, pinned to the load generator's CPU."""
+
+    def __init__(self, name: str, argv: list[str]):
+        self.name = name
+        err = open(WORK / f"{name}.stderr.log", "wb")
+        self.proc = subprocess.Popen(["taskset", "-c", LOAD_CPU, *argv, "--listen", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        err.close()
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("listening on "):
+            self.stop()
+            raise RuntimeError(f"{name}: unexpected first line {line!r}")
+        self.address = line.split()[-1]
+        self.port = int(self.address.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+class Envoy:
+    """One Envoy, `--concurrency 1`, pinned to ENVOY_CPU."""
+
+    def __init__(self, key: str, config: Path, port: int):
+        self.key = key
+        self.port = port
+        self.log_path = WORK / "logs" / f"envoy-{key}.log"
+        self.admin_path = WORK / "logs" / f"envoy-{key}.admin"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.admin_path.unlink(missing_ok=True)
+        self.log_path.unlink(missing_ok=True)
+        out = open(WORK / "logs" / f"envoy-{key}.stdout.log", "wb")
+        self.proc = subprocess.Popen(
+            ["taskset", "-c", ENVOY_CPU, str(harness.envoy_binary()), "--config-path", str(config),
+             "--config-yaml", "{admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}}",
+             "--admin-address-path", str(self.admin_path), "--concurrency", "1", "--disable-hot-restart",
+             "--log-level", "info", "--log-path", str(self.log_path), "--file-flush-interval-msec", "100"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        out.close()
+        self.pid = self.proc.pid
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"envoy {self.key} exited ({self.proc.returncode}):\n{harness.tail(self.log_path)}")
+            if self.admin_path.exists() and self.admin_path.read_text().strip():
+                admin = self.admin_path.read_text().strip()
+                try:
+                    r = harness.request("GET", f"http://{admin}/ready", timeout=1)
+                    if r.status == 200 and r.body.strip() == b"LIVE" and harness.tcp_open("127.0.0.1", self.port):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        raise RuntimeError(f"envoy {self.key} not ready after {timeout}s:\n{harness.tail(self.log_path)}")
+
+    def plan_loads(self) -> list[tuple[int, float]]:
+        """(plan bytes, milliseconds) of each plan load the filter logged."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return [(int(b), float(ms)) for b, ms in re.findall(r"loaded plan .*?; (\d+) bytes in ([\d.]+) ms", text)]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+# --------------------------------------------------------------------------------------------------
+# Configurations
+
+
+def render(name: str, policies: str, certs: Path, upstream: Server, port: int, backends: int) -> tuple[Path, float]:
+    """`toolgate render` of the bench Gateway with `policies`; returns the Gateway's folder and the
+    wall time of the render."""
+    src = WORK / "inputs" / name
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
+    (src / "gateway.yaml").write_text(gateway_yaml(port, backends))
+    (src / "tls.yaml").write_text(tls_objects(certs))
+    (src / "policies.yaml").write_text(policies)
+    out = WORK / "render" / name
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    sh([str(TOOLGATE), "render", "-f", str(src), "--wasm", str(WASM_TOOLGATE), "-o", str(out), "--bind", "127.0.0.1",
+        "--resolve", f"upstream.{NS}={upstream.address}", "--access-log", "/dev/null", "--strict"],
+       stdout=subprocess.DEVNULL)
+    took = time.perf_counter() - t
+    return out / f"{NS}.{GATEWAY}", took
+
+
+def derive(base: Path, key: str, edit) -> Path:
+    """A copy of a rendered Gateway folder whose listener (and clusters) `edit(lds, cds)` changes."""
+    dst = WORK / "render" / key / base.name
+    shutil.rmtree(dst.parent, ignore_errors=True)
+    shutil.copytree(base, dst)
+    lds = json.loads((dst / "lds.json").read_text())
+    cds = json.loads((dst / "cds.json").read_text())
+    edit(lds, cds)
+    static_clusters(cds)
+    (dst / "lds.json").write_text(json.dumps(lds, indent=1))
+    (dst / "cds.json").write_text(json.dumps(cds, indent=1))
+    boot = json.loads((dst / "envoy.json").read_text())
+    for k in ("lds_config", "cds_config"):
+        src = boot["dynamic_resources"][k]["path_config_source"]
+        src["path"] = str(dst / Path(src["path"]).name)
+        src["watched_directory"]["path"] = str(dst)
+    (dst / "envoy.json").write_text(json.dumps(boot, indent=1))
+    return dst
+
+
+def static_clusters(cds: dict) -> None:
+    """The rendered clusters are STRICT_DNS (Service names); here every one points at 127.0.0.1. Made
+    STATIC in every configuration alike, so that 200 DNS refresh timers per Envoy (every 5 s) add no
+    noise to the measurements; nothing on the request path changes."""
+    for c in cds["resources"]:
+        if c.get("type") == "STRICT_DNS":
+            eps = [lb["endpoint"]["address"]["socket_address"]["address"]
+                   for e in c["load_assignment"]["endpoints"] for lb in e["lb_endpoints"]]
+            if all(re.fullmatch(r"[0-9.]+", a) for a in eps):
+                c["type"] = "STATIC"
+                c.pop("dns_lookup_family", None)
+
+
+def hcm_of(lds: dict) -> dict:
+    (listener,) = lds["resources"]
+    (chain,) = listener["filter_chains"]
+    (hcm,) = chain["filters"]
+    return hcm["typed_config"]
+
+
+ROUTER = {"name": "envoy.filters.http.router",
+          "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
+
+
+def edit_bare(lds, cds):
+    hcm_of(lds)["http_filters"] = [ROUTER]
+
+
+def edit_rbac(lds, cds):
+    names = {"or_rules": {"rules": [{"header": {"name": "mcp-name", "string_match": {"exact": t}}} for t in TOOLS]}}
+    method = {"header": {"name": "mcp-method", "string_match": {"exact": "tools/call"}}}
+    hcm_of(lds)["http_filters"] = [{
+        "name": "envoy.filters.http.rbac",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC",
+            "rules": {"action": "ALLOW", "policies": {"agent-a-tools": {
+                "permissions": [{"and_rules": {"rules": [method, names]}}],
+                "principals": [{"authenticated": {"principal_name": {"exact": PRINCIPAL}}}],
+            }}},
+        },
+    }, ROUTER]
+
+
+def edit_noop(lds, cds):
+    hcm = hcm_of(lds)
+    wasm = json.loads(json.dumps(hcm["http_filters"][0]))
+    cfg = wasm["typed_config"]["config"]
+    cfg["name"] = "noop"
+    cfg["root_id"] = "noop"
+    cfg.pop("configuration", None)
+    cfg["vm_config"]["vm_id"] = "noop"
+    cfg["vm_config"]["code"]["local"]["filename"] = str(WASM_NOOP)
+    hcm["http_filters"] = [wasm, ROUTER]
+
+
+def edit_naive(lds, cds):
+    edit_noop(lds, cds)
+    cfg = hcm_of(lds)["http_filters"][0]["typed_config"]["config"]
+    cfg["name"] = cfg["root_id"] = cfg["vm_config"]["vm_id"] = "naive"
+    cfg["vm_config"]["code"]["local"]["filename"] = str(WASM_NAIVE)
+
+
+def edit_none(lds, cds):
+    pass
+
+
+def edit_ext_authz(authz: Server):
+    def edit(lds, cds):
+        hcm = hcm_of(lds)
+        # The caller's identity reaches an HTTP authorizer as a header: x-forwarded-client-cert with the
+        # URI SAN of the verified client certificate (set by the connection manager, any inbound value
+        # dropped).
+        hcm["forward_client_cert_details"] = "SANITIZE_SET"
+        hcm["set_current_client_cert_details"] = {"uri": True}
+        hcm["http_filters"] = [{
+            "name": "envoy.filters.http.ext_authz",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz",
+                "http_service": {
+                    "server_uri": {"uri": f"http://{authz.address}", "cluster": "bench_ext_authz", "timeout": "5s"},
+                    "authorization_request": {"allowed_headers": {"patterns": [
+                        {"exact": "x-forwarded-client-cert"}, {"exact": "mcp-method"}, {"exact": "mcp-name"},
+                        {"exact": "content-type"}]}},
+                },
+                "with_request_body": {"max_request_bytes": 2 * 1024 * 1024, "allow_partial_message": False},
+                "failure_mode_allow": False,
+            },
+        }, ROUTER]
+        cds["resources"].append({
+            "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            "name": "bench_ext_authz", "type": "STATIC", "connect_timeout": "5s",
+            "load_assignment": {"cluster_name": "bench_ext_authz", "endpoints": [{"lb_endpoints": [{"endpoint": {
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": authz.port}}}}]}]},
+        })
+    return edit
+
+
+def plan_bytes(gateway_dir: Path) -> int:
+    for f in hcm_of(json.loads((gateway_dir / "lds.json").read_text()))["http_filters"]:
+        conf = f["typed_config"].get("config", {}).get("configuration")
+        if conf:
+            return len(conf["value"].encode())
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Load
+
+
+class Loader:
+    def __init__(self, certs: Path, connections: int, bodies: dict[str, Path]):
+        self.certs = certs
+        self.connections = connections
+        self.bodies = bodies
+
+    def run(self, port: int, body: str, duration: int) -> dict:
+        env = dict(os.environ, LD_PRELOAD=str(SHIM), BENCH_CLIENT_CERT=str(self.certs / "agent-a.crt"),
+                   BENCH_CLIENT_KEY=str(self.certs / "agent-a.key"), BENCH_BODY=str(self.bodies[body]), BENCH_TOOL=TOOL)
+        cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{self.connections}", f"-d{duration}s", "--timeout", "10s",
+               "-s", str(LUA), f"https://127.0.0.1:{port}/mcp"]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=duration + 60)
+        found = re.search(r"^BENCH_JSON (.*)$", out.stdout, re.M)
+        if out.returncode != 0 or not found:
+            raise RuntimeError(f"wrk failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+        return json.loads(found.group(1))
+
+
+def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
+    """The benchmark request is allowed (the upstream answers) for agent-a; where a rule is configured,
+    agent-b and a tool outside the list are denied. Returns a one-line summary."""
+    url = f"https://localhost:{port}/mcp"
+    ca = certs / "ca.crt"
+
+    def call(agent: str, tool: str, body: bytes) -> harness.Response:
+        return harness.mcp_post(url, body, headers={"mcp-method": "tools/call", "mcp-name": tool},
+                                cert=harness.client_cert(certs, agent), ca=ca)
+
+    def denied(r: harness.Response) -> bool:
+        if r.status == 403:
+            return True
+        try:
+            b = r.json()
+        except ValueError:
+            return False
+        return isinstance(b, dict) and isinstance(b.get("error"), dict) and b["error"].get("code") == 403
+
+    for name, body in bodies.items():
+        r = call("agent-a", TOOL, body)
+        if r.status != 200 or b'"result"' not in r.body:
+            raise RuntimeError(f"config {key}: the {name} benchmark request was not allowed: {r.status} {r.text[:200]}")
+    if key in ("a", "n"):
+        return "allows everything (no rule)"
+    if key == "s":
+        wrong = call("agent-a", DENIED_TOOL, bodies["300B"].replace(TOOL.encode(), DENIED_TOOL.encode()))
+        if not denied(wrong):
+            raise RuntimeError(f"config s: {DENIED_TOOL} was not denied: {wrong.status}")
+        return f"allows {TOOL} for anyone; denies {DENIED_TOOL} ({wrong.status})"
+    other = call("agent-b", TOOL, bodies["300B"])
+    wrong = call("agent-a", DENIED_TOOL, bodies["300B"].replace(TOOL.encode(), DENIED_TOOL.encode()))
+    if not (denied(other) and denied(wrong)):
+        raise RuntimeError(f"config {key}: the rule is not enforced: agent-b -> {other.status} {other.text[:100]}, "
+                           f"{DENIED_TOOL} -> {wrong.status} {wrong.text[:100]}")
+    return f"allows agent-a/{TOOL}; denies agent-b ({other.status}) and {DENIED_TOOL} ({wrong.status})"
+
+
+# --------------------------------------------------------------------------------------------------
+# Instruction counts (callgrind)
+
+# Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
+# 1.5 MB module at valgrind speed), so they go first.
+CALLGRIND_CONFIGS = ("c", "d", "a", "n", "e")
+
+
+def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int) -> dict:
+    """Envoy under `valgrind --tool=callgrind --cache-sim=yes`: counters zeroed after a warm-up, then
+    `requests` requests (h2load over HTTP/1.1, 4 connections, agent-a's certificate), then a dump.
+    Returns the events per request and an estimate of cycles (Ir + 10 x L1 misses + 100 x LL misses,
+    KCachegrind's rule of thumb). Deterministic up to timers, unlike CPU time on a shared machine."""
+    out = WORK / "callgrind" / f"{key}.out"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for old in out.parent.glob(f"{key}.out*"):
+        old.unlink()
+    admin_path = WORK / "logs" / f"callgrind-{key}.admin"
+    admin_path.unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--cache-sim=yes", f"--callgrind-out-file={out}", str(harness.envoy_binary()),
+         "--config-path", str(gateway_dir / "envoy.json"),
+         "--config-yaml", "{admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}}",
+         "--admin-address-path", str(admin_path), "--concurrency", "1", "--disable-hot-restart",
+         "--log-level", "warn", "--log-path", str(WORK / "logs" / f"callgrind-{key}.log")],
+        stdout=subprocess.DEVNULL, stderr=open(WORK / "logs" / f"callgrind-{key}.valgrind.log", "wb"),
+        stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not harness.tcp_open("127.0.0.1", port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"callgrind ({key}): Envoy did not start; see {WORK / 'logs'}")
+            time.sleep(1)
+        env = dict(os.environ, LD_PRELOAD=str(SHIM), BENCH_CLIENT_CERT=str(certs / "agent-a.crt"),
+                   BENCH_CLIENT_KEY=str(certs / "agent-a.key"))
+
+        def load(n: int) -> None:
+            r = subprocess.run(["h2load", "--h1", "-n", str(n), "-c", "4", "-d", str(body),
+                                "-H", "content-type: application/json", "-H", "accept: application/json, text/event-stream",
+                                "-H", "mcp-method: tools/call", "-H", f"mcp-name: {TOOL}", f"https://127.0.0.1:{port}/mcp"],
+                               env=env, capture_output=True, text=True, timeout=900)
+            ok = re.search(r"status codes: (\d+) 2xx", r.stdout)
+            if not ok or int(ok.group(1)) != n:
+                raise RuntimeError(f"callgrind ({key}): h2load: {r.stdout[-600:]}{r.stderr[-300:]}")
+
+        load(max(100, requests // 5))
+        subprocess.run(["callgrind_control", "--zero", str(proc.pid)], capture_output=True, check=True)
+        load(requests)
+        subprocess.run(["callgrind_control", "--dump=measured", str(proc.pid)], capture_output=True, check=True)
+        text = ""
+        for _ in range(120):
+            dumps = sorted(out.parent.glob(f"{key}.out.*"), key=lambda f: f.stat().st_mtime)
+            text = dumps[-1].read_text(errors="replace") if dumps else ""
+            if re.search(r"^totals:", text, re.M):
+                break
+            time.sleep(0.5)
+        events = re.search(r"^events: (.*)$", text, re.M).group(1).split()
+        totals = [int(x) for x in re.search(r"^totals: (.*)$", text, re.M).group(1).split()]
+        per = {e: v / requests for e, v in zip(events, totals)}
+        per["est_cycles"] = per["Ir"] + 10 * (per.get("I1mr", 0) + per.get("D1mr", 0) + per.get("D1mw", 0)) \
+            + 100 * (per.get("ILmr", 0) + per.get("DLmr", 0) + per.get("DLmw", 0))
+        per["requests"] = requests
+        return per
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def callgrind(keys: list[str], dirs: dict, ports: dict, certs: Path, body: Path, requests: int) -> dict:
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo = [k for k in CALLGRIND_CONFIGS if k in keys]
+    log(f"instruction counts: Envoy under callgrind, {requests} requests of 300 B for {' '.join(todo)} (2 at a time)")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {k: pool.submit(callgrind_one, k, dirs[k], ports[k], certs, body, requests) for k in todo}
+        done = {k: f.result() for k, f in futures.items()}
+    out = {k: done[k] for k in keys if k in done}
+    for k, r in out.items():
+        log(f"  ({k}) {r['Ir'] / 1e3:8.1f} k instructions/request, {r['est_cycles'] / 1e3:8.1f} k estimated cycles")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Micro-benchmarks (criterion)
+
+
+def micro(quick: bool) -> dict:
+    crit = REPO / "target" / "criterion"
+    extra = ["--warm-up-time", "0.3", "--measurement-time", "0.6", "--sample-size", "10"] if quick else []
+    log("native micro-benchmarks: cargo bench -p toolgate-policy")
+    started = time.time()
+    sh(["cargo", "bench", "--locked", "-q", "-p", "toolgate-policy", "--bench", "engine", "--", "--noplot", *extra],
+       stdout=subprocess.DEVNULL)
+    out = {}
+    for bj in glob.glob(str(crit / "**" / "new" / "benchmark.json"), recursive=True):
+        if Path(bj).stat().st_mtime < started:
+            continue  # left over from an earlier run of a benchmark that no longer exists
+        meta = json.loads(Path(bj).read_text())
+        est = json.loads((Path(bj).parent / "estimates.json").read_text())
+        out[meta["full_id"]] = {
+            "median_ns": est["median"]["point_estimate"],
+            "lo_ns": est["median"]["confidence_interval"]["lower_bound"],
+            "hi_ns": est["median"]["confidence_interval"]["upper_bound"],
+            "bytes": (meta.get("throughput") or {}).get("Bytes"),
+        }
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Main
+
+
+def build() -> None:
+    log("building: toolgate (release), bench servers, toolgate_filter.wasm, no-op and naive filters")
+    sh(["cargo", "build", "--locked", "-q", "--release", "-p", "toolgate", "-p", "toolgate-bench-servers"])
+    sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1", "-p", "toolgate-filter",
+        "-p", "toolgate-bench-noop-filter", "-p", "toolgate-bench-naive-filter"])
+
+
+def versions() -> dict:
+    def out(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout + ""
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    envoy = re.search(r"version: \S+/(\d+\.\d+\.\d+)/\S+/(\S+)/", out([str(harness.envoy_binary()), "--version"]))
+    cpu = re.search(r"model name\s*:\s*(.*)", Path("/proc/cpuinfo").read_text())
+    mem = re.search(r"MemTotal:\s*(\d+)", Path("/proc/meminfo").read_text())
+    os_name = re.search(r'PRETTY_NAME="([^"]*)"', Path("/etc/os-release").read_text()) if Path("/etc/os-release").exists() else None
+    return {
+        "envoy": f"{envoy.group(1)} ({envoy.group(2)})" if envoy else "?",
+        "wrk": (out(["wrk", "-v"]).splitlines() or ["?"])[0].split(" [")[0],
+        "rustc": out(["rustc", "--version"]).strip(),
+        "commit": out(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]).strip()
+                  + (" (+ uncommitted changes)" if out(["git", "-C", str(REPO), "status", "--porcelain"]).strip() else ""),
+        "cpu": cpu.group(1).strip() if cpu else "?",
+        "cpus": os.cpu_count(),
+        "memory_gib": round(int(mem.group(1)) / 1024 / 1024, 1) if mem else 0,
+        "kernel": platform.release(),
+        "os": os_name.group(1) if os_name else platform.system(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "loadavg": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+def main() -> int:
+    quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=int, default=1 if quick else 4, help="seconds per run")
+    ap.add_argument("--rounds", type=int, default=1 if quick else 3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--bodies", default=",".join(BODIES))
+    ap.add_argument("--no-micro", action="store_true", help="skip the criterion micro-benchmarks")
+    ap.add_argument("--callgrind-requests", type=int, default=0 if quick else 1000,
+                    help="requests per configuration under callgrind (0: skip that stage)")
+    ap.add_argument("--out-dir", type=Path, default=WORK / "quick" if quick else REPO / "docs")
+    args = ap.parse_args()
+    keys = [k for k in args.configs.split(",") if k]
+    body_names = [b for b in args.bodies.split(",") if b]
+    for k in keys:
+        if k not in CONFIGS:
+            ap.error(f"unknown configuration {k!r} (known: {', '.join(CONFIGS)})")
+    for b in body_names:
+        if b not in BODIES:
+            ap.error(f"unknown body {b!r} (known: {', '.join(BODIES)})")
+    if (os.cpu_count() or 1) < 2:
+        log("warning: fewer than 2 CPUs: Envoy and the load generator share one")
+    started = time.monotonic()
+    WORK.mkdir(parents=True, exist_ok=True)
+    if not SHIM.exists():
+        sh(["bash", str(BENCH / "setup.sh")])
+    build()
+    info = versions()
+    info["quick"] = quick
+    info["params"] = {"duration_s": args.duration, "rounds": args.rounds, "connections": args.connections,
+                      "warmup_s": args.warmup, "configs": keys, "bodies": body_names}
+
+    micro_results = {} if args.no_micro else micro(quick)
+
+    certs = harness.gen_certs(WORK / "certs")
+    body_dir = WORK / "bodies"
+    body_dir.mkdir(exist_ok=True)
+    bodies = {name: make_body(size, TOOL) for name, size in BODIES.items()}
+    body_paths = {}
+    for name, data in bodies.items():
+        body_paths[name] = body_dir / f"{name}.json"
+        body_paths[name].write_bytes(data)
+
+    procs: list = []
+    envoys: dict[str, Envoy] = {}
+    try:
+        upstream = Server("upstream", [str(UPSTREAM)])
+        procs.append(upstream)
+        authz = Server("authz", [str(AUTHZ), "--principal", PRINCIPAL, "--tools", ",".join(TOOLS)])
+        procs.append(authz)
+
+        # Rendered configurations (the real `toolgate render`), and the ones derived from (c)'s.
+        ports = {k: harness.free_port() for k in CONFIGS}
+        log("rendering (c) and (d) with `toolgate render`")
+        dir_c, _ = render("c", policies_c(), certs, upstream, ports["c"], BACKENDS)
+        dir_d, render_d_s = render("d", policies_many(BACKENDS), certs, upstream, ports["d"], BACKENDS)
+        dirs = {}
+
+        def rebased(port):  # derived configs listen on their own port
+            def wrap(edit):
+                def e(lds, cds):
+                    lds["resources"][0]["address"]["socket_address"]["port_value"] = port
+                    edit(lds, cds)
+                return e
+            return wrap
+        dirs["a"] = derive(dir_c, "cfg-a", rebased(ports["a"])(edit_bare))
+        dirs["b"] = derive(dir_c, "cfg-b", rebased(ports["b"])(edit_rbac))
+        dirs["n"] = derive(dir_c, "cfg-n", rebased(ports["n"])(edit_noop))
+        dirs["s"] = derive(dir_c, "cfg-s", rebased(ports["s"])(edit_naive))
+        dirs["c"] = derive(dir_c, "cfg-c", edit_none)
+        dirs["d"] = derive(dir_d, "cfg-d", edit_none)
+        dirs["e"] = derive(dir_c, "cfg-e", rebased(ports["e"])(edit_ext_authz(authz)))
+
+        # 10,000 policies: `toolgate compile` and `toolgate render` wall time, plan size, load in the VM.
+        log("10,000 policies: toolgate compile / render, and the plan's load time in Envoy")
+        big_src = WORK / "inputs" / "x10k"
+        shutil.rmtree(big_src, ignore_errors=True)
+        big_src.mkdir(parents=True)
+        (big_src / "gateway.yaml").write_text(gateway_yaml(ports["c"], BACKENDS_10K))
+        (big_src / "tls.yaml").write_text(tls_objects(certs))
+        (big_src / "policies.yaml").write_text(policies_many(BACKENDS_10K))
+        compile_times = []
+        for _ in range(1 if quick else 3):
+            t = time.perf_counter()
+            sh([str(TOOLGATE), "compile", "-f", str(big_src), "-o", str(WORK / "compile-x10k"), "--strict"],
+               stdout=subprocess.DEVNULL)
+            compile_times.append(time.perf_counter() - t)
+        big_port = harness.free_port()
+        dir_x, render_x_s = render("x10k", policies_many(BACKENDS_10K), certs, upstream, big_port, BACKENDS_10K)
+        dir_x = derive(dir_x, "cfg-x10k", edit_none)
+        ex = Envoy("x10k", dir_x / "envoy.json", big_port)
+        try:
+            ex.wait_ready()
+            harness.wait_for(lambda: ex.plan_loads(), timeout=20, what="plan load log line")
+            loads_x = ex.plan_loads()
+        finally:
+            ex.stop()
+        sizes = {
+            "wasm_toolgate": WASM_TOOLGATE.stat().st_size,
+            "wasm_noop": WASM_NOOP.stat().st_size,
+            "plan_c": plan_bytes(dir_c), "plan_d": plan_bytes(dir_d), "plan_x10k": plan_bytes(dir_x),
+            "compile_x10k_s": compile_times, "render_x10k_s": render_x_s, "render_d_s": render_d_s,
+        }
+
+        # Start every configuration's Envoy, check it enforces what it should, warm it up.
+        for k in keys:
+            envoys[k] = Envoy(k, dirs[k] / "envoy.json", ports[k])
+        for k in keys:
+            envoys[k].wait_ready()
+        loader = Loader(certs, args.connections, body_paths)
+        checks = {}
+        for k in keys:
+            checks[k] = sanity(k, ports[k], certs, bodies)
+            log(f"({k}) {CONFIGS[k][0]}: {checks[k]}")
+        plan_loads = {}
+        for k in (k for k in keys if k in ("c", "d")):
+            plan_loads[k] = harness.wait_for(envoys[k].plan_loads, timeout=20, what=f"plan load log line of ({k})")
+        plan_loads["x10k"] = loads_x
+        if args.warmup:
+            log("warm-up")
+            for k in keys:
+                for b in body_names:
+                    loader.run(ports[k], b, args.warmup)
+
+        # Interleaved rounds.
+        runs = []
+        total = args.rounds * len(body_names) * len(keys)
+        log(f"{total} runs of {args.duration} s, {args.connections} connections "
+            f"(about {total * (args.duration + 1) // 60 + 1} min)")
+        aux = {"upstream": upstream.proc.pid, "authz": authz.proc.pid}
+        for rnd in range(args.rounds):
+            for b in body_names:
+                for k in keys:
+                    e = envoys[k]
+                    c0, a0 = cpu_ns(e.pid), {n: process_cpu_ns(p) for n, p in aux.items()}
+                    t0 = time.perf_counter()
+                    w = loader.run(ports[k], b, args.duration)
+                    wall = time.perf_counter() - t0
+                    c1, a1 = cpu_ns(e.pid), {n: process_cpu_ns(p) for n, p in aux.items()}
+                    reqs = max(w["requests"], 1)
+                    errors = sum(w["errors"].values())
+                    run = {
+                        "round": rnd, "body": b, "config": k, "requests": w["requests"], "errors": w["errors"],
+                        "rps": w["requests"] / (w["duration_us"] / 1e6),
+                        "p50_us": w["latency_us"]["p50"], "p99_us": w["latency_us"]["p99"],
+                        "cpu_us": (c1 - c0) / 1e3 / reqs, "cpu_util": (c1 - c0) / 1e9 / wall,
+                        "aux_cpu_us": {n: (a1[n] - a0[n]) / 1e3 / reqs for n in aux},
+                        "rss_kib": rss_kib(e.pid),
+                    }
+                    runs.append(run)
+                    log(f"round {rnd + 1}/{args.rounds} {b:>5} ({k}) {run['rps']:9.0f} req/s  p50 {run['p50_us']:6d} us  "
+                        f"p99 {run['p99_us']:6d} us  Envoy {run['cpu_us']:8.1f} us/req ({run['cpu_util'] * 100:3.0f}% CPU)"
+                        + (f"  ERRORS {w['errors']}" if errors else ""))
+                    if errors:
+                        raise RuntimeError(f"config {k}, body {b}: {errors} errors: {w['errors']}")
+        for e in envoys.values():
+            e.stop()
+        cg = {}
+        if args.callgrind_requests:
+            cg = callgrind(keys, dirs, ports, certs, body_paths["300B"], args.callgrind_requests)
+    finally:
+        for e in envoys.values():
+            e.stop()
+        for p in procs:
+            p.stop()
+
+    results = {"callgrind": cg, "info": info, "configs": {k: CONFIGS[k] for k in keys}, "bodies": {b: BODIES[b] for b in body_names},
+               "checks": checks, "runs": runs, "micro": micro_results, "sizes": sizes, "plan_loads": plan_loads,
+               "elapsed_s": time.monotonic() - started}
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    raw = WORK / "quick" / "results.json" if quick else WORK / "results.json"
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(results, indent=1))
+    import report  # bench/report.py
+
+    report.write(results, args.out_dir)
+    log(f"done in {results['elapsed_s'] / 60:.1f} min: {args.out_dir / 'benchmarks.md'}, {args.out_dir / 'benchmarks.svg'} "
+        f"(raw: {raw})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(BENCH))
+    sys.exit(main())

@@ -1,0 +1,215 @@
+//! Native micro-benchmarks of the policy engine, run by `make bench` (bench/run.py puts the results in
+//! docs/benchmarks.md): the MCP body reader per body size, evaluation at 20 tools and at 1,000 policies, the
+//! filter's whole per-request engine work, compiling 10,000 policies, loading plans.
+//!
+//! The bodies and policy sets have the same shape as the ones bench/run.py sends through Envoy.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use toolgate_policy::api::AccessPolicySpec;
+use toolgate_policy::compile::{compile_policy, CompileOptions};
+use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest};
+use toolgate_policy::mcp::{read_body, ReadOptions};
+use toolgate_policy::plan::{CompiledPlan, LevelPlan};
+
+const PRINCIPAL: &str = "spiffe://cluster.local/ns/default/sa/a";
+const TOOL: &str = "tool-00017";
+const CLUSTER: &str = "xbackend/default/tools";
+const BODIES: [(&str, usize); 3] = [("300B", 300), ("64KiB", 64 * 1024), ("1MiB", 1024 * 1024)];
+
+/// A `tools/call` of exactly `size` bytes (as bench/run.py `make_body`): small bodies method first,
+/// large ones with big `arguments` and `method`/`params.name` last.
+fn body(size: usize, tool: &str) -> Vec<u8> {
+    let (head, tail) = if size <= 1024 {
+        (
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"path":"/srv/data/report.txt","mode":"summary","text":""#),
+            r#""}}}"#.to_string(),
+        )
+    } else {
+        (
+            r#"{"jsonrpc":"2.0","id":1,"params":{"arguments":{"path":"/srv/data/report.txt","content":""#.to_string(),
+            format!(r#""}},"name":"{tool}"}},"method":"tools/call"}}"#),
+        )
+    };
+    let unit = r#"The quick brown fox jumps over the lazy dog; \"quoted\" text, a tab\t and \u00e9t\u00e9.\n "#;
+    let n = size - head.len() - tail.len();
+    let mut text = unit.repeat(n / unit.len());
+    text.push_str(&"x".repeat(n % unit.len()));
+    let out = format!("{head}{text}{tail}").into_bytes();
+    assert_eq!(out.len(), size);
+    out
+}
+
+fn spec(level: &str, rules: &[(Option<&str>, &[String])]) -> AccessPolicySpec {
+    let target = if level == "gateway" {
+        r#"{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"bench-gateway"}"#
+    } else {
+        r#"{"group":"agentic.networking.x-k8s.io","kind":"XBackend","name":"tools"}"#
+    };
+    let rules: Vec<String> = rules
+        .iter()
+        .enumerate()
+        .map(|(i, (source, tools))| {
+            let source = source.map(|s| format!(r#""source":{{"type":"SPIFFE","spiffe":"{s}"}},"#)).unwrap_or_default();
+            format!(
+                r#"{{"name":"r{i}",{source}"authorization":{{"type":"Inline","mcp":{{"methods":[{{"name":"tools/call","params":{}}}]}}}}}}"#,
+                serde_json::to_string(tools).unwrap()
+            )
+        })
+        .collect();
+    let json = format!(r#"{{"targetRefs":[{target}],"action":"Allow","rules":[{}]}}"#, rules.join(","));
+    serde_json::from_str(&json).expect("spec parses")
+}
+
+/// The policy sets of bench/run.py `policies_many`: on the Gateway 5 policies of 10 sourced rules x 10
+/// tools (rules alternate between agent-a and other callers), on each of `backends` XBackends 5
+/// policies of one rule x 10 tools (the API allows 5 policies per target). The benchmark's tools are in
+/// the last rule of the last gateway policy and the last policy of the XBackend whose cluster is
+/// CLUSTER. Returns (gateway-level policies, per backend cluster: its policies).
+fn many(backends: usize) -> Levels {
+    let bench_tools: Vec<String> = (10..20).map(|k| format!("tool-{k:05}")).collect();
+    let mut gateway = Vec::new();
+    for i in 0..5 {
+        let mut rules: Vec<(Option<String>, Vec<String>)> = Vec::new();
+        for r in 0..10 {
+            if (i, r) == (4, 9) {
+                rules.push((Some(PRINCIPAL.to_string()), bench_tools.clone()));
+            } else {
+                let source = if r % 2 == 1 { PRINCIPAL.to_string() } else { format!("spiffe://cluster.local/ns/team-{i}-{r}/sa/agent") };
+                rules.push((Some(source), (0..10).map(|k| format!("gw-{i}-{r}-{k}")).collect()));
+            }
+        }
+        let rules: Vec<(Option<&str>, &[String])> = rules.iter().map(|(s, t)| (s.as_deref(), t.as_slice())).collect();
+        gateway.push((format!("gw-{i}"), spec("gateway", &rules)));
+    }
+    let mut levels = vec![];
+    for b in 0..backends {
+        let (cluster, name) = if b == 0 { (CLUSTER.to_string(), "tools".to_string()) } else { (format!("xbackend/default/b-{b:04}"), format!("b-{b:04}")) };
+        let policies = (0..5)
+            .map(|p| {
+                let tools: Vec<String> =
+                    if b == 0 && p == 4 { bench_tools.clone() } else { (0..10).map(|k| format!("{name}-{p}-{k}")).collect() };
+                (format!("{name}-p{p}"), spec("backend", &[(None, &tools)]))
+            })
+            .collect();
+        levels.push((cluster, policies));
+    }
+    (gateway, levels)
+}
+
+type Policies = Vec<(String, AccessPolicySpec)>;
+type Levels = (Policies, Vec<(String, Policies)>);
+
+/// The 20-tool policy of configuration (c): one gateway-level policy, two sourced rules.
+fn twenty() -> Levels {
+    let tools: Vec<String> = (0..20).map(|k| format!("tool-{k:05}")).collect();
+    (vec![("agents".to_string(), spec("gateway", &[(Some(PRINCIPAL), &tools[..10]), (Some(PRINCIPAL), &tools[10..])]))], vec![])
+}
+
+/// What the controller does per listener once the topology is known: compile every policy, assemble
+/// the plan, hash it.
+fn compile(levels: &Levels) -> CompiledPlan {
+    let opts = CompileOptions::default();
+    let mut plan = CompiledPlan::empty("default/bench-gateway/https");
+    let (gateway, backends) = levels;
+    plan.gateway = LevelPlan { allow: gateway.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect() };
+    for (cluster, policies) in backends {
+        let allow = policies.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect();
+        plan.backends.insert(cluster.clone(), LevelPlan { allow });
+    }
+    plan.seal()
+}
+
+fn headers(tool: &str) -> Vec<(String, String)> {
+    [
+        (":authority", "127.0.0.1:20443"),
+        (":path", "/mcp"),
+        (":method", "POST"),
+        (":scheme", "https"),
+        ("content-length", "300"),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+        ("x-forwarded-proto", "https"),
+        ("x-request-id", "0b6c7d6e-3f1a-4a52-9d7c-2f3f7c1d9a10"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn reader(c: &mut Criterion) {
+    let mut g = c.benchmark_group("mcp_reader");
+    for (name, size) in BODIES {
+        let b = body(size, TOOL);
+        assert!(read_body(&b, ReadOptions::default()).is_ok());
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_with_input(BenchmarkId::new("read_body", name), &b, |bench, b| {
+            bench.iter(|| read_body(black_box(b), ReadOptions::default()).is_ok())
+        });
+        // Reference: a full serde_json parse into a Value (what a naive filter does).
+        g.bench_with_input(BenchmarkId::new("serde_json_value", name), &b, |bench, b| {
+            bench.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(b)).is_ok())
+        });
+    }
+    g.finish();
+}
+
+fn evaluate(c: &mut Criterion) {
+    let plans = [("20_tools", compile(&twenty())), ("1000_policies", compile(&many(199)))];
+    let hdrs = headers(TOOL);
+    let req = HttpRequest {
+        method: "POST",
+        path: "/mcp",
+        authority: "127.0.0.1:20443",
+        port: 20443,
+        headers: &hdrs,
+        principal: Some(PRINCIPAL),
+    };
+    let small = body(300, TOOL);
+    let mut g = c.benchmark_group("evaluate");
+    for (name, plan) in &plans {
+        let ev = Evaluator::from_plan(plan.clone()).unwrap();
+        let mcp = read_body(&small, ReadOptions::default()).unwrap();
+        let d = ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp));
+        assert!(d.allowed(), "{}", d.summary());
+        g.bench_function(BenchmarkId::new("decide", name), |bench| {
+            bench.iter(|| ev.route(black_box(Some(CLUSTER))).decide(black_box(&req), BodyInput::Mcp(black_box(&mcp))).allowed())
+        });
+        // The engine part of the filter's per-request work on a 300 B body: read, decide, summary line.
+        g.bench_function(BenchmarkId::new("read_decide_summary_300B", name), |bench| {
+            bench.iter(|| {
+                let mcp = read_body(black_box(&small), ReadOptions::default()).unwrap();
+                let d = ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp));
+                d.summary().len()
+            })
+        });
+    }
+    g.finish();
+}
+
+fn plan(c: &mut Criterion) {
+    let x10k = many(1999);
+    let mut g = c.benchmark_group("plan");
+    g.sample_size(10);
+    g.bench_function("compile/10000_policies", |bench| bench.iter(|| compile(black_box(&x10k)).hash.len()));
+    for (name, levels) in [("20_tools", twenty()), ("1000_policies", many(199)), ("10000_policies", x10k)] {
+        let json = serde_json::to_vec(&compile(&levels)).unwrap();
+        eprintln!("plan {name}: {} bytes", json.len());
+        g.throughput(Throughput::Bytes(json.len() as u64));
+        g.bench_with_input(BenchmarkId::new("load", name), &json, |bench, json| {
+            bench.iter(|| Evaluator::load(black_box(json)).is_ok())
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_millis(700)).measurement_time(Duration::from_secs(2));
+    targets = reader, evaluate, plan
+}
+criterion_main!(benches);
