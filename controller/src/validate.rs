@@ -178,6 +178,37 @@ pub fn defaulted(value: &Value) -> Value {
     v
 }
 
+thread_local! {
+    // The CRDs hold a few dozen patterns and rules; compiling them once per object made validating
+    // (and so compiling) thousands of policies spend most of its time in the regex and CEL parsers.
+    static REGEXES: std::cell::RefCell<std::collections::HashMap<String, Option<std::rc::Rc<regex::Regex>>>> =
+        Default::default();
+    static PROGRAMS: std::cell::RefCell<std::collections::HashMap<String, Result<std::rc::Rc<cel::Program>, String>>> =
+        Default::default();
+}
+
+/// `pattern` compiled once per thread (None when it does not compile).
+fn cached_regex(pattern: &str) -> Option<std::rc::Rc<regex::Regex>> {
+    REGEXES.with(|cache| {
+        cache
+            .borrow_mut()
+            .entry(pattern.to_string())
+            .or_insert_with(|| regex::Regex::new(pattern).ok().map(std::rc::Rc::new))
+            .clone()
+    })
+}
+
+/// A rule's CEL program parsed once per thread.
+fn cached_program(source: &str) -> Result<std::rc::Rc<cel::Program>, String> {
+    PROGRAMS.with(|cache| {
+        cache
+            .borrow_mut()
+            .entry(source.to_string())
+            .or_insert_with(|| cel::Program::parse(source).map(std::rc::Rc::new))
+            .clone()
+    })
+}
+
 fn schema(kind: &str, version: &str) -> Option<&'static Value> {
     static SCHEMAS: OnceLock<Vec<(String, String, Value)>> = OnceLock::new();
     let all = SCHEMAS.get_or_init(|| {
@@ -472,8 +503,8 @@ fn validate_schema(v: &Value, schema: &Value, path: &str, errs: &mut Vec<Err>) {
                 }
             }
             if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
-                match regex::Regex::new(p) {
-                    Ok(re) if re.is_match(s) => {}
+                match cached_regex(p) {
+                    Some(re) if re.is_match(s) => {}
                     _ => push(
                         errs,
                         path,
@@ -624,7 +655,7 @@ fn validate_rules(v: &Value, schema: &Value, path: &str, out: &mut Vec<FieldErro
                 .map(str::trim)
                 .filter(|m| !m.is_empty())
                 .unwrap_or(source.trim());
-            let result = cel::Program::parse(source).and_then(|p| p.eval(&this));
+            let result = cached_program(source).and_then(|p| p.eval(&this));
             match result {
                 Ok(cel::Val::Bool(true)) => {}
                 Ok(cel::Val::Bool(false)) => {
