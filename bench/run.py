@@ -456,7 +456,7 @@ def edit_ext_authz(authz: Server):
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz",
                 "http_service": {
-                    "server_uri": {"uri": f"http://{authz.address}", "cluster": "bench_ext_authz", "timeout": "5s"},
+                    "server_uri": {"uri": f"http://{authz.address}", "cluster": "bench_ext_authz", "timeout": "60s"},
                     "authorization_request": {"allowed_headers": {"patterns": [
                         {"exact": "x-forwarded-client-cert"}, {"exact": "mcp-method"}, {"exact": "mcp-name"},
                         {"exact": "content-type"}]}},
