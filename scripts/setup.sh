@@ -16,8 +16,8 @@ say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 # ---- Debian packages ----------------------------------------------------------------------------
-missing=()
-need_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' || missing+=("$1"); }
+# shellcheck source=scripts/debian-packages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/debian-packages.sh"
 need_pkg openssl           # scripts/gen-certs.sh
 need_pkg ca-certificates   # pip / cargo over TLS
 need_pkg curl              # scripts/demo.sh, tests/k8s/apiserver.sh, e2e HTTP/2 tests
@@ -32,19 +32,7 @@ if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
     need_pkg python3-venv
 fi
 
-if ((${#missing[@]})); then
-    command -v apt-get >/dev/null 2>&1 || die "missing packages (${missing[*]}) and no apt-get"
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null 2>&1 || die "missing packages (${missing[*]}); run as root or install sudo"
-        SUDO="sudo -n"
-    fi
-    say "installing Debian packages: ${missing[*]}"
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-else
-    say "Debian packages present"
-fi
+install_missing || say "Debian packages present"
 
 # ---- Rust ---------------------------------------------------------------------------------------
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust with rustup (https://rustup.rs)"
