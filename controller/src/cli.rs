@@ -1,5 +1,6 @@
 //! Arguments and steps shared by the commands that read objects (`compile`, `render`, `explain`).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -54,7 +55,7 @@ pub fn load_inventory(input: &InputArgs) -> Result<Inventory, Failure> {
             inputs::InputError::Syntax { .. } => Failure::Invalid,
         }
     })?;
-    let (inv, errors) = Inventory::from_raw(&raw, &input.namespace);
+    let (inv, errors) = Inventory::from_raw(raw, &input.namespace);
     for e in &errors {
         eprintln!("error: {e}");
     }
@@ -78,10 +79,12 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs) -> Result<Topology, Fail
     }
     let topo = topology::build(inv, &opts);
     let mut rejected = inv.rejected_policies.len();
+    let mut rejected_keys = HashSet::new();
     for r in &inv.rejected_policies {
         eprintln!("policy {}/{} not accepted: Invalid: {}", r.namespace, r.name, r.message);
+        rejected_keys.insert(format!("{}/{}", r.namespace, r.name));
     }
-    for status in topo.statuses.iter().filter(|s| !inv.rejected_policies.iter().any(|r| format!("{}/{}", r.namespace, r.name) == s.policy)) {
+    for status in topo.statuses.iter().filter(|s| !rejected_keys.contains(&s.policy)) {
         for problem in status.problems() {
             rejected += 1;
             eprintln!("policy {} not accepted: {problem}", status.policy);

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::Value;
 
 /// One YAML document, untyped, with where it came from (for error messages).
@@ -50,19 +51,86 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<RawObject>, InputError> {
     for p in paths {
         collect_files(p, &mut files)?;
     }
+    let texts: Vec<std::io::Result<String>> = files.iter().map(std::fs::read_to_string).collect();
+    let parsed = parse_in_pieces(&texts);
+    // Errors as reading and parsing file after file would meet them: the first file's.
     let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| InputError::Io { path: file.clone(), source })?;
-        for (doc, de) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-            let value: Value = serde::Deserialize::deserialize(de).map_err(|e| InputError::Syntax {
-                path: file.clone(),
-                doc,
-                message: e.to_string(),
-            })?;
+    for ((file, text), documents) in files.into_iter().zip(texts).zip(parsed) {
+        let text = text.map_err(|source| InputError::Io { path: file.clone(), source })?;
+        // A piece that does not parse alone: the whole file, for the error as it reads in context
+        // (line, document index).
+        let documents = match documents {
+            Some(documents) => documents,
+            None => parse_whole(&file, &text)?,
+        };
+        for (doc, value) in documents.into_iter().enumerate() {
             push_flattened(&file, doc, value, &mut out);
         }
     }
     Ok(out)
+}
+
+/// Pieces smaller than this are not cut further (each piece costs a parser).
+const PIECE_BYTES: usize = 64 * 1024;
+
+/// The documents of each file read, parsed in pieces on all cores (YAML is the largest part of
+/// reading thousands of objects); `None` for a file not read or with a piece that does not parse.
+fn parse_in_pieces(texts: &[std::io::Result<String>]) -> Vec<Option<Vec<Value>>> {
+    let pieces: Vec<(usize, &str)> = texts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, text)| Some((i, text.as_ref().ok()?)))
+        .flat_map(|(i, text)| split_documents(text).into_iter().map(move |piece| (i, piece)))
+        .collect();
+    let parsed = crate::par::map(&pieces, |&(_, piece)| {
+        serde_yaml::Deserializer::from_str(piece).map(Value::deserialize).collect::<Result<Vec<_>, _>>().ok()
+    });
+    let mut out: Vec<Option<Vec<Value>>> = texts.iter().map(|t| t.as_ref().ok().map(|_| Vec::new())).collect();
+    for ((i, _), documents) in pieces.into_iter().zip(parsed) {
+        match (documents, &mut out[i]) {
+            (Some(documents), Some(all)) => all.extend(documents),
+            _ => out[i] = None,
+        }
+    }
+    out
+}
+
+/// `text` cut into pieces of whole documents that parse alone to the documents they hold in `text`.
+/// Cuts go before lines that start with the document marker `---` and a blank: YAML allows no such
+/// line inside a node (libyaml ends plain and block scalars there, and fails on quoted scalars and
+/// flow collections, which then fail in their piece too). The first marker is no cut, so that the
+/// first piece holds a document (serde_yaml yields a null one for a stream without any) and every
+/// other piece starts with one.
+fn split_documents(text: &str) -> Vec<&str> {
+    let is_marker = |at: usize| {
+        text[at..].starts_with("---")
+            && matches!(text.as_bytes().get(at + 3), None | Some(b' ' | b'\t' | b'\r' | b'\n'))
+    };
+    let markers = text.match_indices("\n---").map(|(i, _)| i + 1).filter(|&at| is_marker(at));
+    let mut out = Vec::new();
+    let mut start = 0;
+    for at in markers.skip(usize::from(!is_marker(0))) {
+        if at - start >= PIECE_BYTES {
+            out.push(&text[start..at]);
+            start = at;
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
+/// Every document of `text`, parsed in one piece.
+fn parse_whole(file: &Path, text: &str) -> Result<Vec<Value>, InputError> {
+    serde_yaml::Deserializer::from_str(text)
+        .enumerate()
+        .map(|(doc, de)| {
+            Value::deserialize(de).map_err(|e| InputError::Syntax {
+                path: file.to_path_buf(),
+                doc,
+                message: e.to_string(),
+            })
+        })
+        .collect()
 }
 
 fn push_flattened(file: &Path, doc: usize, value: Value, out: &mut Vec<RawObject>) {
@@ -98,4 +166,49 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), InputError
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Many documents, with lines that resemble markers but are not at the start of a line, block
+    /// scalars, comments and empty documents: large enough to be cut.
+    fn many_documents() -> String {
+        let mut text = String::from("# leading comment\n");
+        for i in 0..3000 {
+            match i % 4 {
+                0 => text.push_str(&format!("---\nkind: A\nmetadata: {{name: a{i}}}\nnote: |\n  ---\n  text\n")),
+                1 => text.push_str(&format!("--- # comment\nkind: B\nlist:\n- --- not a marker\n- {i}\n")),
+                2 => text.push_str("---\n---\n# an empty document above\n"),
+                _ => text.push_str(&format!("---\r\nkind: C\r\nplain: multi\r\n  line {i}\r\n")),
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn pieces_parse_as_the_whole() {
+        let text = many_documents();
+        let cut = split_documents(&text);
+        assert!(cut.len() > 2, "{} pieces", cut.len());
+        assert_eq!(cut.concat(), text);
+        let texts = vec![Ok(text.clone())];
+        let whole = parse_whole(Path::new("x.yaml"), &text).unwrap();
+        assert_eq!(parse_in_pieces(&texts), vec![Some(whole)]);
+    }
+
+    #[test]
+    fn errors_are_those_of_the_whole_file() {
+        let dir = std::env::temp_dir().join(format!("toolgate-inputs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("x.yaml");
+        // An unclosed flow sequence far into the file: its piece fails, and so does the file.
+        let text = many_documents().replace("- 2001\n", "- [2001\n");
+        std::fs::write(&file, &text).unwrap();
+        let want = parse_whole(&file, &text).unwrap_err().to_string();
+        assert!(want.contains("document 2501"), "{want}");
+        assert_eq!(load(&[file]).unwrap_err().to_string(), want);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

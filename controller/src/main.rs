@@ -7,6 +7,7 @@ mod crds;
 mod explain_cmd;
 mod inputs;
 mod model;
+mod par;
 mod render;
 mod topology;
 mod validate;

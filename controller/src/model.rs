@@ -4,11 +4,15 @@
 //! Gateway API types are declared here with only the fields we read rather than taken from the
 //! `gateway-api` crate, which would bring kube and k8s-openapi into every CLI build.
 
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_policy::api::{AccessPolicySpec, BackendSpec, GATEWAY_GROUP, GROUP};
 
 use crate::inputs::RawObject;
+use crate::validate::{admit, Admission, FieldError};
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -281,8 +285,8 @@ pub struct Inventory {
     pub gateways: Vec<Object<GatewaySpec>>,
     pub routes: Vec<Object<HttpRouteSpec>>,
     /// Secrets and ConfigMaps as `(kind, namespace/name) -> data` with values decoded to text.
-    pub secrets: Vec<Object<std::collections::BTreeMap<String, String>>>,
-    pub config_maps: Vec<Object<std::collections::BTreeMap<String, String>>>,
+    pub secrets: Vec<Object<BTreeMap<String, String>>>,
+    pub config_maps: Vec<Object<BTreeMap<String, String>>>,
     /// XAccessPolicies that fail the CRD validation: never enforced, reported as `Invalid`.
     pub rejected_policies: Vec<RejectedPolicy>,
 }
@@ -308,106 +312,133 @@ pub struct ModelError {
     pub message: String,
 }
 
+/// One object read into its type, or why it could not be.
+enum Typed {
+    Policy(Object<AccessPolicySpec>),
+    Backend(Object<BackendSpec>),
+    Gateway(Object<GatewaySpec>),
+    Route(Object<HttpRouteSpec>),
+    Secret(Object<BTreeMap<String, String>>),
+    ConfigMap(Object<BTreeMap<String, String>>),
+    /// An XAccessPolicy the API server would refuse.
+    Rejected(RejectedPolicy),
+    Invalid(ModelError),
+    /// A kind Toolgate does not read.
+    Ignored,
+}
+
 impl Inventory {
     /// Types the objects. `default_ns` applies to objects without `metadata.namespace`.
     /// XAccessPolicy v0alpha0 objects are converted to v1alpha1 first.
-    pub fn from_raw(objects: &[RawObject], default_ns: &str) -> (Self, Vec<ModelError>) {
+    pub fn from_raw(objects: Vec<RawObject>, default_ns: &str) -> (Self, Vec<ModelError>) {
         let mut inv = Inventory::default();
         let mut errors = Vec::new();
-        for raw in objects {
-            let group = raw.api_version().split('/').next().unwrap_or("");
-            // The API server's checks first: what it would refuse is never enforced.
-            let problems = crate::validate::validate_object(raw, default_ns);
-            if !problems.is_empty() {
-                let message = problems
-                    .iter()
-                    .map(|p| if p.path.is_empty() { p.message.clone() } else { format!("{}: {}", p.path, p.message) })
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                if raw.kind() == "XAccessPolicy" {
-                    let target_refs = raw
-                        .value
-                        .pointer("/spec/targetRefs")
-                        .and_then(|t| serde_json::from_value(t.clone()).ok())
-                        .unwrap_or_default();
-                    inv.rejected_policies.push(RejectedPolicy {
-                        namespace: raw.namespace(default_ns).to_string(),
-                        name: raw.name().to_string(),
-                        target_refs,
-                        message,
-                    });
-                } else {
-                    errors.push(ModelError {
-                        origin: raw.origin(),
-                        kind: raw.kind().to_string(),
-                        namespace: raw.namespace(default_ns).to_string(),
-                        name: raw.name().to_string(),
-                        message,
-                    });
-                }
-                continue;
-            }
-            let defaulted;
-            let raw = if crate::validate::is_ours(&raw.value) {
-                defaulted = RawObject { value: crate::validate::defaulted(&raw.value), ..raw.clone() };
-                &defaulted
-            } else {
-                raw
-            };
-            let result = match (group, raw.kind()) {
-                (GROUP, "XAccessPolicy") => {
-                    typed(raw, default_ns, crate::convert::policy_spec_v1alpha1(raw)).map(|o| inv.policies.push(o))
-                }
-                (GROUP, "XBackend") => typed(raw, default_ns, spec_value(raw)).map(|o| inv.backends.push(o)),
-                (GATEWAY_GROUP, "Gateway") => typed(raw, default_ns, spec_value(raw)).map(|o| inv.gateways.push(o)),
-                (GATEWAY_GROUP, "HTTPRoute") => typed(raw, default_ns, spec_value(raw)).map(|o| inv.routes.push(o)),
-                ("v1", "Secret") => {
-                    typed(raw, default_ns, Ok(data_of(raw, true))).map(|o| inv.secrets.push(o))
-                }
-                ("v1", "ConfigMap") => {
-                    typed(raw, default_ns, Ok(data_of(raw, false))).map(|o| inv.config_maps.push(o))
-                }
-                _ => Ok(()),
-            };
-            if let Err(message) = result {
-                errors.push(ModelError {
-                    origin: raw.origin(),
-                    kind: raw.kind().to_string(),
-                    namespace: raw.namespace(default_ns).to_string(),
-                    name: raw.name().to_string(),
-                    message,
-                });
+        // Objects are typed (validation is most of the work) and dropped independently: in
+        // parallel, then collected in input order.
+        for typed in crate::par::map(objects, |raw| type_object(raw, default_ns)) {
+            match typed {
+                Typed::Policy(o) => inv.policies.push(o),
+                Typed::Backend(o) => inv.backends.push(o),
+                Typed::Gateway(o) => inv.gateways.push(o),
+                Typed::Route(o) => inv.routes.push(o),
+                Typed::Secret(o) => inv.secrets.push(o),
+                Typed::ConfigMap(o) => inv.config_maps.push(o),
+                Typed::Rejected(r) => inv.rejected_policies.push(r),
+                Typed::Invalid(e) => errors.push(e),
+                Typed::Ignored => {}
             }
         }
         (inv, errors)
     }
 
-    pub fn secret(&self, namespace: &str, name: &str) -> Option<&Object<std::collections::BTreeMap<String, String>>> {
+    pub fn secret(&self, namespace: &str, name: &str) -> Option<&Object<BTreeMap<String, String>>> {
         self.secrets.iter().find(|s| s.namespace == namespace && s.name == name)
     }
 
-    pub fn config_map(&self, namespace: &str, name: &str) -> Option<&Object<std::collections::BTreeMap<String, String>>> {
+    pub fn config_map(&self, namespace: &str, name: &str) -> Option<&Object<BTreeMap<String, String>>> {
         self.config_maps.iter().find(|s| s.namespace == namespace && s.name == name)
     }
 }
 
-fn spec_value(raw: &RawObject) -> Result<Value, String> {
-    Ok(raw.value.get("spec").cloned().unwrap_or(Value::Null))
+fn type_object(raw: RawObject, default_ns: &str) -> Typed {
+    // The API server's checks first: what it would refuse is never enforced; what it accepts is
+    // read as it would store it (with defaults).
+    let raw = match admit(&raw.value, default_ns) {
+        Admission::NotOurs => raw,
+        Admission::Stored(value) => RawObject { value, ..raw },
+        Admission::Refused(errors) => return refused(&raw, default_ns, &errors),
+    };
+    read(&raw, default_ns).unwrap_or_else(|message| Typed::Invalid(model_error(&raw, default_ns, message)))
 }
 
-fn typed<T: serde::de::DeserializeOwned>(
-    raw: &RawObject,
-    default_ns: &str,
-    spec: Result<Value, String>,
-) -> Result<Object<T>, String> {
-    let meta: Meta = raw
+/// An object the API server accepts (or that is not ours) read into its type.
+fn read(raw: &RawObject, default_ns: &str) -> Result<Typed, String> {
+    let group = raw.api_version().split('/').next().unwrap_or("");
+    match (group, raw.kind()) {
+        (GROUP, "XAccessPolicy") => {
+            typed(raw, default_ns, || crate::convert::policy_spec_v1alpha1(&raw.value)).map(Typed::Policy)
+        }
+        (GROUP, "XBackend") => typed(raw, default_ns, || spec_of(raw)).map(Typed::Backend),
+        (GATEWAY_GROUP, "Gateway") => typed(raw, default_ns, || spec_of(raw)).map(Typed::Gateway),
+        (GATEWAY_GROUP, "HTTPRoute") => typed(raw, default_ns, || spec_of(raw)).map(Typed::Route),
+        ("v1", "Secret") => typed(raw, default_ns, || read_spec(&data_of(raw, true))).map(Typed::Secret),
+        ("v1", "ConfigMap") => typed(raw, default_ns, || read_spec(&data_of(raw, false))).map(Typed::ConfigMap),
+        _ => Ok(Typed::Ignored),
+    }
+}
+
+/// An object of ours the API server would refuse: a policy is kept for its status, anything else
+/// is an error.
+fn refused(raw: &RawObject, default_ns: &str, errors: &[FieldError]) -> Typed {
+    let message = errors
+        .iter()
+        .map(|e| if e.path.is_empty() { e.message.clone() } else { format!("{}: {}", e.path, e.message) })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if raw.kind() != "XAccessPolicy" {
+        return Typed::Invalid(model_error(raw, default_ns, message));
+    }
+    let target_refs =
+        raw.value.pointer("/spec/targetRefs").and_then(|t| Deserialize::deserialize(t).ok()).unwrap_or_default();
+    Typed::Rejected(RejectedPolicy {
+        namespace: raw.namespace(default_ns).to_string(),
+        name: raw.name().to_string(),
+        target_refs,
+        message,
+    })
+}
+
+fn model_error(raw: &RawObject, default_ns: &str, message: String) -> ModelError {
+    ModelError {
+        origin: raw.origin(),
+        kind: raw.kind().to_string(),
+        namespace: raw.namespace(default_ns).to_string(),
+        name: raw.name().to_string(),
+        message,
+    }
+}
+
+/// The object's `spec` read into its type.
+fn spec_of<T: DeserializeOwned>(raw: &RawObject) -> Result<T, String> {
+    read_spec(raw.value.get("spec").unwrap_or(&Value::Null))
+}
+
+/// A spec (or what stands for it) read into its type, borrowing rather than copying the value.
+pub fn read_spec<T: DeserializeOwned>(spec: &Value) -> Result<T, String> {
+    T::deserialize(spec).map_err(|e| format!("spec: {e}"))
+}
+
+/// `spec` is only computed once `metadata` has been read, so that an object with both wrong is
+/// reported for its metadata.
+fn typed<T>(raw: &RawObject, default_ns: &str, spec: impl FnOnce() -> Result<T, String>) -> Result<Object<T>, String> {
+    let meta = raw
         .value
         .get("metadata")
-        .map(|m| serde_json::from_value(m.clone()))
+        .map(Meta::deserialize)
         .transpose()
         .map_err(|e| format!("metadata: {e}"))?
         .ok_or("metadata: missing")?;
-    let spec = serde_json::from_value(spec?).map_err(|e| format!("spec: {e}"))?;
+    let spec = spec()?;
     Ok(Object {
         namespace: meta.namespace.filter(|n| !n.is_empty()).unwrap_or_else(|| default_ns.to_string()),
         name: meta.name,

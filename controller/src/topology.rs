@@ -2,11 +2,12 @@
 //! accepted, in which order they run, which routes and upstreams each listener serves.
 //! The same code serves `compile`, `render`, `explain` and the in-cluster controller.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 use toolgate_policy::api::{
-    AccessPolicySpec, Condition, ParentReference, PolicyAction, PolicyAncestorStatus, PolicyTargetRef, GATEWAY_GROUP, GROUP,
+    AccessPolicySpec, BackendSpec, Condition, ParentReference, PolicyAction, PolicyAncestorStatus, PolicyTargetRef,
+    GATEWAY_GROUP, GROUP,
 };
 use toolgate_policy::compile::{compile_policy, CompileOptions};
 use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings, PolicyPlan};
@@ -117,10 +118,10 @@ enum TargetKey {
 }
 
 /// One accepted attachment of a policy to a target.
-struct Attachment {
+struct Attachment<'a> {
     policy: usize,
     section: Option<String>,
-    plan: PolicyPlan,
+    plan: &'a PolicyPlan,
 }
 
 pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
@@ -128,23 +129,26 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
 
     // Evaluation order (SPEC §2): creationTimestamp, then namespace/name.
     let mut order: Vec<usize> = (0..inv.policies.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (pa, pb) = (&inv.policies[a], &inv.policies[b]);
-        let ta = pa.creation_timestamp.as_deref().unwrap_or("");
-        let tb = pb.creation_timestamp.as_deref().unwrap_or("");
-        ta.cmp(tb).then_with(|| pa.key().cmp(&pb.key()))
+    order.sort_by_cached_key(|&i| {
+        let p = &inv.policies[i];
+        (p.creation_timestamp.clone().unwrap_or_default(), p.key())
     });
+    // Compiling a policy depends on no other: done in parallel, then attached in order.
+    let compiled = crate::par::map(&order, |&i| {
+        let policy = &inv.policies[i];
+        compile_policy(&policy.namespace, &policy.name, &policy.spec, &opts.compile)
+    });
+    let xbackends = XBackends::new(inv);
 
     // Per target, the accepted attachments in order, plus how many ExternalAuth policies.
     let mut by_target: BTreeMap<TargetKey, Vec<Attachment>> = BTreeMap::new();
     let mut statuses: Vec<Option<PolicyStatus>> = vec![None; inv.policies.len()];
-    for &i in &order {
+    for (&i, compiled) in order.iter().zip(&compiled) {
         let policy = &inv.policies[i];
-        let compiled = compile_policy(&policy.namespace, &policy.name, &policy.spec, &opts.compile);
         let mut ancestors = Vec::new();
         for target in &policy.spec.target_refs {
             let ancestor_ref = ancestor_ref(target, &policy.namespace);
-            let condition = match (&compiled, target_key(inv, policy, target)) {
+            let condition = match (compiled, target_key(inv, &xbackends, policy, target)) {
                 (Err(e), _) => condition(false, e.reason(), e.to_string(), policy.generation),
                 (_, Err(message)) => condition(false, "TargetNotFound", message, policy.generation),
                 (Ok(plan), Ok(key)) => {
@@ -168,7 +172,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                             policy.generation,
                         )
                     } else {
-                        attached.push(Attachment { policy: i, section: target.section_name.clone(), plan: plan.clone() });
+                        attached.push(Attachment { policy: i, section: target.section_name.clone(), plan });
                         condition(true, "Accepted", "Policy accepted".into(), policy.generation)
                     }
                 }
@@ -218,7 +222,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                     .map(|a| a.plan.clone())
                     .collect(),
             };
-            let routes = attached_routes(inv, gw, listener, &mut topo.warnings);
+            let routes = attached_routes(inv, &xbackends, gw, listener, &mut topo.warnings);
             let mut backends = BTreeMap::new();
             for upstream in routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
                 if let Upstream::XBackend { namespace, name, .. } = upstream {
@@ -297,7 +301,12 @@ fn rfc3339(secs: u64) -> String {
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
-fn target_key(inv: &Inventory, policy: &Object<AccessPolicySpec>, target: &PolicyTargetRef) -> Result<TargetKey, String> {
+fn target_key(
+    inv: &Inventory,
+    xbackends: &XBackends,
+    policy: &Object<AccessPolicySpec>,
+    target: &PolicyTargetRef,
+) -> Result<TargetKey, String> {
     let ns = &policy.namespace;
     if target.group == GATEWAY_GROUP && target.kind == "Gateway" {
         let gw = inv
@@ -312,19 +321,35 @@ fn target_key(inv: &Inventory, policy: &Object<AccessPolicySpec>, target: &Polic
         }
         Ok(TargetKey::Gateway { namespace: ns.clone(), name: target.name.clone() })
     } else if target.group == GROUP && target.kind == "XBackend" {
-        inv.backends
-            .iter()
-            .find(|b| &b.namespace == ns && b.name == target.name)
-            .ok_or_else(|| format!("XBackend {ns}/{} not found", target.name))?;
+        xbackends.get(ns, &target.name).ok_or_else(|| format!("XBackend {ns}/{} not found", target.name))?;
         Ok(TargetKey::Backend { namespace: ns.clone(), name: target.name.clone() })
     } else {
         Err(format!("target kind {}/{} is not supported", target.group, target.kind))
     }
 }
 
+/// XBackends by namespace and name, for policies and routes that name thousands of them. Of
+/// duplicates, the first in input order.
+struct XBackends<'a>(HashMap<(&'a str, &'a str), &'a Object<BackendSpec>>);
+
+impl<'a> XBackends<'a> {
+    fn new(inv: &'a Inventory) -> Self {
+        let mut map = HashMap::with_capacity(inv.backends.len());
+        for b in &inv.backends {
+            map.entry((b.namespace.as_str(), b.name.as_str())).or_insert(b);
+        }
+        XBackends(map)
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Option<&'a Object<BackendSpec>> {
+        self.0.get(&(namespace, name)).copied()
+    }
+}
+
 /// HTTPRoutes attached to a listener, with their backends resolved to upstreams.
 fn attached_routes(
     inv: &Inventory,
+    xbackends: &XBackends,
     gw: &Object<GatewaySpec>,
     listener: &Listener,
     warnings: &mut Vec<String>,
@@ -362,7 +387,7 @@ fn attached_routes(
                     backends: rule
                         .backend_refs
                         .iter()
-                        .filter_map(|b| match resolve_backend(inv, &route.namespace, b) {
+                        .filter_map(|b| match resolve_backend(xbackends, &route.namespace, b) {
                             Ok(u) => Some((u, b.weight.unwrap_or(1))),
                             Err(e) => {
                                 warnings.push(format!("HTTPRoute {}: {e}", route.key()));
@@ -376,13 +401,11 @@ fn attached_routes(
         .collect()
 }
 
-fn resolve_backend(inv: &Inventory, route_ns: &str, b: &BackendRef) -> Result<Upstream, String> {
+fn resolve_backend(xbackends: &XBackends, route_ns: &str, b: &BackendRef) -> Result<Upstream, String> {
     let namespace = b.namespace.clone().unwrap_or_else(|| route_ns.to_string());
     if b.is_xbackend() {
-        let xb = inv
-            .backends
-            .iter()
-            .find(|x| x.namespace == namespace && x.name == b.name)
+        let xb = xbackends
+            .get(&namespace, &b.name)
             .ok_or_else(|| format!("backendRef XBackend {namespace}/{} not found", b.name))?;
         let mcp = &xb.spec.mcp;
         let target = match (&mcp.service_name, &mcp.hostname) {
