@@ -26,6 +26,7 @@ build: setup
 
 wasm: setup
 	$(CARGO) build --locked --release --target wasm32-wasip1 -p toolgate-filter
+	$(VENV)/bin/python scripts/wasm-keep-exports.py $(WASM) filter/exports.txt
 	@ls -l $(WASM)
 
 test: test-unit test-e2e test-k8s

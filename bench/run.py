@@ -578,16 +578,18 @@ def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Pat
         env = dict(os.environ, LD_PRELOAD=str(SHIM), BENCH_CLIENT_CERT=str(certs / "agent-a.crt"),
                    BENCH_CLIENT_KEY=str(certs / "agent-a.key"))
 
-        def load(n: int) -> None:
+        def load(n: int, strict: bool = True) -> None:
             r = subprocess.run(["h2load", "--h1", "-n", str(n), "-c", "4", "-d", str(body),
                                 "-H", "content-type: application/json", "-H", "accept: application/json, text/event-stream",
                                 "-H", "mcp-method: tools/call", "-H", f"mcp-name: {TOOL}", f"https://127.0.0.1:{port}/mcp"],
                                env=env, capture_output=True, text=True, timeout=900)
             ok = re.search(r"status codes: (\d+) 2xx", r.stdout)
-            if not ok or int(ok.group(1)) != n:
+            if strict and (not ok or int(ok.group(1)) != n):
                 raise RuntimeError(f"callgrind ({key}): h2load: {r.stdout[-600:]}{r.stderr[-300:]}")
 
-        load(max(100, requests // 5))
+        # Warm-up: the first requests run at valgrind speed through V8's compiler and can exceed the
+        # route's 15 s timeout; only the measured ones must all succeed.
+        load(max(100, requests // 5), strict=False)
         subprocess.run(["callgrind_control", "--zero", str(proc.pid)], capture_output=True, check=True)
         load(requests)
         subprocess.run(["callgrind_control", "--dump=measured", str(proc.pid)], capture_output=True, check=True)
@@ -663,6 +665,8 @@ def build() -> None:
     sh(["cargo", "build", "--locked", "-q", "--release", "-p", "toolgate", "-p", "toolgate-bench-servers"])
     sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1", "-p", "toolgate-filter",
         "-p", "toolgate-bench-noop-filter", "-p", "toolgate-bench-naive-filter"])
+    sh([sys.executable, str(REPO / "scripts" / "wasm-keep-exports.py"), str(WASM_TOOLGATE), str(REPO / "filter" / "exports.txt")],
+       stdout=subprocess.DEVNULL)
 
 
 def versions() -> dict:

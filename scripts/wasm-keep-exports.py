@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Rewrites a .wasm module's export section, in place, keeping only the exports listed in a file.
+
+Usage: wasm-keep-exports.py MODULE.wasm EXPORTS.txt
+
+Why: Envoy calls every proxy_on_* callback a module exports, on every request; the proxy-wasm SDK
+exports all of them. Dropping the ones the filter does not implement saves those calls into the VM
+(docs/benchmarks.md). Only the export section changes: exports refer to functions by index, so
+nothing else in the module moves. Fails (exit 1) if a listed export is missing, so a renamed
+callback cannot silently disappear. Idempotent.
+"""
+import sys
+from pathlib import Path
+
+
+def leb128(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+
+
+def uleb128(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def keep_exports(module: bytes, keep: set[str]) -> tuple[bytes, list[str], list[str]]:
+    if module[:8] != b"\0asm\x01\0\0\0":
+        raise ValueError("not a wasm module (version 1)")
+    out, at, dropped, kept = bytearray(module[:8]), 8, [], []
+    while at < len(module):
+        section_id = module[at]
+        size, body_at = leb128(module, at + 1)
+        end = body_at + size
+        if section_id != 7:  # not the export section: copied as is
+            out += module[at:end]
+            at = end
+            continue
+        count, p = leb128(module, body_at)
+        entries = []
+        for _ in range(count):
+            name_len, q = leb128(module, p)
+            name = module[q:q + name_len].decode()
+            _index, entry_end = leb128(module, q + name_len + 1)  # kind byte, then the index
+            (kept if name in keep else dropped).append(name)
+            if name in keep:
+                entries.append(module[p:entry_end])
+            p = entry_end
+        body = uleb128(len(entries)) + b"".join(entries)
+        out += bytes([7]) + uleb128(len(body)) + body
+        at = end
+    return bytes(out), kept, dropped
+
+
+def main() -> int:
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    wasm, listing = Path(sys.argv[1]), Path(sys.argv[2])
+    keep = {line.strip() for line in listing.read_text().splitlines() if line.strip() and not line.startswith("#")}
+    trimmed, kept, dropped = keep_exports(wasm.read_bytes(), keep)
+    missing = sorted(keep - set(kept))
+    if missing:
+        print(f"{wasm}: exports listed in {listing} but not in the module: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    wasm.write_bytes(trimmed)
+    print(f"{wasm}: kept {len(kept)} exports" + (f", dropped {len(dropped)}: {' '.join(dropped)}" if dropped else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
