@@ -458,3 +458,22 @@ impl Request {
         self.enforce(&decision, body, ev.plan().settings.debug_reasons)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// `make wasm` keeps only the exports in filter/exports.txt, so a callback implemented here but
+    /// missing there would never be called by Envoy.
+    #[test]
+    fn every_implemented_callback_is_exported() {
+        let kept: Vec<&str> = include_str!("../exports.txt").lines().filter(|l| !l.starts_with('#')).collect();
+        let source = include_str!("lib.rs").split("#[cfg(test)]").next().unwrap_or_default();
+        let mut checked = 0;
+        for (at, _) in source.match_indices("    fn on_") {
+            let name: String = source[at + 7..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let export = format!("proxy_{}", name.replacen("on_http_", "on_", 1));
+            assert!(kept.contains(&export.as_str()), "{name} is implemented but {export} is not in filter/exports.txt");
+            checked += 1;
+        }
+        assert!(checked >= 4, "found only {checked} callbacks");
+    }
+}
