@@ -5,15 +5,14 @@
 //! hash lookups plus the rules that really are candidates, whatever the number of policies, and
 //! allocates nothing in proportion to the plan.
 
-use std::collections::HashMap;
-
 use regex::Regex;
 
 use crate::mcp::{McpBody, McpMessage, NotMcp};
 use crate::plan::{
-    CompiledPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, McpMatch, MethodPattern, PathMatch, ValueMatch,
-    PLAN_VERSION,
+    json_content_hash, CompiledPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, MethodPattern, PathMatch, RulePlan,
+    ValueMatch, PLAN_VERSION,
 };
+use crate::str_map::StrMap;
 
 /// Largest body limit a plan may ask for; the filter buffers the whole body in Envoy's memory.
 pub const MAX_BODY_LIMIT: u32 = 64 * 1024 * 1024;
@@ -186,22 +185,37 @@ impl Decision<'_> {
 pub struct Evaluator {
     plan: CompiledPlan,
     gateway: LevelIndex,
-    backends: HashMap<String, LevelIndex>,
+    /// By cluster.
+    backends: StrMap<LevelIndex>,
 }
 
 impl Evaluator {
     /// Parses and validates a plan (the filter's plugin configuration).
     pub fn load(json: &[u8]) -> Result<Self, PlanError> {
-        let plan: CompiledPlan = serde_json::from_slice(json).map_err(|e| PlanError::Syntax(e.to_string()))?;
-        Self::from_plan(plan)
+        // serde_json checks UTF-8 string by string when reading bytes; checking the whole text at
+        // once is cheaper. Invalid UTF-8 still gets serde_json's own error, from `from_slice`.
+        let parsed = match std::str::from_utf8(json) {
+            Ok(text) => serde_json::from_str(text),
+            Err(_) => serde_json::from_slice(json),
+        };
+        let plan: CompiledPlan = parsed.map_err(|e| PlanError::Syntax(e.to_string()))?;
+        Self::new(plan, Some(json))
     }
 
     pub fn from_plan(plan: CompiledPlan) -> Result<Self, PlanError> {
+        Self::new(plan, None)
+    }
+
+    /// `json`: the text `plan` was parsed from, hashed as is when it is the controller's serialisation.
+    fn new(plan: CompiledPlan, json: Option<&[u8]>) -> Result<Self, PlanError> {
         if plan.version != PLAN_VERSION {
             return Err(PlanError::Version { found: plan.version });
         }
-        if !plan.hash.is_empty() {
-            let actual = content_hash(&plan);
+        // Re-serialising the plan to hash it costs as much as parsing it: hash the text when it
+        // is the serialisation the hash was made of (compact or pretty), else the re-serialisation
+        // (e.g. a control plane re-formatted the JSON).
+        if !plan.hash.is_empty() && json.is_none_or(|json| json_content_hash(json) != plan.hash) {
+            let actual = plan.content_hash();
             if actual != plan.hash {
                 return Err(PlanError::Hash { declared: plan.hash.clone(), actual });
             }
@@ -211,11 +225,12 @@ impl Evaluator {
             return Err(PlanError::BodyLimit(limit));
         }
         let gateway = LevelIndex::build(Level::Gateway, &plan.gateway)?;
-        let backends = plan
-            .backends
-            .iter()
-            .map(|(cluster, level)| Ok((cluster.clone(), LevelIndex::build(Level::Backend, level)?)))
-            .collect::<Result<_, PlanError>>()?;
+        let mut backends = StrMap::with_capacity(plan.backends.len(), plan.backends.keys().map(String::len).sum());
+        for (cluster, level) in &plan.backends {
+            let index = LevelIndex::build(Level::Backend, level)?;
+            // Clusters are distinct (map keys): this inserts.
+            backends.get_or_insert_with(cluster, || index);
+        }
         Ok(Self { plan, gateway, backends })
     }
 
@@ -226,37 +241,23 @@ impl Evaluator {
     /// The levels in force for a request routed to `cluster`.
     pub fn route(&self, cluster: Option<&str>) -> Route<'_> {
         let gateway = Some(&self.gateway).filter(|l| !l.is_empty());
-        let backend = cluster.and_then(|c| self.backends.get(c)).filter(|l| !l.is_empty());
-        Route { levels: [gateway, backend] }
+        let backend = cluster.and_then(|c| self.backends.get_key_value(c)).filter(|(_, l)| !l.is_empty());
+        Route {
+            levels: [gateway, backend.map(|(_, l)| l)],
+            plan: &self.plan,
+            cluster: backend.map(|(c, _)| c),
+        }
     }
-}
-
-/// [`CompiledPlan::content_hash`] without cloning the plan (a deep copy of every policy, the largest
-/// part of the hash check for big plans): serialises the same fields, in the same order, with `hash`
-/// empty. `content_hash_matches_the_plans` below keeps the two equal.
-fn content_hash(plan: &CompiledPlan) -> String {
-    use sha2::Digest;
-
-    #[derive(serde::Serialize)]
-    struct Unhashed<'p> {
-        version: u32,
-        hash: &'static str,
-        listener: &'p str,
-        settings: &'p crate::plan::PlanSettings,
-        gateway: &'p LevelPlan,
-        backends: &'p std::collections::BTreeMap<String, LevelPlan>,
-    }
-    let CompiledPlan { version, hash: _, listener, settings, gateway, backends } = plan;
-    let unhashed = Unhashed { version: *version, hash: "", listener, settings, gateway, backends };
-    // Serialising plain data cannot fail; an empty string would only make the hash weaker.
-    let bytes = serde_json::to_vec(&unhashed).unwrap_or_default();
-    sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The policy levels that apply to one route, in evaluation order.
 #[derive(Clone, Copy, Debug)]
 pub struct Route<'e> {
     levels: [Option<&'e LevelIndex>; 2],
+    /// The plan and the backend level's cluster, for `explain` (the index keeps no matcher it
+    /// does not decide with).
+    plan: &'e CompiledPlan,
+    cluster: Option<&'e str>,
 }
 
 impl<'e> Route<'e> {
@@ -318,24 +319,28 @@ impl<'e> Route<'e> {
             BodyInput::None if is_base_http(req) => vec![(None, Subject::BaseHttp)],
             _ => vec![(None, Subject::Http)],
         };
+        let plans = [Some(&self.plan.gateway), self.cluster.and_then(|c| self.plan.backends.get(c))];
+        let levels: Vec<(&LevelIndex, &LevelPlan)> =
+            self.levels.iter().zip(plans).filter_map(|(index, plan)| Some(((*index)?, plan?))).collect();
         subjects
             .iter()
             .map(|(index, subject)| MessageExplanation {
                 message: *index,
                 what: subject.describe(),
-                levels: self
-                    .levels
+                levels: levels
                     .iter()
-                    .flatten()
-                    .map(|level| LevelExplanation {
-                        level: level.level,
-                        rules: level
-                            .rules
+                    .map(|(index, plan)| LevelExplanation {
+                        level: index.level,
+                        // The index holds the plan's rules in the same (flattened) order.
+                        rules: plan
+                            .allow
                             .iter()
-                            .map(|rule| RuleExplanation {
-                                policy: level.policies[rule.policy].clone(),
+                            .flat_map(|policy| policy.rules.iter().map(move |rule| (policy, rule)))
+                            .zip(&index.rules)
+                            .map(|((policy, rule), indexed)| RuleExplanation {
+                                policy: policy.name.clone(),
                                 rule: rule.name.clone(),
-                                outcome: rule.explain(req, subject),
+                                outcome: indexed.explain(rule, req, subject),
                             })
                             .collect(),
                     })
@@ -350,7 +355,7 @@ impl<'e> Route<'e> {
             let Some(level) = level else { continue };
             match level.first_match(req, subject) {
                 Some(rule) => {
-                    let r = Some(RuleRef { policy: &level.policies[rule.policy], rule: &rule.name });
+                    let r = Some(RuleRef { policy: level.policy_name(rule), rule: level.name(rule.name) });
                     if slot == 0 {
                         decision.gateway_rule = r;
                     } else {
@@ -424,18 +429,19 @@ impl Subject<'_, '_> {
 
 impl IndexedRule {
     /// The same decision as the buckets reach, matcher by matcher, with the reason it fails.
-    fn explain(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Result<(), String> {
-        if let Some(p) = &self.principal {
+    /// `plan`: the rule this was built from.
+    fn explain(&self, plan: &RulePlan, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Result<(), String> {
+        if let Some(p) = &plan.principal {
             match req.principal {
                 Some(caller) if caller == p => {}
                 Some(caller) => return Err(format!("source: caller {caller} is not {p}")),
                 None => return Err(format!("source: the caller has no identity (rule wants {p})")),
             }
         }
-        if let Some(name) = self.http.first_failure(req) {
+        if let Some(name) = self.http.as_ref().and_then(|http| http.first_failure(req)) {
             return Err(format!("{name}: the request does not match"));
         }
-        let Some(mcp) = &self.mcp else { return Ok(()) };
+        let Some(mcp) = &plan.mcp else { return Ok(()) };
         let base = match subject {
             Subject::Http => return Err("mcp: the request has no readable MCP body".into()),
             Subject::BaseHttp => true,
@@ -509,82 +515,141 @@ const CATEGORIES: [&str; 3] = ["tools", "prompts", "resources"];
 #[derive(Debug)]
 struct LevelIndex {
     level: Level,
-    policies: Vec<String>,
+    /// The policies' and rules' names, one after the other (one allocation per level).
+    names: String,
+    /// Each policy's name in `names`.
+    policies: Vec<Name>,
     rules: Vec<IndexedRule>,
+    /// The principals rules name, numbered from 1 ([`ANY_SOURCE`] is 0): buckets list them by number.
+    principals: StrMap<u32>,
     /// Rules without an MCP restriction: candidates for everything.
     unrestricted: Bucket,
     /// Rules with MATCH_BASE_PROTOCOL_METHODS.
     base: Bucket,
-    /// `Exact(method)` without params.
-    by_method: HashMap<Box<str>, Bucket>,
+    /// `Exact(method)` matchers.
+    by_method: StrMap<MethodIndex>,
     /// `Category(c)`.
-    by_category: HashMap<Box<str>, Bucket>,
-    /// `Exact(method)` with params: method -> param -> rules.
-    by_param: HashMap<Box<str>, HashMap<Box<str>, Bucket>>,
+    by_category: StrMap<Bucket>,
 }
 
+/// What deciding needs of a rule; `explain` reads the rest from the plan.
 #[derive(Debug)]
 struct IndexedRule {
+    /// Index in `LevelIndex::policies`.
     policy: usize,
-    name: String,
-    http: CompiledHttp,
-    /// Kept for `explain` only; the hot path uses the buckets.
-    principal: Option<String>,
-    mcp: Option<McpMatch>,
+    name: Name,
+    /// None: no HTTP matcher (most rules).
+    http: Option<Box<CompiledHttp>>,
 }
 
-/// Rule ordinals (ascending = evaluation order), split by source so that a caller only scans the
-/// rules that name it or name no one.
+impl IndexedRule {
+    fn matches(&self, req: &HttpRequest<'_>) -> bool {
+        self.http.as_ref().is_none_or(|http| http.matches(req))
+    }
+}
+
+/// A range of `LevelIndex::names`.
+#[derive(Clone, Copy, Debug)]
+struct Name {
+    start: usize,
+    end: usize,
+}
+
+/// The rules naming one MCP method.
+#[derive(Debug)]
+struct MethodIndex {
+    /// Without params.
+    any_param: Bucket,
+    /// With params: param -> rules.
+    by_param: StrMap<Bucket>,
+}
+
+/// [`Bucket`] principal number of rules without a principal.
+const ANY_SOURCE: u32 = 0;
+
+/// Candidate rules: (principal number, rule ordinal), sorted, so that a caller only scans the rules
+/// that name it or name no one, each in evaluation order (ascending ordinals).
 #[derive(Debug, Default)]
-struct Bucket {
-    any_source: Vec<u32>,
-    by_principal: HashMap<Box<str>, Vec<u32>>,
+enum Bucket {
+    #[default]
+    Empty,
+    /// Most buckets (a tool named by one rule): no allocation.
+    One((u32, u32)),
+    Many(Vec<(u32, u32)>),
 }
 
 impl Bucket {
-    fn push(&mut self, principal: Option<&str>, ordinal: u32) {
-        let list = match principal {
-            None => &mut self.any_source,
-            Some(p) => self.by_principal.entry(p.into()).or_default(),
-        };
-        if list.last() != Some(&ordinal) {
-            list.push(ordinal);
+    /// Ordinals arrive ascending; [`LevelIndex::build`] sorts by principal at the end.
+    fn push(&mut self, principal: u32, ordinal: u32) {
+        let entry = (principal, ordinal);
+        match self {
+            Bucket::Empty => *self = Bucket::One(entry),
+            Bucket::One(first) if *first != entry => *self = Bucket::Many(vec![*first, entry]),
+            Bucket::One(_) => {}
+            Bucket::Many(list) => {
+                if list.last() != Some(&entry) {
+                    list.push(entry);
+                }
+            }
         }
     }
 
-    /// Smallest ordinal of this bucket whose rule matches, if smaller than `best`.
-    fn first_match(&self, rules: &[IndexedRule], req: &HttpRequest<'_>, best: &mut Option<u32>) {
-        let mut scan = |list: &[u32]| {
-            for &o in list {
-                if best.is_some_and(|b| o >= b) {
+    fn entries(&self) -> &[(u32, u32)] {
+        match self {
+            Bucket::Empty => &[],
+            Bucket::One(entry) => std::slice::from_ref(entry),
+            Bucket::Many(list) => list,
+        }
+    }
+
+    /// Smallest ordinal of this bucket whose rule matches, if smaller than `best`. `caller`: the
+    /// caller's principal number, if a rule of the level names it.
+    fn first_match(&self, rules: &[IndexedRule], req: &HttpRequest<'_>, caller: Option<u32>, best: &mut Option<u32>) {
+        // `list` starts with `principal`'s entries (in evaluation order); they end where another's start.
+        let mut scan = |principal: u32, list: &[(u32, u32)]| {
+            for &(p, o) in list {
+                if p != principal || best.is_some_and(|b| o >= b) {
                     return;
                 }
-                if rules.get(o as usize).is_some_and(|r| r.http.matches(req)) {
+                if rules.get(o as usize).is_some_and(|r| r.matches(req)) {
                     *best = Some(o);
                     return;
                 }
             }
         };
-        scan(&self.any_source);
-        if let Some(list) = req.principal.and_then(|p| self.by_principal.get(p)) {
-            scan(list);
+        let entries = self.entries();
+        scan(ANY_SOURCE, entries);
+        if let Some(c) = caller {
+            scan(c, entries.get(entries.partition_point(|&(p, _)| p < c)..).unwrap_or_default());
         }
     }
 }
 
 impl LevelIndex {
     fn build(level: Level, plan: &LevelPlan) -> Result<Self, PlanError> {
+        let rule_names = plan.allow.iter().flat_map(|p| &p.rules).map(|r| r.name.len());
         let mut index = LevelIndex {
             level,
+            names: String::with_capacity(plan.allow.iter().map(|p| p.name.len()).chain(rule_names).sum()),
             policies: Vec::with_capacity(plan.allow.len()),
-            rules: Vec::new(),
+            rules: Vec::with_capacity(plan.allow.iter().map(|p| p.rules.len()).sum()),
+            principals: StrMap::default(),
             unrestricted: Bucket::default(),
             base: Bucket::default(),
-            by_method: HashMap::new(),
-            by_category: HashMap::new(),
-            by_param: HashMap::new(),
+            by_method: StrMap::default(),
+            by_category: StrMap::default(),
         };
-        for (p, policy) in plan.allow.iter().enumerate() {
+        // Each method's params (how many, how many bytes), to size its map up front: growing a
+        // map rehashes every key in it.
+        let mut params: StrMap<(usize, usize)> = StrMap::default();
+        for m in plan.allow.iter().flat_map(|p| &p.rules).filter_map(|r| r.mcp.as_ref()).flat_map(|mcp| &mcp.methods) {
+            if let MethodPattern::Exact(method) = &m.method {
+                let (keys, bytes) = params.get_or_insert_with(method, || (0, 0));
+                *keys += m.params.len();
+                *bytes += m.params.iter().map(String::len).sum::<usize>();
+            }
+        }
+        for (policy_number, policy) in plan.allow.iter().enumerate() {
             let err = |problem: String| PlanError::Policy {
                 level: level.as_str().to_string(),
                 policy: policy.name.clone(),
@@ -596,15 +661,27 @@ impl LevelIndex {
             if policy.rules.is_empty() {
                 return Err(err("policy has no rules (a policy without rules compiles to one implicit rule)".into()));
             }
-            index.policies.push(policy.name.clone());
+            let name = index.push_name(&policy.name);
+            index.policies.push(name);
             for rule in &policy.rules {
                 let ordinal = u32::try_from(index.rules.len()).map_err(|_| err("too many rules".into()))?;
                 let rerr = |problem: String| err(format!("rule {:?}: {problem}", rule.name));
-                let http = CompiledHttp::compile(&rule.http).map_err(rerr)?;
-                let principal = rule.principal.as_deref();
-                if principal.is_some_and(|p| !p.starts_with("spiffe://")) {
-                    return Err(rerr(format!("principal {principal:?} is not a SPIFFE ID")));
-                }
+                let http = if rule.http.is_any() {
+                    None
+                } else {
+                    Some(Box::new(CompiledHttp::compile(&rule.http).map_err(rerr)?))
+                };
+                let principal = match rule.principal.as_deref() {
+                    None => ANY_SOURCE,
+                    Some(p) if !p.starts_with("spiffe://") => {
+                        return Err(rerr(format!("principal {:?} is not a SPIFFE ID", rule.principal.as_deref())))
+                    }
+                    Some(p) => {
+                        let next =
+                            u32::try_from(index.principals.len() + 1).map_err(|_| err("too many principals".into()))?;
+                        *index.principals.get_or_insert_with(p, || next)
+                    }
+                };
                 match &rule.mcp {
                     None => index.unrestricted.push(principal, ordinal),
                     Some(mcp) => {
@@ -623,60 +700,84 @@ impl LevelIndex {
                                     if !m.params.is_empty() {
                                         return Err(rerr(format!("params are not allowed on category {c:?}")));
                                     }
-                                    index.by_category.entry(c.as_str().into()).or_default().push(principal, ordinal);
-                                }
-                                MethodPattern::Exact(method) if m.params.is_empty() => {
-                                    index.by_method.entry(method.as_str().into()).or_default().push(principal, ordinal);
+                                    index.by_category.get_or_insert_with(c, Bucket::default).push(principal, ordinal);
                                 }
                                 MethodPattern::Exact(method) => {
-                                    let params = index.by_param.entry(method.as_str().into()).or_default();
+                                    let mi = index.by_method.get_or_insert_with(method, || {
+                                        let (keys, bytes) = params.get(method).copied().unwrap_or_default();
+                                        let by_param = StrMap::with_capacity(keys, bytes);
+                                        MethodIndex { any_param: Bucket::default(), by_param }
+                                    });
+                                    if m.params.is_empty() {
+                                        mi.any_param.push(principal, ordinal);
+                                    }
                                     for param in &m.params {
-                                        params.entry(param.as_str().into()).or_default().push(principal, ordinal);
+                                        mi.by_param.get_or_insert_with(param, Bucket::default).push(principal, ordinal);
                                     }
                                 }
                             }
                         }
                     }
                 }
-                index.rules.push(IndexedRule {
-                    policy: p,
-                    name: rule.name.clone(),
-                    http,
-                    principal: rule.principal.clone(),
-                    mcp: rule.mcp.clone(),
-                });
+                let name = index.push_name(&rule.name);
+                index.rules.push(IndexedRule { policy: policy_number, name, http });
+            }
+        }
+        for bucket in index.buckets_mut() {
+            if let Bucket::Many(list) = bucket {
+                list.sort_unstable();
             }
         }
         Ok(index)
+    }
+
+    fn buckets_mut(&mut self) -> impl Iterator<Item = &mut Bucket> {
+        let by_method =
+            self.by_method.values_mut().flat_map(|m| [&mut m.any_param].into_iter().chain(m.by_param.values_mut()));
+        [&mut self.unrestricted, &mut self.base].into_iter().chain(self.by_category.values_mut()).chain(by_method)
     }
 
     fn is_empty(&self) -> bool {
         self.policies.is_empty()
     }
 
+    fn push_name(&mut self, name: &str) -> Name {
+        let start = self.names.len();
+        self.names.push_str(name);
+        Name { start, end: self.names.len() }
+    }
+
+    fn name(&self, name: Name) -> &str {
+        self.names.get(name.start..name.end).unwrap_or_default()
+    }
+
+    fn policy_name(&self, rule: &IndexedRule) -> &str {
+        self.policies.get(rule.policy).map_or("", |&p| self.name(p))
+    }
+
     fn first_match(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Option<&IndexedRule> {
         let mut best = None;
-        self.unrestricted.first_match(&self.rules, req, &mut best);
+        let caller = req.principal.and_then(|p| self.principals.get(p)).copied();
+        let mut probe = |bucket: &Bucket| bucket.first_match(&self.rules, req, caller, &mut best);
+        probe(&self.unrestricted);
         match subject {
             Subject::Http => {}
-            Subject::BaseHttp => self.base.first_match(&self.rules, req, &mut best),
+            Subject::BaseHttp => probe(&self.base),
             Subject::Message(msg) => match msg.method.as_deref() {
                 // A client-sent JSON-RPC response (sampling, elicitation): base protocol.
-                None => self.base.first_match(&self.rules, req, &mut best),
+                None => probe(&self.base),
                 Some(method) => {
                     if is_base_method(method) {
-                        self.base.first_match(&self.rules, req, &mut best);
+                        probe(&self.base);
                     }
-                    if let Some(b) = self.by_method.get(method) {
-                        b.first_match(&self.rules, req, &mut best);
+                    if let Some(m) = self.by_method.get(method) {
+                        probe(&m.any_param);
+                        if let Some(b) = param_of(msg).and_then(|param| m.by_param.get(param)) {
+                            probe(b);
+                        }
                     }
                     if let Some(b) = method.split_once('/').and_then(|(c, _)| self.by_category.get(c)) {
-                        b.first_match(&self.rules, req, &mut best);
-                    }
-                    if let Some(b) = param_of(msg)
-                        .and_then(|param| self.by_param.get(method).and_then(|params| params.get(param)))
-                    {
-                        b.first_match(&self.rules, req, &mut best);
+                        probe(b);
                     }
                 }
             },
@@ -822,19 +923,52 @@ impl CompiledHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{PolicyPlan, RulePlan};
+
+    fn sealed_plan() -> CompiledPlan {
+        let rule = RulePlan { name: "r".into(), principal: Some("spiffe://td/ns/a/sa/b".into()), ..Default::default() };
+        let mut plan = CompiledPlan::empty("ns/gw/l");
+        plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule.clone()] });
+        let backend = PolicyPlan { name: "ns/b".into(), rules: vec![rule] };
+        plan.backends.insert("xbackend/ns/b".into(), LevelPlan { allow: vec![backend] });
+        plan.seal()
+    }
 
     #[test]
-    fn content_hash_matches_the_plans() {
-        let mut plan = CompiledPlan::empty("ns/gw/l");
-        plan.gateway.allow.push(crate::plan::PolicyPlan {
-            name: "ns/p".into(),
-            rules: vec![crate::plan::RulePlan { name: "r".into(), principal: Some("spiffe://x/y".into()), ..Default::default() }],
-        });
-        plan.backends.insert("xbackend/ns/b".into(), LevelPlan::default());
-        plan.settings.debug_reasons = true;
-        let sealed = plan.clone().seal();
-        assert_eq!(content_hash(&sealed), sealed.content_hash());
-        assert_eq!(content_hash(&plan), sealed.hash);
+    fn the_hash_is_checked_on_the_text_or_on_the_plan() {
+        let plan = sealed_plan();
+        let compact = serde_json::to_string(&plan).unwrap();
+        let pretty = serde_json::to_string_pretty(&plan).unwrap();
+        // What the controller writes: the hash of the text is the plan's.
+        for json in [&compact, &pretty] {
+            assert_eq!(json_content_hash(json.as_bytes()), plan.hash);
+            assert_eq!(Evaluator::load(json.as_bytes()).unwrap().plan(), &plan);
+        }
+        // Re-formatted elsewhere (keys reordered): checked on the re-serialised plan.
+        let value: serde_json::Value = serde_json::from_str(&compact).unwrap();
+        let reordered = serde_json::to_string(&value).unwrap();
+        assert_ne!(json_content_hash(reordered.as_bytes()), plan.hash);
+        assert_eq!(Evaluator::load(reordered.as_bytes()).unwrap().plan(), &plan);
+    }
+
+    #[test]
+    fn a_tampered_plan_is_refused_whatever_its_formatting() {
+        let plan = sealed_plan();
+        let mut tampered = plan.clone();
+        tampered.gateway.allow[0].rules[0].principal = Some("spiffe://td/ns/a/sa/c".into());
+        let expected = PlanError::Hash { declared: plan.hash.clone(), actual: tampered.content_hash() };
+        let compact = serde_json::to_string(&tampered).unwrap();
+        let pretty = serde_json::to_string_pretty(&tampered).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&compact).unwrap();
+        for json in [compact, pretty, serde_json::to_string(&value).unwrap()] {
+            assert_eq!(Evaluator::load(json.as_bytes()).unwrap_err(), expected, "{json}");
+        }
+        // The hash itself altered.
+        let json = serde_json::to_string(&plan).unwrap().replace(&plan.hash, &"0".repeat(64));
+        assert!(matches!(Evaluator::load(json.as_bytes()), Err(PlanError::Hash { .. })));
+        // The version is checked first.
+        let json = serde_json::to_string(&plan).unwrap().replace(r#""version":1"#, r#""version":2"#);
+        assert_eq!(Evaluator::load(json.as_bytes()).unwrap_err(), PlanError::Version { found: 2 });
     }
 
     #[test]

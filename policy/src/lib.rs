@@ -14,3 +14,4 @@ pub mod eval;
 pub mod mcp;
 pub mod plan;
 pub mod response;
+mod str_map;
