@@ -9,12 +9,13 @@ WASM     := target/wasm32-wasip1/release/toolgate_filter.wasm
 TOOLGATE := target/debug/toolgate
 MCP_SERVER := target/debug/toolgate-sample-mcp-server
 
-.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo bench bench-quick crds clean
+.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo bench bench-quick vm-profile crds clean
 
 help:
 	@echo "make demo   - build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
 	@echo "make test   - all tests: unit, end-to-end in a real Envoy, CRDs against a real API server"
 	@echo "make bench  - benchmarks (see docs/benchmarks.md)"
+	@echo "make vm-profile - instructions per request inside the Wasm VM, per filter function"
 	@echo "make crds   - regenerate crds/ from the Rust types"
 
 # Debian packages, the wasm32-wasip1 target, the Python venv with the pinned Envoy.
@@ -52,6 +53,13 @@ bench: setup
 bench-quick: setup
 	bash bench/setup.sh
 	BENCH_QUICK=1 $(VENV)/bin/python bench/run.py
+
+# Instructions per request inside the Wasm VM, per filter function: the .wasm in Node's V8 with a stub
+# host, under callgrind (bench/vm-profile; a development tool, Envoy's own costs are in make bench).
+vm-profile: wasm
+	bash bench/setup.sh
+	@[ -f .work/bench/render/c/default.bench-gateway/lds.json ] || $(MAKE) bench-quick
+	$(VENV)/bin/python bench/vm-profile/profile.py
 
 crds: build
 	$(TOOLGATE) crds -o crds

@@ -15,6 +15,7 @@ source "$ROOT/scripts/debian-packages.sh"
 need_pkg wrk              # load generator of the timed runs
 need_pkg nghttp2-client   # h2load: fixed request counts for the callgrind runs
 need_pkg valgrind         # callgrind: instructions per request
+command -v node >/dev/null 2>&1 || need_pkg nodejs   # V8 for bench/vm-profile (make vm-profile)
 command -v taskset >/dev/null 2>&1 || need_pkg util-linux
 command -v cc >/dev/null 2>&1 || { need_pkg gcc; need_pkg libc6-dev; }
 install_missing || say "Debian packages present (wrk $(wrk -v 2>&1 | sed -n 's/^wrk \([^ ]*\).*/\1/p' | head -n1))"

@@ -93,12 +93,13 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         Failure::Invalid
     })?;
     let route = ev.route(cluster.as_deref());
+    let header_refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let req = HttpRequest {
         method: &method,
         path,
         authority: host,
         port: listener.listener.port,
-        headers: &headers,
+        headers: &header_refs,
         principal: described.principal.as_deref(),
     };
     let json_post = method == "POST"

@@ -8,7 +8,10 @@
 //!
 //! Never panics on input: every host value is optional and every failure denies.
 
+mod host;
+
 use std::cell::RefCell;
+use std::ops::Range;
 use std::rc::Rc;
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
@@ -91,12 +94,18 @@ fn rules(plan: &CompiledPlan) -> impl Iterator<Item = &RulePlan> {
     std::iter::once(&plan.gateway).chain(plan.backends.values()).flat_map(|l| &l.allow).flat_map(|p| &p.rules)
 }
 
-/// Request headers the filter reads itself.
+/// Request headers the filter reads itself, in this order (indexes: [`METHOD`] ...).
 const FILTER_HEADERS: [&str; 5] = [":method", ":path", ":authority", "content-type", "content-encoding"];
+const METHOD: usize = 0;
+const PATH: usize = 1;
+const AUTHORITY: usize = 2;
+const CONTENT_TYPE: usize = 3;
+const CONTENT_ENCODING: usize = 4;
 
 /// The request headers that can matter to a decision: the filter's, the evaluator's
-/// ([`eval::HEADERS_READ`]) and those the plan's header matchers name. Only these are copied out of
-/// the host's header map (fewer allocations in the VM per request); the decisions are the same.
+/// ([`eval::HEADERS_READ`]) and those the plan's header matchers name. Only these are kept of the
+/// host's header map (less work in the VM per request); the decisions are the same.
+/// The filter's own come first, at the indexes of [`FILTER_HEADERS`].
 #[derive(Debug, Default)]
 struct WantedHeaders(Vec<String>);
 
@@ -112,54 +121,100 @@ impl WantedHeaders {
         WantedHeaders(names)
     }
 
-    fn contains(&self, name: &[u8]) -> bool {
-        self.0.iter().any(|n| n.as_bytes() == name)
+    fn position(&self, name: &[u8]) -> Option<usize> {
+        self.0.iter().position(|n| n.as_bytes() == name)
     }
 }
 
-extern "C" {
-    /// proxy-wasm ABI 0.2.1 (also declared, privately, by the SDK): the serialised header map.
-    fn proxy_get_header_map_pairs(map_type: u32, return_map_data: *mut *mut u8, return_map_size: *mut usize) -> u32;
+/// The request headers that can matter to a decision ([`WantedHeaders`]), from one host call. The
+/// host's serialised block is kept as it is and the wanted headers are byte ranges into it: no
+/// allocation per header. Never panics: a malformed block yields the headers that could be read.
+#[derive(Debug, Default)]
+struct RequestHeaders {
+    /// The block's names and values as text (without its length table; the ranges start and end
+    /// next to its NUL separators, so on character boundaries); if some header in it is not UTF-8,
+    /// the wanted headers, converted lossily.
+    text: String,
+    /// Name and value of each wanted header present, in order (repeated names kept).
+    wanted: Vec<(Range<usize>, Range<usize>)>,
+    /// Where in `wanted` the first of each of [`FILTER_HEADERS`] is.
+    filter: [Option<usize>; FILTER_HEADERS.len()],
 }
 
-/// The request headers named in `wanted`, in order (repeated names kept), from one host call. Unlike
-/// the SDK's `get_http_request_headers`, allocates only for these and never panics (a value that is
-/// not UTF-8 is converted lossily; a malformed map yields what could be read).
-fn request_headers(wanted: &WantedHeaders) -> Vec<(String, String)> {
-    let mut data: *mut u8 = std::ptr::null_mut();
-    let mut size: usize = 0;
-    // SAFETY: on success the host hands over a block it got from `proxy_on_memory_allocate` (the
-    // SDK's allocator: a boxed slice of exactly `size` bytes), as the SDK's own `get_map` assumes.
-    let bytes = unsafe {
-        if proxy_get_header_map_pairs(0 /* HttpRequestHeaders */, &mut data, &mut size) != 0 || data.is_null() {
-            return Vec::new();
+impl RequestHeaders {
+    fn read(wanted: &WantedHeaders) -> Self {
+        host::request_header_pairs().map_or_else(Self::default, |block| Self::from_block(block, wanted))
+    }
+
+    fn from_block(mut block: Vec<u8>, wanted: &WantedHeaders) -> Self {
+        let (text_start, spans, filter) = header_spans(&block, wanted);
+        // Only the text after the length table needs to be UTF-8 (a length of 128 or more is not).
+        block.drain(..text_start.min(block.len()));
+        match String::from_utf8(block) {
+            Ok(text) => RequestHeaders { text, wanted: spans, filter },
+            Err(e) => {
+                let block = e.into_bytes();
+                let mut text = String::new();
+                let mut copy = |range: Range<usize>| {
+                    let start = text.len();
+                    text.push_str(&String::from_utf8_lossy(block.get(range).unwrap_or_default()));
+                    start..text.len()
+                };
+                let wanted = spans.into_iter().map(|(k, v)| (copy(k), copy(v))).collect();
+                RequestHeaders { text, wanted, filter }
+            }
         }
-        Vec::from_raw_parts(data, size, size)
-    };
+    }
+
+    fn text(&self, range: &Range<usize>) -> &str {
+        self.text.get(range.clone()).unwrap_or_default()
+    }
+
+    /// The first value of one of [`FILTER_HEADERS`], or "".
+    fn get(&self, filter_header: usize) -> &str {
+        match self.filter.get(filter_header).copied().flatten().and_then(|i| self.wanted.get(i)) {
+            Some((_, v)) => self.text(v),
+            None => "",
+        }
+    }
+
+    fn pairs(&self) -> Vec<(&str, &str)> {
+        self.wanted.iter().map(|(k, v)| (self.text(k), self.text(v))).collect()
+    }
+}
+
+/// A serialised header map (proxy-wasm ABI: a count, a table of name and value lengths, then each
+/// name and value followed by a NUL): where the text after the table starts, the ranges (relative to
+/// that start) of the names and values of the headers `wanted` names, and where the first of each of
+/// [`FILTER_HEADERS`] is among them.
+#[allow(clippy::type_complexity)]
+fn header_spans(
+    bytes: &[u8],
+    wanted: &WantedHeaders,
+) -> (usize, Vec<(Range<usize>, Range<usize>)>, [Option<usize>; FILTER_HEADERS.len()]) {
     let word = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-    let Some(count) = word(0) else { return Vec::new() };
+    let mut filter = [None; FILTER_HEADERS.len()];
+    let Some(count) = word(0) else { return (0, Vec::new(), filter) };
     let mut out = Vec::with_capacity(wanted.0.len());
-    let mut p = count.saturating_mul(8).saturating_add(4);
+    let text_start = count.saturating_mul(8).saturating_add(4);
+    let mut p = text_start;
     for n in 0..count {
         let (Some(klen), Some(vlen)) = (word(4 + n * 8), word(8 + n * 8)) else { break };
-        let value_at = p.saturating_add(klen).saturating_add(1);
-        let (Some(key), Some(value)) = (bytes.get(p..p.saturating_add(klen)), bytes.get(value_at..value_at.saturating_add(vlen)))
-        else {
+        let key = p..p.saturating_add(klen);
+        let value = key.end.saturating_add(1)..key.end.saturating_add(1).saturating_add(vlen);
+        let Some(name) = bytes.get(key.clone()) else { break };
+        if bytes.get(value.clone()).is_none() {
             break;
-        };
-        p = value_at.saturating_add(vlen).saturating_add(1);
-        if wanted.contains(key) {
-            out.push((utf8(key), utf8(value)));
+        }
+        p = value.end.saturating_add(1);
+        if let Some(at) = wanted.position(name) {
+            if let Some(slot @ None) = filter.get_mut(at) {
+                *slot = Some(out.len());
+            }
+            out.push((key.start - text_start..key.end - text_start, value.start - text_start..value.end - text_start));
         }
     }
-    out
-}
-
-fn utf8(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_owned(),
-        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-    }
+    (text_start, out, filter)
 }
 
 #[derive(Default)]
@@ -260,7 +315,7 @@ fn short(hash: &str) -> &str {
 
 /// What the filter keeps of a JSON POST while its body is buffered.
 struct Held {
-    headers: Vec<(String, String)>,
+    headers: RequestHeaders,
     principal: Option<String>,
     port: u16,
     cluster: Option<String>,
@@ -280,13 +335,13 @@ struct Request {
 impl Context for Request {}
 
 impl Request {
-    fn property_string(&self, path: Vec<&str>) -> Option<String> {
-        self.get_property(path).and_then(|b| String::from_utf8(b).ok()).filter(|s| !s.is_empty())
+    fn property_string(path: &'static [u8]) -> Option<String> {
+        host::property(path).and_then(|b| String::from_utf8(b).ok()).filter(|s| !s.is_empty())
     }
 
     /// The listener port (`destination.port` is the local address of the downstream connection).
-    fn listener_port(&self) -> u16 {
-        self.get_property(vec!["destination", "port"])
+    fn listener_port() -> u16 {
+        host::property(host::DESTINATION_PORT)
             .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
             .map(i64::from_le_bytes)
             .and_then(|p| u16::try_from(p).ok())
@@ -301,7 +356,7 @@ impl Request {
     /// Records and enforces a decision.
     fn enforce(&mut self, decision: &Decision<'_>, body: BodyInput<'_, '_>, debug_reasons: bool) -> Action {
         let summary = decision.summary();
-        self.set_property(vec!["toolgate_decision"], Some(summary.as_bytes()));
+        host::set_property(host::DECISION, summary.as_bytes());
         log::debug!("toolgate: {summary}");
         match &decision.verdict {
             Verdict::Allow => {
@@ -323,7 +378,7 @@ impl Request {
 
     fn deny_without_plan(&mut self) -> Action {
         Metrics::inc(self.metrics.deny_no_plan);
-        self.set_property(vec!["toolgate_decision"], Some(b"deny: no valid plan loaded"));
+        host::set_property(host::DECISION, b"deny: no valid plan loaded");
         log::warn!("toolgate: denying request: no valid plan loaded");
         let reply = response::denial(BodyInput::None, &no_plan_decision(), false);
         self.reply(&reply)
@@ -345,10 +400,6 @@ fn no_plan_decision() -> Decision<'static> {
     }
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
-    headers.iter().find(|(n, _)| n == name).map_or("", |(_, v)| v.as_str())
-}
-
 /// `application/json`, case-insensitive, parameters allowed.
 fn is_json(content_type: &str) -> bool {
     content_type.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
@@ -358,39 +409,36 @@ impl HttpContext for Request {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         let Some(ev) = self.evaluator.clone() else { return self.deny_without_plan() };
         // Attributes no rule of the plan looks at are not read (same decisions, fewer host calls).
-        let cluster = if self.needs.cluster { self.property_string(vec!["xds", "cluster_name"]) } else { None };
+        let cluster = if self.needs.cluster { Self::property_string(host::CLUSTER_NAME) } else { None };
         let route = ev.route(cluster.as_deref());
         if !route.under_policy() {
             Metrics::inc(self.metrics.allow_unrestricted);
             return Action::Continue;
         }
-        let headers = request_headers(&self.headers);
+        let headers = RequestHeaders::read(&self.headers);
         let principal = if self.needs.principal {
-            self.property_string(vec!["connection", "uri_san_peer_certificate"]).filter(|p| p.starts_with("spiffe://"))
+            Self::property_string(host::PEER_URI_SAN).filter(|p| p.starts_with("spiffe://"))
         } else {
             None
         };
-        let port = if self.needs.port { self.listener_port() } else { 0 };
-        let method = header(&headers, ":method");
-        if method == "POST" && is_json(header(&headers, "content-type")) && !end_of_stream {
-            let encoding = header(&headers, "content-encoding").trim();
+        let port = if self.needs.port { Self::listener_port() } else { 0 };
+        let json_post = headers.get(METHOD) == "POST" && is_json(headers.get(CONTENT_TYPE));
+        if json_post && !end_of_stream {
+            let encoding = headers.get(CONTENT_ENCODING).trim();
             let encoded = (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity")).then(|| encoding.to_string());
             self.held = Some(Held { headers, principal, port, cluster, encoded, buffered: 0 });
             return Action::Continue; // the body callback pauses until the whole body is here
         }
         // Decided on HTTP attributes alone (a JSON POST without a body is not MCP).
         let not_mcp = NotMcp::EmptyBody;
-        let body = if method == "POST" && is_json(header(&headers, "content-type")) {
-            BodyInput::NotMcp(&not_mcp)
-        } else {
-            BodyInput::None
-        };
+        let body = if json_post { BodyInput::NotMcp(&not_mcp) } else { BodyInput::None };
+        let pairs = headers.pairs();
         let req = HttpRequest {
-            method,
-            path: header(&headers, ":path"),
-            authority: header(&headers, ":authority"),
+            method: headers.get(METHOD),
+            path: headers.get(PATH),
+            authority: headers.get(AUTHORITY),
             port,
-            headers: &headers,
+            headers: &pairs,
             principal: principal.as_deref(),
         };
         let decision = route.decide(&req, body);
@@ -406,7 +454,7 @@ impl HttpContext for Request {
         if body_size > limit {
             Metrics::inc(self.metrics.too_large);
             self.held = None;
-            self.set_property(vec!["toolgate_decision"], Some(b"deny: body over the limit"));
+            host::set_property(host::DECISION, b"deny: body over the limit");
             return self.reply(&response::too_large());
         }
         if !end_of_stream {
@@ -434,7 +482,7 @@ impl Request {
     fn decide_held(&mut self, ev: &Evaluator, body_size: usize) -> Action {
         let Some(held) = self.held.take() else { return Action::Continue };
         // An unreadable body is an empty one: not MCP, so it can only pass rules without MCP constraints.
-        let bytes = self.get_http_request_body(0, body_size).unwrap_or_default();
+        let bytes = host::request_body(body_size).unwrap_or_default();
         let read = match &held.encoded {
             Some(encoding) => Err(NotMcp::Encoded { encoding: encoding.clone() }),
             None => mcp::read_body(&bytes, ReadOptions::default()),
@@ -446,12 +494,13 @@ impl Request {
         if let Err(e) = &read {
             log::debug!("toolgate: body is not MCP: {e}");
         }
+        let pairs = held.headers.pairs();
         let req = HttpRequest {
             method: "POST",
-            path: header(&held.headers, ":path"),
-            authority: header(&held.headers, ":authority"),
+            path: held.headers.get(PATH),
+            authority: held.headers.get(AUTHORITY),
             port: held.port,
-            headers: &held.headers,
+            headers: &pairs,
             principal: held.principal.as_deref(),
         };
         let decision = ev.route(held.cluster.as_deref()).decide(&req, body);
@@ -461,6 +510,96 @@ impl Request {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A header block as the host serialises it.
+    fn block(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut out = (pairs.len() as u32).to_le_bytes().to_vec();
+        for (k, v) in pairs {
+            out.extend((k.len() as u32).to_le_bytes());
+            out.extend((v.len() as u32).to_le_bytes());
+        }
+        for (k, v) in pairs {
+            out.extend(*k);
+            out.push(0);
+            out.extend(*v);
+            out.push(0);
+        }
+        out
+    }
+
+    fn wanted(extra: &[&str]) -> WantedHeaders {
+        let mut w: Vec<String> = FILTER_HEADERS.iter().chain(eval::HEADERS_READ.iter()).map(|n| n.to_string()).collect();
+        w.extend(extra.iter().map(|n| n.to_string()));
+        WantedHeaders(w)
+    }
+
+    #[test]
+    fn request_headers_keep_only_wanted_ones_in_order() {
+        let pairs: &[(&[u8], &[u8])] = &[
+            (b":method", b"POST"),
+            (b"x-request-id", b"abc"),
+            (b"mcp-name", b"echo"),
+            (b"x-team", b"blue"),
+            (b"content-type", b"application/json"),
+            (b"x-team", b"red"),
+        ];
+        let h = RequestHeaders::from_block(block(pairs), &wanted(&["x-team"]));
+        assert_eq!(
+            h.pairs(),
+            vec![(":method", "POST"), ("mcp-name", "echo"), ("x-team", "blue"), ("content-type", "application/json"), ("x-team", "red")]
+        );
+        assert_eq!(h.get(METHOD), "POST");
+        assert_eq!(h.get(CONTENT_TYPE), "application/json");
+        assert_eq!(h.get(PATH), "");
+    }
+
+    #[test]
+    fn long_values_and_many_headers() {
+        // Lengths of 128 and more are not UTF-8 in the length table; the text still is.
+        let long = "v".repeat(300);
+        let accents = "é".repeat(100);
+        let names: Vec<String> = (0..40).map(|i| format!("x-h{i}")).collect();
+        let mut pairs: Vec<(&[u8], &[u8])> = names.iter().map(|n| (n.as_bytes(), long.as_bytes())).collect();
+        pairs.push((b"mcp-name", accents.as_bytes()));
+        let h = RequestHeaders::from_block(block(&pairs), &wanted(&["x-h7"]));
+        assert_eq!(h.pairs(), vec![("x-h7", long.as_str()), ("mcp-name", accents.as_str())]);
+    }
+
+    #[test]
+    fn first_of_a_repeated_filter_header_wins() {
+        let pairs: &[(&[u8], &[u8])] = &[(b"content-type", b"text/plain"), (b"content-type", b"application/json")];
+        let h = RequestHeaders::from_block(block(pairs), &wanted(&[]));
+        assert_eq!(h.get(CONTENT_TYPE), "text/plain");
+        assert_eq!(h.pairs().len(), 2);
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_converted_lossily() {
+        let pairs: &[(&[u8], &[u8])] = &[(b":path", b"/mcp"), (b"x-team", b"bl\xffue"), (b"x-other", b"\xfe")];
+        let h = RequestHeaders::from_block(block(pairs), &wanted(&["x-team"]));
+        assert_eq!(h.pairs(), vec![(":path", "/mcp"), ("x-team", "bl\u{FFFD}ue")]);
+        assert_eq!(h.get(PATH), "/mcp");
+    }
+
+    #[test]
+    fn a_malformed_block_yields_what_could_be_read() {
+        let whole = block(&[(b":method", b"GET"), (b":path", b"/mcp")]);
+        let all = [(":method", "GET"), (":path", "/mcp")];
+        for cut in 0..whole.len() {
+            let h = RequestHeaders::from_block(whole[..cut].to_vec(), &wanted(&[]));
+            let read = h.pairs();
+            assert!(all.starts_with(&read), "cut at {cut}: {read:?}");
+            // The last header is complete once its value is (its closing NUL may be cut).
+            assert_eq!(read.len() == 2, cut >= whole.len() - 1, "cut at {cut}: {read:?}");
+        }
+        // A count far larger than the block, and lengths that overflow.
+        let mut bad = u32::MAX.to_le_bytes().to_vec();
+        bad.extend(u32::MAX.to_le_bytes());
+        bad.extend(u32::MAX.to_le_bytes());
+        assert!(RequestHeaders::from_block(bad, &wanted(&[])).pairs().is_empty());
+        assert!(RequestHeaders::from_block(Vec::new(), &wanted(&[])).pairs().is_empty());
+    }
     /// `make wasm` keeps only the exports in filter/exports.txt, so a callback implemented here but
     /// missing there would never be called by Envoy.
     #[test]

@@ -122,8 +122,8 @@ fn compile(levels: &Levels) -> CompiledPlan {
     plan.seal()
 }
 
-fn headers(tool: &str) -> Vec<(String, String)> {
-    [
+fn headers(tool: &str) -> Vec<(&str, &str)> {
+    vec![
         (":authority", "127.0.0.1:20443"),
         (":path", "/mcp"),
         (":method", "POST"),
@@ -136,9 +136,6 @@ fn headers(tool: &str) -> Vec<(String, String)> {
         ("x-forwarded-proto", "https"),
         ("x-request-id", "0b6c7d6e-3f1a-4a52-9d7c-2f3f7c1d9a10"),
     ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
 }
 
 fn reader(c: &mut Criterion) {

@@ -58,18 +58,18 @@ pub struct HttpRequest<'a> {
     pub authority: &'a str,
     /// Port of the listener the request arrived on.
     pub port: u16,
-    /// Request headers, lower-case names.
-    pub headers: &'a [(String, String)],
+    /// Request headers, lower-case names (borrowed: the filter points into the host's header block).
+    pub headers: &'a [(&'a str, &'a str)],
     /// The caller's SPIFFE ID from the verified client certificate, if any.
     pub principal: Option<&'a str>,
 }
 
 impl<'a> HttpRequest<'a> {
     pub fn header(&self, lower_name: &str) -> Option<&'a str> {
-        self.headers.iter().find(|(n, _)| n == lower_name).map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| *n == lower_name).map(|(_, v)| *v)
     }
     fn header_values(&self, lower_name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.headers.iter().filter(move |(n, _)| n == lower_name).map(|(_, v)| v.as_str())
+        self.headers.iter().filter(move |(n, _)| *n == lower_name).map(|(_, v)| *v)
     }
     fn url_path(&self) -> &'a str {
         self.path.split_once('?').map_or(self.path, |(p, _)| p)

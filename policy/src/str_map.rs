@@ -6,12 +6,15 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::OnceLock;
 
-/// Insert-only map from strings to `V`. Keys are hashed with std's randomly keyed hasher, as in
-/// `HashMap`, so that plan authors cannot aim keys at one probe sequence.
+/// Insert-only map from strings to `V`. Keys are hashed with foldhash keyed by a random seed from
+/// std (so that plan authors cannot aim keys at one probe sequence). Not std's SipHash: the filter
+/// hashes the tool name and the caller on every request, and SipHash costs several times more in
+/// the Wasm VM.
 #[derive(Debug)]
 pub(crate) struct StrMap<V> {
-    hasher: RandomState,
+    hasher: foldhash::quality::FixedState,
     /// The keys, one after the other.
     text: String,
     entries: Vec<Entry<V>>,
@@ -29,9 +32,21 @@ struct Entry<V> {
     value: V,
 }
 
+/// One random key per process: std's RandomState is seeded from the OS (WASI `random_get` in the
+/// VM), and one hash of it is a random 64-bit number.
+fn seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| RandomState::new().hash_one(0u8))
+}
+
 impl<V> Default for StrMap<V> {
     fn default() -> Self {
-        Self { hasher: RandomState::new(), text: String::new(), entries: Vec::new(), slots: Vec::new() }
+        Self {
+            hasher: foldhash::quality::FixedState::with_seed(seed()),
+            text: String::new(),
+            entries: Vec::new(),
+            slots: Vec::new(),
+        }
     }
 }
 

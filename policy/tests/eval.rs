@@ -52,7 +52,7 @@ struct Req {
     path: &'static str,
     authority: &'static str,
     port: u16,
-    headers: Vec<(String, String)>,
+    headers: Vec<(&'static str, &'static str)>,
     principal: Option<&'static str>,
 }
 
@@ -174,7 +174,7 @@ fn base_protocol_match_and_skip() {
     let mut delete = Req::post(Some(A));
     delete.method = "DELETE";
     assert!(!route.decide(&delete.http(), BodyInput::None).allowed());
-    delete.headers.push(("mcp-session-id".into(), "abc".into()));
+    delete.headers.push(("mcp-session-id", "abc"));
     assert!(route.decide(&delete.http(), BodyInput::None).allowed());
 
     // SKIP with a methods list: initialize is not allowed.
@@ -265,7 +265,7 @@ fn http_matchers_are_enforced() {
     let ev = plan(vec![policy("p", spec)], vec![]);
     let ok = || {
         let mut r = Req::post(None);
-        r.headers = vec![("x-team".into(), "blue".into()), ("x-env".into(), "prod".into())];
+        r.headers = vec![("x-team", "blue"), ("x-env", "prod")];
         r
     };
     let yes = |r: &Req| allowed(&ev, r, call("x"));
@@ -289,7 +289,7 @@ fn http_matchers_are_enforced() {
     r.headers.remove(0);
     assert!(!yes(&r), "all headers must match");
     let mut r = ok();
-    r.headers[1].1 = "production".into();
+    r.headers[1].1 = "production";
     assert!(!yes(&r));
     let mut r = ok();
     r.authority = "a.b.EXAMPLE.com:8443";
@@ -332,17 +332,17 @@ fn mcp_headers_must_agree_with_the_body() {
     let empty = r#"{"targetRefs":[],"action":"Allow"}"#;
     let ev = plan(vec![policy("open", empty)], vec![]);
     let mut req = Req::post(None);
-    req.headers.push(("mcp-method".into(), "tools/call".into()));
+    req.headers.push(("mcp-method", "tools/call"));
     assert!(allowed(&ev, &req, call("echo")));
     assert!(!allowed(&ev, &req, msg("tools/list", Some("1"), None, None)));
-    req.headers.push(("mcp-name".into(), "echo".into()));
+    req.headers.push(("mcp-name", "echo"));
     assert!(allowed(&ev, &req, call("echo")));
     assert_eq!(
         decide(&ev, None, &req, call("get-sum")),
         Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Name" })
     );
     let mut req = Req::post(None);
-    req.headers.push(("mcp-name".into(), "x".into()));
+    req.headers.push(("mcp-name", "x"));
     assert!(!allowed(&ev, &req, msg("ping", Some("1"), None, None)), "Mcp-Name on a message without a name");
 }
 
