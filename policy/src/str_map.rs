@@ -8,10 +8,12 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
 
-/// Insert-only map from strings to `V`. Keys are hashed with foldhash keyed by a random seed from
-/// std (so that plan authors cannot aim keys at one probe sequence). Not std's SipHash: the filter
-/// hashes the tool name and the caller on every request, and SipHash costs several times more in
-/// the Wasm VM.
+/// Insert-only map from strings to `V`. Keys are hashed with foldhash keyed by a random seed, so probe
+/// sequences differ from process to process. foldhash resists casual, not determined, collision
+/// crafting, which is enough here: the keys come from the plan (its authors are the platform team)
+/// and a caller only chooses what is looked up, one probe sequence per lookup. Not std's SipHash: the
+/// filter hashes the tool name and the caller on every request, and SipHash costs several times more
+/// in the Wasm VM.
 #[derive(Debug)]
 pub(crate) struct StrMap<V> {
     hasher: foldhash::quality::FixedState,
