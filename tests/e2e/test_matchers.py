@@ -56,6 +56,16 @@ def test_headers_exact_and_regex(gateway):
     assert_denied(gw.call("echo", headers={"x-team": "blue", "x-env": "xprod-12"}, **ok))
 
 
+def test_header_value_that_is_not_utf8(gateway):
+    # obs-text (bytes 0x80-0xFF) is legal in an HTTP/1.1 header value and Envoy passes it on; the filter
+    # reads it lossily (U+FFFD), keeps running, and decides on what it read.
+    gw = plain(gateway, rule("team", headers=[{"name": "x-team", "type": "RegularExpression", "value": "bl.ue"}]))
+    ok = dict(listener="http", agent=None)
+    assert_allowed(gw.call("echo", headers={"x-team": "bl\xffue"}, **ok))     # one byte -> one U+FFFD
+    assert_denied(gw.call("echo", headers={"x-team": "bl\xff\xfeue"}, **ok))  # two bytes -> two
+    assert_allowed(gw.call("echo", headers={"x-team": "blaue"}, **ok))        # the VM is still there
+
+
 def test_hosts_exact_and_wildcard(gateway):
     gw = plain(gateway, rule("hosts", hosts=["*.example.com", "api.test"]))
     ok = dict(listener="http", agent=None)
