@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
-import glob
 import json
-import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,26 +45,22 @@ def plan_of(lds: Path) -> str:
 
 
 def run(wasm: Path, plan: Path, body: Path, requests: int, work: Path) -> tuple[Path, Path]:
-    """callgrind over host.mjs; returns its output and V8's perf map."""
+    """callgrind over host.mjs; returns its output and V8's perf map (/tmp/perf-PID.map: valgrind runs
+    node in its own process, so PID is the one started here). Runs in `work`, where V8 also writes
+    its isolate log."""
     out = work / f"cg.{requests}.out"
-    for old in glob.glob("/tmp/perf-*.map"):
-        try:
-            os.unlink(old)
-        except OSError:
-            pass
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--smc-check=all-non-file", "--dump-instr=yes", f"--callgrind-out-file={out}",
          "node", "--no-liftoff", "--single-threaded", "--perf-basic-prof", str(REPO / "bench/vm-profile/host.mjs"),
-         str(wasm), str(plan), str(body), str(requests)],
-        capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"host.mjs failed under valgrind:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    maps = glob.glob("/tmp/perf-*.map")
-    if len(maps) != 1:
-        sys.exit(f"expected one V8 perf map in /tmp, found {maps}")
-    perf_map = work / f"perf.{requests}.map"
-    os.replace(maps[0], perf_map)
-    return out, perf_map
+         str(wasm.resolve()), str(plan.resolve()), str(body.resolve()), str(requests)],
+        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate()
+    perf_map = Path(f"/tmp/perf-{proc.pid}.map")
+    if proc.returncode != 0 or not perf_map.exists():
+        sys.exit(f"host.mjs failed under valgrind (or wrote no {perf_map}):\n{stdout[-2000:]}{stderr[-2000:]}")
+    kept = work / f"perf.{requests}.map"
+    shutil.move(perf_map, kept)
+    return out, kept
 
 
 def self_cost_by_name(cg: Path, perf_map: Path) -> collections.Counter:

@@ -1,4 +1,4 @@
-//! The host calls the filter makes on every request, straight to the proxy-wasm ABI 0.2.1.
+//! The host calls the filter makes (all per-request ones), straight to the proxy-wasm ABI 0.2.1.
 //!
 //! The SDK's wrappers take a property path as a `Vec<&str>` and serialise it into another `Vec`
 //! (two allocations in the VM per call), and panic on a status they do not expect (a panic kills the
@@ -11,6 +11,8 @@ pub const PEER_URI_SAN: &[u8] = b"connection\0uri_san_peer_certificate";
 pub const CLUSTER_NAME: &[u8] = b"xds\0cluster_name";
 /// `destination.port`: the listener's port, an 8-byte little-endian integer.
 pub const DESTINATION_PORT: &[u8] = b"destination\0port";
+/// `plugin_name`: the Wasm filter's configured name (read once, when the plan loads).
+pub const PLUGIN_NAME: &[u8] = b"plugin_name";
 /// Filter state `wasm.toolgate_decision`, read by access logs (`%FILTER_STATE(...)%`).
 pub const DECISION: &[u8] = b"toolgate_decision";
 

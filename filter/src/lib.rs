@@ -229,7 +229,7 @@ impl Context for Root {}
 
 impl Root {
     fn plugin_name(&self) -> String {
-        self.get_property(vec!["plugin_name"])
+        host::property(host::PLUGIN_NAME)
             .and_then(|b| String::from_utf8(b).ok())
             .unwrap_or_else(|| "toolgate".to_string())
     }
