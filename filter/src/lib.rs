@@ -15,14 +15,15 @@ use std::ops::Range;
 use std::rc::Rc;
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, ContextType, LogLevel, MetricType};
+use proxy_wasm::types::{Action, ContextType};
 use toolgate_policy::eval::{self, BodyInput, Decision, Evaluator, HttpRequest, Verdict};
+use toolgate_policy::log_safe::Quoted;
 use toolgate_policy::mcp::{self, NotMcp, ReadOptions};
 use toolgate_policy::plan::{CompiledPlan, RulePlan};
 use toolgate_policy::response::{self, Reply};
+use toolgate_policy::str_map::StrMap;
 
 proxy_wasm::main! {{
-    proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
 }}
 
@@ -41,7 +42,7 @@ struct Metrics {
 
 impl Metrics {
     fn define() -> Self {
-        let d = |name: &str| proxy_wasm::hostcalls::define_metric(MetricType::Counter, name).unwrap_or(0);
+        let d = host::define_counter;
         Metrics {
             allow: d("toolgate.decision.allow"),
             allow_unrestricted: d("toolgate.decision.allow_no_policy"),
@@ -55,9 +56,7 @@ impl Metrics {
     }
 
     fn inc(id: u32) {
-        if id != 0 {
-            let _ = proxy_wasm::hostcalls::increment_metric(id, 1);
-        }
+        host::increment(id);
     }
 }
 
@@ -105,24 +104,29 @@ const CONTENT_ENCODING: usize = 4;
 /// The request headers that can matter to a decision: the filter's, the evaluator's
 /// ([`eval::HEADERS_READ`]) and those the plan's header matchers name. Only these are kept of the
 /// host's header map (less work in the VM per request); the decisions are the same.
-/// The filter's own come first, at the indexes of [`FILTER_HEADERS`].
+/// The filter's own are numbered first, by their indexes in [`FILTER_HEADERS`]. Looked up by hash:
+/// the work per request header does not grow with the number of names the plan's matchers use.
 #[derive(Debug, Default)]
-struct WantedHeaders(Vec<String>);
+struct WantedHeaders(StrMap<usize>);
 
 impl WantedHeaders {
     fn of(plan: &CompiledPlan) -> Self {
-        let mut names: Vec<String> =
-            FILTER_HEADERS.iter().chain(eval::HEADERS_READ.iter()).map(|n| n.to_string()).collect();
-        for h in rules(plan).flat_map(|r| &r.http.headers) {
-            if !names.contains(&h.name) {
-                names.push(h.name.clone());
-            }
+        Self::with(FILTER_HEADERS.iter().chain(eval::HEADERS_READ.iter()).copied().chain(
+            rules(plan).flat_map(|r| &r.http.headers).map(|h| h.name.as_str()),
+        ))
+    }
+
+    fn with<'n>(names: impl Iterator<Item = &'n str>) -> Self {
+        let mut map = StrMap::default();
+        for name in names {
+            let next = map.len();
+            map.get_or_insert_with(name, || next);
         }
-        WantedHeaders(names)
+        WantedHeaders(map)
     }
 
     fn position(&self, name: &[u8]) -> Option<usize> {
-        self.0.iter().position(|n| n.as_bytes() == name)
+        std::str::from_utf8(name).ok().and_then(|n| self.0.get(n)).copied()
     }
 }
 
@@ -195,7 +199,8 @@ fn header_spans(
     let word = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
     let mut filter = [None; FILTER_HEADERS.len()];
     let Some(count) = word(0) else { return (0, Vec::new(), filter) };
-    let mut out = Vec::with_capacity(wanted.0.len());
+    // Sized for the common case; it grows only with what the request sends, never with the plan.
+    let mut out = Vec::with_capacity(FILTER_HEADERS.len() + eval::HEADERS_READ.len());
     let text_start = count.saturating_mul(8).saturating_add(4);
     let mut p = text_start;
     for n in 0..count {
@@ -249,7 +254,7 @@ impl RootContext for Root {
             Ok(ev) => {
                 let took = self.get_current_time().duration_since(started).unwrap_or_default();
                 let plan = ev.plan();
-                log::info!(
+                info(format_args!(
                     "toolgate: plugin {plugin}: loaded plan {} for listener {} ({} gateway-level, {} backend-level policies; {} bytes in {:.1} ms)",
                     short(&plan.hash),
                     plan.listener,
@@ -257,7 +262,7 @@ impl RootContext for Root {
                     plan.backends.values().map(|b| b.allow.len()).sum::<usize>(),
                     config.len(),
                     took.as_secs_f64() * 1e3
-                );
+                ));
                 let _ = self.set_shared_data(&last_good_key(&plugin), Some(&config), None);
                 self.needs = Needs::of(ev.plan());
                 self.headers = Rc::new(WantedHeaders::of(ev.plan()));
@@ -273,18 +278,18 @@ impl RootContext for Root {
                     .and_then(|bytes| Evaluator::load(&bytes).ok());
                 match restored {
                     Some(ev) => {
-                        log::error!(
+                        error(format_args!(
                             "toolgate: plugin {plugin}: REFUSED new plan ({e}); keeping last good plan {}",
                             short(&ev.plan().hash)
-                        );
+                        ));
                         self.needs = Needs::of(ev.plan());
                         self.headers = Rc::new(WantedHeaders::of(ev.plan()));
                         self.evaluator = Some(Rc::new(ev));
                     }
                     None => {
-                        log::error!(
+                        error(format_args!(
                             "toolgate: plugin {plugin}: REFUSED plan ({e}); no good plan yet: denying every request"
-                        );
+                        ));
                         self.evaluator = None;
                     }
                 }
@@ -306,6 +311,29 @@ impl RootContext for Root {
 
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::HttpContext)
+    }
+}
+
+fn info(message: std::fmt::Arguments<'_>) {
+    host::log(host::INFO, &message.to_string());
+}
+
+fn error(message: std::fmt::Arguments<'_>) {
+    host::log(host::ERROR, &message.to_string());
+}
+
+/// Records a decision: the filter state the access log prints, and one debug-log line when the
+/// host logs at debug (`--component-log-level wasm:debug`; checked per request, so the admin
+/// `/logging` endpoint takes effect at once).
+fn record(method: &str, path: &str, summary: &str) {
+    host::set_property(host::DECISION, summary.as_bytes());
+    debug_line(method, path, summary);
+}
+
+/// The debug-log line of a decision (SPEC §5: every decision is visible to operators).
+fn debug_line(method: &str, path: &str, summary: &str) {
+    if host::logs_at(host::DEBUG) {
+        host::log(host::DEBUG, &format!("toolgate: {} {}: {summary}", Quoted(method), Quoted(path)));
     }
 }
 
@@ -349,15 +377,22 @@ impl Request {
     }
 
     fn reply(&mut self, reply: &Reply) -> Action {
-        self.send_http_response(reply.status, vec![("content-type", "application/json")], Some(reply.body.as_bytes()));
+        // If the host refused the local response, the request must still not continue: pausing
+        // leaves it to Envoy's stream timeouts (never forwarded).
+        host::send_response(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
         Action::Pause
     }
 
     /// Records and enforces a decision.
-    fn enforce(&mut self, decision: &Decision<'_>, body: BodyInput<'_, '_>, debug_reasons: bool) -> Action {
+    fn enforce(
+        &mut self,
+        req: &HttpRequest<'_>,
+        decision: &Decision<'_>,
+        body: BodyInput<'_, '_>,
+        debug_reasons: bool,
+    ) -> Action {
         let summary = decision.summary();
-        host::set_property(host::DECISION, summary.as_bytes());
-        log::debug!("toolgate: {summary}");
+        record(req.method, req.path, &summary);
         match &decision.verdict {
             Verdict::Allow => {
                 Metrics::inc(if decision.under_policy { self.metrics.allow } else { self.metrics.allow_unrestricted });
@@ -379,7 +414,7 @@ impl Request {
     fn deny_without_plan(&mut self) -> Action {
         Metrics::inc(self.metrics.deny_no_plan);
         host::set_property(host::DECISION, b"deny: no valid plan loaded");
-        log::warn!("toolgate: denying request: no valid plan loaded");
+        host::log(host::WARN, "toolgate: denying request: no valid plan loaded");
         let reply = response::denial(BodyInput::None, &no_plan_decision(), false);
         self.reply(&reply)
     }
@@ -413,6 +448,10 @@ impl HttpContext for Request {
         let route = ev.route(cluster.as_deref());
         if !route.under_policy() {
             Metrics::inc(self.metrics.allow_unrestricted);
+            if host::logs_at(host::DEBUG) {
+                let headers = RequestHeaders::read(&self.headers);
+                debug_line(headers.get(METHOD), headers.get(PATH), "allow (no policy)");
+            }
             return Action::Continue;
         }
         let headers = RequestHeaders::read(&self.headers);
@@ -442,7 +481,7 @@ impl HttpContext for Request {
             principal: principal.as_deref(),
         };
         let decision = route.decide(&req, body);
-        self.enforce(&decision, body, ev.plan().settings.debug_reasons)
+        self.enforce(&req, &decision, body, ev.plan().settings.debug_reasons)
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
@@ -453,8 +492,9 @@ impl HttpContext for Request {
         let limit = ev.plan().settings.max_body_bytes as usize;
         if body_size > limit {
             Metrics::inc(self.metrics.too_large);
-            self.held = None;
-            host::set_property(host::DECISION, b"deny: body over the limit");
+            if let Some(held) = self.held.take() {
+                record("POST", held.headers.get(PATH), "deny: body over the limit");
+            }
             return self.reply(&response::too_large());
         }
         if !end_of_stream {
@@ -491,9 +531,6 @@ impl Request {
             Ok(mcp) => BodyInput::Mcp(mcp),
             Err(not_mcp) => BodyInput::NotMcp(not_mcp),
         };
-        if let Err(e) = &read {
-            log::debug!("toolgate: body is not MCP: {e}");
-        }
         let pairs = held.headers.pairs();
         let req = HttpRequest {
             method: "POST",
@@ -504,7 +541,7 @@ impl Request {
             principal: held.principal.as_deref(),
         };
         let decision = ev.route(held.cluster.as_deref()).decide(&req, body);
-        self.enforce(&decision, body, ev.plan().settings.debug_reasons)
+        self.enforce(&req, &decision, body, ev.plan().settings.debug_reasons)
     }
 }
 
@@ -529,9 +566,7 @@ mod tests {
     }
 
     fn wanted(extra: &[&str]) -> WantedHeaders {
-        let mut w: Vec<String> = FILTER_HEADERS.iter().chain(eval::HEADERS_READ.iter()).map(|n| n.to_string()).collect();
-        w.extend(extra.iter().map(|n| n.to_string()));
-        WantedHeaders(w)
+        WantedHeaders::with(FILTER_HEADERS.iter().chain(eval::HEADERS_READ.iter()).chain(extra).copied())
     }
 
     #[test]
@@ -552,6 +587,30 @@ mod tests {
         assert_eq!(h.get(METHOD), "POST");
         assert_eq!(h.get(CONTENT_TYPE), "application/json");
         assert_eq!(h.get(PATH), "");
+    }
+
+    #[test]
+    fn wanted_headers_are_found_by_hash_whatever_their_number() {
+        // A plan whose matchers name 5,000 headers: the filter's own keep their indexes, and the
+        // last name is found like the first (one hash lookup per request header).
+        let names: Vec<String> = (0..5000).map(|i| format!("x-h{i}")).collect();
+        let w = wanted(&names.iter().map(String::as_str).collect::<Vec<_>>());
+        for (i, name) in FILTER_HEADERS.iter().enumerate() {
+            assert_eq!(w.position(name.as_bytes()), Some(i));
+        }
+        assert!(w.position(b"x-h4999").is_some());
+        assert_eq!(w.position(b"x-h5000"), None);
+        assert_eq!(w.position(b"\xff"), None);
+        let pairs: &[(&[u8], &[u8])] = &[(b"x-h4999", b"v"), (b":method", b"POST"), (b"x-other", b"o")];
+        let h = RequestHeaders::from_block(block(pairs), &w);
+        assert_eq!(h.pairs(), vec![("x-h4999", "v"), (":method", "POST")]);
+        assert_eq!(h.get(METHOD), "POST");
+    }
+
+    #[test]
+    fn local_responses_serialise_headers_as_the_abi_says() {
+        let map = host::serialize_map(&[("content-type", "application/json"), ("a", "")]);
+        assert_eq!(map, block(&[(b"content-type", b"application/json"), (b"a", b"")]));
     }
 
     #[test]

@@ -7,11 +7,14 @@
 //! - [`mcp`]: the MCP (JSON-RPC 2.0) body reader.
 //! - [`eval`]: the evaluator: a loaded, indexed plan that decides requests.
 //! - [`response`]: the denial replies.
+//! - [`str_map`]: the string-keyed hash map the evaluator and the filter index names with.
+//! - [`log_safe`]: request-derived text shown in summaries and logs, escaped.
 
 pub mod api;
 pub mod compile;
 pub mod eval;
+pub mod log_safe;
 pub mod mcp;
 pub mod plan;
 pub mod response;
-mod str_map;
+pub mod str_map;

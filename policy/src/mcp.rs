@@ -108,8 +108,13 @@ pub enum NotMcp {
     InvalidEscape { offset: usize },
     #[error("lone surrogate escape at byte {offset}")]
     LoneSurrogate { offset: usize },
-    #[error("duplicate key {key:?} at byte {offset}")]
+    #[error("duplicate key {} at byte {offset}", crate::log_safe::Quoted(key))]
     DuplicateKey { key: String, offset: usize },
+    /// A message or `params` key that is one of the fields the reader extracts under the case
+    /// folding of Go's `encoding/json` (and other case-insensitive decoders), without being it
+    /// exactly: such a server would read it as that field, this reader would not.
+    #[error("key {} at byte {offset} reads as '{field}' to case-insensitive JSON decoders", crate::log_safe::Quoted(key))]
+    FoldedKey { key: String, field: &'static str, offset: usize },
     #[error("nesting deeper than 64 at byte {offset}")]
     TooDeep { offset: usize },
     #[error("trailing data after the JSON value at byte {offset}")]
@@ -118,7 +123,7 @@ pub enum NotMcp {
     EmptyBatch,
     #[error("JSON-RPC message is not an object")]
     NotAnObject,
-    #[error("jsonrpc is missing or not \"2.0\"")]
+    #[error("jsonrpc is missing or not '2.0'")]
     NotJsonRpc2,
     #[error("method is not a string")]
     MethodNotString,
@@ -130,7 +135,7 @@ pub enum NotMcp {
     #[error("empty body")]
     EmptyBody,
     /// Classified by the filter before reading: the body is compressed or otherwise encoded.
-    #[error("body is encoded ({encoding}); only identity is read")]
+    #[error("body is encoded ({}); only identity is read", crate::log_safe::Quoted(encoding))]
     Encoded { encoding: String },
 }
 
@@ -561,8 +566,9 @@ fn scan_literal(
 #[cold]
 fn dup_error(body: &[u8], arena: &[u8], k: &Key) -> NotMcp {
     let text = String::from_utf8_lossy(key_bytes(body, arena, k));
-    let key = match text.char_indices().nth(64) {
-        Some((i, _)) => format!("{}…", text.get(..i).unwrap_or("")),
+    // One character more than is shown, so that the message marks the cut.
+    let key = match text.char_indices().nth(crate::log_safe::MAX_SHOWN + 1) {
+        Some((i, _)) => text.get(..i).unwrap_or("").to_string(),
         None => text.into_owned(),
     };
     NotMcp::DuplicateKey {
@@ -609,6 +615,44 @@ fn key_hash(body: &[u8], arena: &[u8], k: &Key) -> u32 {
 fn key_bytes<'x>(body: &'x [u8], arena: &'x [u8], k: &Key) -> &'x [u8] {
     let src = if k.src == KeySrc::Arena { arena } else { body };
     src.get(k.start..k.end).unwrap_or(&[])
+}
+
+/// The keys of a message object the reader extracts (SPEC §4).
+const MESSAGE_FIELDS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+/// The keys of `params` the reader extracts.
+const PARAMS_FIELDS: [&str; 2] = ["name", "uri"];
+
+/// The field of `fields` (lower-case ASCII names) that `key` equals under case folding, if any
+/// (`key` is not one of them exactly: the caller checked). The folding is the union of what the
+/// decoders of MCP servers do when they match keys to fields case-insensitively:
+/// - Go's `encoding/json` (`foldName`): ASCII case, and Unicode simple folding to the smallest rune
+///   of the fold orbit. The only non-ASCII runes whose orbit holds an ASCII letter are U+017F `ſ`
+///   (orbit S s ſ) and U+212A Kelvin sign (K k K) (Unicode CaseFolding.txt, statuses C and S).
+/// - .NET `System.Text.Json` with `PropertyNameCaseInsensitive` (the ASP.NET Core web defaults):
+///   `OrdinalIgnoreCase`, i.e. simple upper-casing, which also maps U+0131 `ı` to `I` and `ſ` to `S`.
+///
+/// Refusing a key one decoder would not fold costs nothing: no client sends such keys.
+fn folded_field(key: &[u8], fields: &[&'static str]) -> Option<&'static str> {
+    // The longest field is 7 letters; each folds from at most 3 UTF-8 bytes (the Kelvin sign).
+    if fields.is_empty() || key.len() > 21 {
+        return None;
+    }
+    let mut folded = [0u8; 7];
+    let mut n = 0;
+    for c in std::str::from_utf8(key).ok()?.chars() {
+        let ascii = match c {
+            'a'..='z' | '_' => c as u8,
+            'A'..='Z' => c.to_ascii_lowercase() as u8,
+            '\u{17F}' => b's',
+            '\u{212A}' => b'k',
+            '\u{131}' => b'i',
+            _ => return None,
+        };
+        *folded.get_mut(n)? = ascii;
+        n += 1;
+    }
+    let folded = folded.get(..n)?;
+    fields.iter().copied().find(|f| f.as_bytes() == folded)
 }
 
 impl<'a> Parser<'a> {
@@ -944,22 +988,38 @@ impl<'a> Parser<'a> {
         match self.frames.last_mut() {
             Some(top) if top.role != Role::Other => {
                 let kb = text.get(start..end).unwrap_or(&[]);
-                top.field = match top.role {
-                    Role::Message => match kb {
-                        b"jsonrpc" => Field::Jsonrpc,
-                        b"id" => Field::Id,
-                        b"method" => Field::Method,
-                        b"params" => Field::Params,
-                        b"result" | b"error" => Field::ResultOrError,
-                        _ => Field::None,
-                    },
-                    Role::Params => match kb {
-                        b"name" => Field::Name,
-                        b"uri" => Field::Uri,
-                        _ => Field::None,
-                    },
-                    _ => Field::None,
+                let (field, names) = match top.role {
+                    Role::Message => (
+                        match kb {
+                            b"jsonrpc" => Field::Jsonrpc,
+                            b"id" => Field::Id,
+                            b"method" => Field::Method,
+                            b"params" => Field::Params,
+                            b"result" | b"error" => Field::ResultOrError,
+                            _ => Field::None,
+                        },
+                        MESSAGE_FIELDS.as_slice(),
+                    ),
+                    Role::Params => (
+                        match kb {
+                            b"name" => Field::Name,
+                            b"uri" => Field::Uri,
+                            _ => Field::None,
+                        },
+                        PARAMS_FIELDS.as_slice(),
+                    ),
+                    _ => (Field::None, [].as_slice()),
                 };
+                top.field = field;
+                if field == Field::None {
+                    if let Some(field) = folded_field(kb, names) {
+                        return Err(NotMcp::FoldedKey {
+                            key: String::from_utf8_lossy(kb).into_owned(),
+                            field,
+                            offset: pos,
+                        });
+                    }
+                }
             }
             _ => {}
         }
@@ -1399,7 +1459,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.len() < 100, "{msg}");
         assert!(
-            msg.starts_with("duplicate key \"xxxx") && msg.ends_with("at byte 206"),
+            msg.starts_with("duplicate key 'xxxx") && msg.ends_with("at byte 206"),
             "{msg}"
         );
     }

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 /// filter hashes the tool name and the caller on every request, and SipHash costs several times more
 /// in the Wasm VM.
 #[derive(Debug)]
-pub(crate) struct StrMap<V> {
+pub struct StrMap<V> {
     hasher: foldhash::quality::FixedState,
     /// The keys, one after the other.
     text: String,
@@ -54,7 +54,7 @@ impl<V> Default for StrMap<V> {
 
 impl<V> StrMap<V> {
     /// Room for `keys` keys of `key_bytes` bytes in all.
-    pub(crate) fn with_capacity(keys: usize, key_bytes: usize) -> Self {
+    pub fn with_capacity(keys: usize, key_bytes: usize) -> Self {
         let mut map =
             Self { text: String::with_capacity(key_bytes), entries: Vec::with_capacity(keys), ..Self::default() };
         if keys > 0 {
@@ -63,12 +63,12 @@ impl<V> StrMap<V> {
         map
     }
 
-    pub(crate) fn get(&self, key: &str) -> Option<&V> {
+    pub fn get(&self, key: &str) -> Option<&V> {
         self.get_key_value(key).map(|(_, v)| v)
     }
 
     /// The stored key (equal to `key`) and its value.
-    pub(crate) fn get_key_value(&self, key: &str) -> Option<(&str, &V)> {
+    pub fn get_key_value(&self, key: &str) -> Option<(&str, &V)> {
         if self.entries.is_empty() {
             // Saves hashing: the evaluator looks keys up in many empty maps.
             return None;
@@ -78,7 +78,7 @@ impl<V> StrMap<V> {
     }
 
     /// The value of `key`, `new()` inserted first if the key is missing.
-    pub(crate) fn get_or_insert_with(&mut self, key: &str, new: impl FnOnce() -> V) -> &mut V {
+    pub fn get_or_insert_with(&mut self, key: &str, new: impl FnOnce() -> V) -> &mut V {
         if self.slots.len() < 2 * (self.entries.len() + 1) {
             self.rehash((2 * self.slots.len()).max(4));
         }
@@ -98,11 +98,15 @@ impl<V> StrMap<V> {
         &mut self.entries[index].value
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.entries.iter_mut().map(|e| &mut e.value)
     }
 

@@ -247,7 +247,7 @@ fn duplicate_keys() {
             offset: 39
         }
     );
-    assert_eq!(e.to_string(), "duplicate key \"method\" at byte 39");
+    assert_eq!(e.to_string(), "duplicate key 'method' at byte 39");
     assert!(matches!(
         err(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"a","arguments":{},"name":"b"}}"#),
         NotMcp::DuplicateKey { key, .. } if key == "name"
@@ -652,7 +652,15 @@ fn error_messages() {
                 key: "a\"b".into(),
                 offset: 9,
             },
-            r#"duplicate key "a\"b" at byte 9"#,
+            r#"duplicate key 'a\x22b' at byte 9"#,
+        ),
+        (
+            NotMcp::FoldedKey {
+                key: "Name".into(),
+                field: "name",
+                offset: 9,
+            },
+            "key 'Name' at byte 9 reads as 'name' to case-insensitive JSON decoders",
         ),
         (
             NotMcp::TooDeep { offset: 9 },
@@ -664,7 +672,7 @@ fn error_messages() {
         ),
         (NotMcp::EmptyBatch, "empty batch"),
         (NotMcp::NotAnObject, "JSON-RPC message is not an object"),
-        (NotMcp::NotJsonRpc2, "jsonrpc is missing or not \"2.0\""),
+        (NotMcp::NotJsonRpc2, "jsonrpc is missing or not '2.0'"),
         (NotMcp::MethodNotString, "method is not a string"),
         (NotMcp::BadId, "id is not a string, number or null"),
         (
@@ -676,7 +684,7 @@ fn error_messages() {
             NotMcp::Encoded {
                 encoding: "gzip".into(),
             },
-            "body is encoded (gzip); only identity is read",
+            "body is encoded ('gzip'); only identity is read",
         ),
     ];
     for (e, msg) in cases {
@@ -829,6 +837,54 @@ fn reference_message(v: &serde_json::Value, capture: bool) -> Option<Extracted> 
     ))
 }
 
+/// A decoder that matches keys to fields case-insensitively (Go's `encoding/json`, .NET with
+/// `PropertyNameCaseInsensitive`) reads a key as a field when they are equal character by character
+/// after simple upper- then lower-casing (`ſ`, `ı`, Kelvin sign included). Independent of the
+/// reader's own table.
+fn folds_to(key: &str, field: &str) -> bool {
+    let fold = |c: char| {
+        let mut up = c.to_uppercase();
+        let u = match (up.next(), up.next()) {
+            (Some(u), None) => u,
+            _ => return None,
+        };
+        let mut low = u.to_lowercase();
+        match (low.next(), low.next()) {
+            (Some(l), None) => Some(l),
+            _ => None,
+        }
+    };
+    key.chars().count() == field.chars().count()
+        && key
+            .chars()
+            .zip(field.chars())
+            .all(|(a, b)| fold(a).is_some() && fold(a) == fold(b))
+}
+
+/// A key of some message or `params` object of `v` that a case-insensitive decoder reads as a field
+/// the reader extracts, without being it exactly.
+fn folded_key(v: &serde_json::Value) -> Option<String> {
+    const MESSAGE: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+    const PARAMS: [&str; 2] = ["name", "uri"];
+    let variant = |o: &serde_json::Map<String, serde_json::Value>, fields: &[&str]| {
+        o.keys()
+            .find(|k| fields.iter().any(|f| k.as_str() != *f && folds_to(k, f)))
+            .cloned()
+    };
+    let message = |m: &serde_json::Value| {
+        let o = m.as_object()?;
+        variant(o, &MESSAGE).or_else(|| {
+            o.get("params")
+                .and_then(|p| p.as_object())
+                .and_then(|p| variant(p, &PARAMS))
+        })
+    };
+    match v {
+        serde_json::Value::Array(a) => a.iter().find_map(message),
+        m => message(m),
+    }
+}
+
 /// Check one input against the oracles; returns which outcome it had (for coverage counting).
 fn check(input: &[u8], capture: bool) -> &'static str {
     let ours = read_body(
@@ -866,6 +922,14 @@ fn check(input: &[u8], capture: bool) -> &'static str {
                 String::from_utf8_lossy(input)
             );
             assert!(depth(&v) <= MAX_DEPTH, "we missed the depth limit");
+            if let Some(k) = folded_key(&v) {
+                // (A JSON-RPC-level problem earlier in the body may be reported instead.)
+                assert!(
+                    ours.is_err(),
+                    "we accepted a key a case-insensitive decoder reads differently ({k:?}): {:?}",
+                    String::from_utf8_lossy(input)
+                );
+            }
             let expected: Option<Vec<_>> = match &v {
                 serde_json::Value::Array(a) if !a.is_empty() => {
                     a.iter().map(|m| reference_message(m, capture)).collect()
@@ -914,6 +978,18 @@ fn check(input: &[u8], capture: bool) -> &'static str {
                 String::from_utf8_lossy(input)
             );
             "dup"
+        }
+        Err(NotMcp::FoldedKey { key, .. }) => {
+            // The oracle finds a case-folded field name in a message or params (unless the JSON
+            // is invalid further on: the reader stops at the first problem).
+            if let (Ok(v), Ok(_)) = (&value, &strict) {
+                assert!(
+                    folded_key(v).is_some(),
+                    "false FoldedKey {key:?}: {:?}",
+                    String::from_utf8_lossy(input)
+                );
+            }
+            "folded"
         }
         Err(NotMcp::TooDeep { .. }) => {
             // (With a duplicate key, serde_json's Value may have dropped the deep subtree.)
@@ -1098,6 +1174,27 @@ fn gen_value(rng: &mut Rng, out: &mut String, depth: usize, max_depth: usize) {
     }
 }
 
+/// Usually `k`; sometimes a spelling a case-insensitive decoder reads as `k`: ASCII case flips,
+/// `ſ` for s, the Kelvin sign for k, `ı` for i, raw or as `\u` escapes.
+fn key_variant(rng: &mut Rng, k: &str) -> String {
+    if rng.below(6) != 0 {
+        return k.to_string();
+    }
+    k.chars()
+        .map(|c| match (c, rng.below(4)) {
+            ('s', 0) => "\\u017f".to_string(),
+            ('s', 1) => "\u{17f}".to_string(),
+            ('k', 0) => "\\u212A".to_string(),
+            ('k', 1) => "\u{212a}".to_string(),
+            ('i', 0) => "\u{131}".to_string(),
+            ('i', 1) => "\\u0131".to_string(),
+            (c, 2) => c.to_ascii_uppercase().to_string(),
+            (c, 3) => format!("\\u{:04X}", c.to_ascii_uppercase() as u32),
+            (c, _) => c.to_string(),
+        })
+        .collect()
+}
+
 fn gen_message(rng: &mut Rng) -> String {
     let mut s = String::from("{");
     let mut fields: Vec<String> = vec![];
@@ -1118,9 +1215,11 @@ fn gen_message(rng: &mut Rng) -> String {
         match (k, rng.below(3)) {
             ("id", 0) => v.push_str("\"i\\u0064\""),
             ("method", 0) => v.push_str("\"tools/call\""),
-            ("params", 0) => {
-                v.push_str(r#"{"name":"get\u002dsum","uri":"u","arguments":{"a":[1,{"b":null}]}}"#)
-            }
+            ("params", 0) => v.push_str(&format!(
+                r#"{{"{}":"get\u002dsum","{}":"u","arguments":{{"a":[1,{{"b":null}}]}}}}"#,
+                key_variant(rng, "name"),
+                key_variant(rng, "uri")
+            )),
             _ if rng.below(6) == 0 => {
                 // A chain of containers around the depth limit (the message object is depth 1).
                 let n = 58 + rng.below(10);
@@ -1139,7 +1238,7 @@ fn gen_message(rng: &mut Rng) -> String {
             }
             _ => gen_value(rng, &mut v, 1, 4),
         }
-        fields.push(format!("\"{k}\":{v}"));
+        fields.push(format!("\"{}\":{v}", key_variant(rng, k)));
     }
     for i in 0..fields.len() {
         let j = rng.below(fields.len());
@@ -1184,10 +1283,53 @@ fn fuzz_mutations_against_serde_json() {
             .or_insert(0usize) += 1;
     }
     // The loop must exercise every outcome, not just syntax errors.
-    for k in ["ok", "not-mcp", "dup", "deep", "syntax"] {
+    for k in ["ok", "not-mcp", "dup", "deep", "syntax", "folded"] {
         assert!(
             outcomes.get(k).copied().unwrap_or(0) > 100,
             "too few {k}: {outcomes:?}"
         );
     }
+}
+
+#[test]
+fn case_folded_field_names_are_not_mcp() {
+    // Go's encoding/json reads each of these keys as the field in the comment (last match wins);
+    // the reader refuses the body instead of reading it differently.
+    let folded = |body: &str| match read(body) {
+        Err(NotMcp::FoldedKey { key, field, .. }) => (key, field),
+        other => panic!("{body}: {other:?}"),
+    };
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","Name":"get-env"}}"#;
+    assert_eq!(folded(call), ("Name".into(), "name"));
+    // A "response" that such a server runs as a tool call.
+    let response = r#"{"jsonrpc":"2.0","id":1,"Method":"tools/call","result":{},"params":{"name":"get-env"}}"#;
+    assert_eq!(folded(response), ("Method".into(), "method"));
+    for (body, key, field) in [
+        (r#"{"jsonrpc":"2.0","ID":1,"method":"ping"}"#, "ID", "id"),
+        (r#"{"JSONRPC":"2.0","id":1,"method":"ping"}"#, "JSONRPC", "jsonrpc"),
+        (r#"{"jsonrpc":"2.0","id":1,"method":"ping","PARAMS":{}}"#, "PARAMS", "params"),
+        (r#"{"jsonrpc":"2.0","id":1,"Result":{}}"#, "Result", "result"),
+        (r#"{"jsonrpc":"2.0","id":1,"erroR":{}}"#, "erroR", "error"),
+        (r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"URI":"file:///etc"}}"#, "URI", "uri"),
+        // Unicode simple folding: long s, Kelvin sign; .NET upper-casing: dotless i.
+        ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"param\u{17f}\":{}}", "param\u{17f}", "params"),
+        ("{\"j\u{17f}onrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}", "j\u{17f}onrpc", "jsonrpc"),
+        ("{\"jsonrpc\":\"2.0\",\"\u{131}d\":1,\"method\":\"x\"}", "\u{131}d", "id"),
+        (r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"N\u0061me":"a","n\u0041me":"b"}}"#, "Name", "name"),
+        // Escaped spellings are decoded first.
+        (r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"\u004eame":"a"}}"#, "Name", "name"),
+        (r#"{"jsonrpc":"2.0","id":1,"method":"x","param\u017f":{}}"#, "param\u{17f}", "params"),
+    ] {
+        assert_eq!(folded(body), (key.to_string(), field), "{body}");
+    }
+    // In a batch element too.
+    let batch = format!(r#"[{{"jsonrpc":"2.0","id":1,"method":"ping"}},{call}]"#);
+    assert_eq!(folded(&batch), ("Name".into(), "name"));
+    // Keys elsewhere are not fields: `arguments` and deeper objects may use any case, and keys that
+    // fold to nothing the reader extracts are fine.
+    let ok = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"Name":"x","METHOD":1},"Names":1,"_meta":{"ID":2}},"Ids":1}"#;
+    let m = single(ok);
+    assert_eq!(m.name.as_deref(), Some("echo"));
+    // Kelvin sign folds to k: no field has a k, so it is an ordinary key.
+    assert!(read("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"\u{212a}\":1}").is_ok());
 }

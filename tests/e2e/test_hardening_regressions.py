@@ -1,0 +1,142 @@
+"""Regression tests for the known holes of the hardening issue, each in a real Envoy: case-folded keys
+(Go's encoding/json reads them as the field), access-log fields a client could forge through the
+decision summary, the debug-log line per decision, and header matchers in a plan with many names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import assert_allowed, assert_denied, mcp_match, policy, rule, tools_call_rule, wait_for
+
+HTTP = dict(listener="http", agent=None)
+
+
+def raw(s: str) -> bytes:
+    return s.encode()
+
+
+@pytest.fixture
+def sum_and_base(gateway):
+    """Allows tools/call get-sum and the base protocol (client-sent responses included), any caller."""
+    return gateway(policy("sum", tools_call_rule("sum", ["get-sum"], base=True)), listeners={"http": "HTTP"})
+
+
+@pytest.mark.parametrize("body", [
+    # Reader saw get-sum; a Go server (case-insensitive, last match wins) runs get-env.
+    '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","Name":"get-env","arguments":{"name":"HOME"}}}',
+    '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","NAME":"get-env","arguments":{"name":"HOME"}}}',
+    # Unicode simple folding: long s in "params", Kelvin-free but escaped capital N.
+    '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum"},"param\\u017f":{"name":"get-env","arguments":{"name":"HOME"}}}',
+    '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","\\u004eame":"get-env","arguments":{"name":"HOME"}}}',
+    # Read as a client-sent response (a base-protocol message), run as a tool call by such a server.
+    '{"jsonrpc":"2.0","id":1,"Method":"tools/call","result":{},"params":{"name":"get-env","arguments":{"name":"HOME"}}}',
+    '{"jsonrpc":"2.0","id":1,"METHOD":"tools/call","error":{"code":1,"message":"x"},"params":{"name":"get-env","arguments":{"name":"HOME"}}}',
+    # .NET OrdinalIgnoreCase reads a dotless i as I.
+    '{"jsonrpc":"2.0","\u0131d":1,"method":"tools/call","params":{"name":"get-env","arguments":{"name":"HOME"}}}',
+])
+def test_case_folded_keys_are_refused(sum_and_base, body):
+    gw = sum_and_base
+    r = gw.post(raw(body), **HTTP)
+    assert_denied(r, id=None)  # not MCP: only rules without MCP constraints could allow it
+    assert "reads as" in gw.decision(r), gw.decision(r)
+    # The same calls spelled exactly are decided as usual.
+    assert_allowed(gw.call("get-sum", **HTTP))
+    assert_denied(gw.call("get-env", **HTTP))
+
+
+def access_fields(line: str) -> list[str]:
+    """The fields after the request line (the status, then `key=value`s), split as a log parser
+    would: values may be double-quoted, without escapes."""
+    rest = line.split('" ', 1)[1]
+    fields, i = [], 0
+    while i < len(rest):
+        if rest[i] == " ":
+            i += 1
+            continue
+        eq = rest.index("=", i) if "=" in rest[i:] else len(rest)
+        if eq + 1 < len(rest) and rest[eq + 1] == '"':
+            end = rest.index('"', eq + 2)
+            fields.append(rest[i:end + 1])
+            i = end + 1
+        else:
+            end = rest.find(" ", i)
+            end = len(rest) if end < 0 else end
+            fields.append(rest[i:end])
+            i = end
+    return fields
+
+
+def test_clients_cannot_forge_access_log_fields(gateway):
+    gw = gateway(policy("sum", tools_call_rule("sum", ["get-sum"])), listeners={"http": "HTTP"})
+    forge = 'x" forged="1'
+    attempts = [
+        # content-encoding value into the summary
+        gw.call("get-sum", headers={"content-encoding": forge}, **HTTP),
+        gw.call("get-sum", headers={"content-encoding": "gzip\\"}, **HTTP),
+        # a duplicate key's name with a quote, a backslash, a newline
+        gw.post(raw('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum"},'
+                    '"x\\" forged=\\"1":1,"x\\" forged=\\"1":2}'), **HTTP),
+        gw.post(raw('{"a\\nforged-line\\\\":1,"a\\nforged-line\\\\":2}'), **HTTP),
+        # a case-folded key with a quote in its escaped spelling
+        gw.post(raw('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","N\\u0061me":"x"}}'),
+                **HTTP),
+    ]
+    for r in attempts:
+        assert_denied(r, id=None)
+        line = gw.access_line(r)
+        fields = access_fields(line)
+        names = [f.split("=", 1)[0] for f in fields if "=" in f]
+        assert names == ["peer", "cluster", "toolgate"], line
+        decision = gw.decision(r)
+        assert '"' not in decision and "\\" != decision[-1:], line
+        assert "body is not MCP" in decision, line
+    lines = [l for l in gw.access_log.read_text().splitlines() if l]
+    assert not any(l.startswith("forged") for l in lines), lines
+    assert all(l.startswith("[") for l in lines), lines
+
+
+def test_one_debug_line_per_decision(gateway):
+    gw = gateway(policy("sum", tools_call_rule("sum", ["get-sum"])), listeners={"http": "HTTP"})
+    env = gw.envoy
+    log = env.log_path
+
+    def debug_lines(tag: str) -> list[str]:
+        return [l for l in log.read_text(errors="replace").splitlines() if "toolgate: 'POST'" in l and tag in l]
+
+    # At info level (the default) no decision line is written.
+    quiet = gw.call("get-sum", **HTTP)
+    assert_allowed(quiet)
+    # Switching Envoy's wasm logger to debug at run time takes effect at once.
+    status, _, _ = env.admin_post("/logging?wasm=debug")
+    assert status == 200
+    allowed = gw.call("get-sum", **HTTP)
+    denied = gw.call("echo", **HTTP)
+    too_large = gw.post(raw('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"get-sum","pad":"'
+                            + "x" * (3 * 512 * 1024) + '"}}'), **HTTP)
+    assert_allowed(allowed)
+    assert_denied(denied)
+    assert too_large.status == 413
+    for sent, want in [(allowed, "allow gateway=default/sum:sum"), (denied, "deny gateway: no rule"),
+                       (too_large, "deny: body over the limit")]:
+        lines = wait_for(lambda: debug_lines(f"?{sent.tag}'") or None, timeout=5, what=f"debug line for {sent.tag}")
+        assert len(lines) == 1, lines
+        assert want in lines[0], lines
+    assert debug_lines(f"?{quiet.tag}'") == []
+    env.admin_post("/logging?wasm=info")
+    after = gw.call("get-sum", **HTTP)
+    assert_allowed(after)
+    assert debug_lines(f"?{after.tag}'") == []
+
+
+def test_header_matchers_in_a_plan_with_many_names(gateway):
+    """5 policies of 10 rules (the most a target takes) name 50 headers: the filter finds each by hash
+    (no scan that grows with the plan) and decides as the matchers say."""
+    policies = [policy(f"p{j}", *[rule(f"r{i}", headers=[{"name": f"x-team-{10 * j + i}", "value": "blue"}])
+                                   for i in range(10)]) for j in range(5)]
+    gw = gateway(*policies, listeners={"http": "HTTP"})
+    assert_allowed(gw.call("get-sum", headers={"x-team-49": "blue"}, **HTTP))
+    assert_allowed(gw.call("get-sum", headers={"x-team-0": "blue"}, **HTTP))
+    assert_denied(gw.call("get-sum", headers={"x-team-49": "red"}, **HTTP))
+    assert_denied(gw.call("get-sum", headers={"x-team-50": "blue"}, **HTTP))
