@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use toolgate_policy::compile::{CompileOptions, DEFAULT_TRUST_DOMAIN};
-use toolgate_policy::plan::{PlanSettings, DEFAULT_MAX_BODY_BYTES};
+use toolgate_policy::plan::{PlanSettings, DEFAULT_AUTHZ_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES};
 
 use crate::inputs;
 use crate::model::Inventory;
@@ -35,9 +35,30 @@ pub struct PlanArgs {
     /// Put the deciding level/policy/rule into denial bodies (for debugging only).
     #[arg(long)]
     pub debug_reasons: bool,
+    /// How long an ExternalAuth authorizer may take to answer (e.g. 5s, 250ms); past it the request is
+    /// denied.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_timeout_ms)]
+    pub authz_timeout: u32,
     /// Exit 1 when any policy is not Accepted.
     #[arg(long)]
     pub strict: bool,
+}
+
+/// `5s`, `1500ms`, `2m` as milliseconds, 1 ms to 10 minutes.
+fn parse_timeout_ms(text: &str) -> Result<u32, String> {
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let scale = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        _ => return Err(format!("{text:?}: a number followed by ms, s or m (e.g. 5s)")),
+    };
+    let ms = number.parse::<u64>().map_err(|_| format!("{text:?}: a number followed by ms, s or m"))? * scale;
+    if ms == 0 || ms > 600_000 {
+        return Err(format!("{text:?}: must be between 1ms and 10m"));
+    }
+    debug_assert!(DEFAULT_AUTHZ_TIMEOUT_MS == 5000, "the default above is 5s");
+    Ok(ms as u32)
 }
 
 /// A usage or I/O error (exit 2) or invalid input (exit 1), already printed.
@@ -70,7 +91,11 @@ pub fn load_inventory(input: &InputArgs) -> Result<Inventory, Failure> {
 pub fn build_topology(inv: &Inventory, args: &PlanArgs) -> Result<Topology, Failure> {
     let opts = TopologyOptions {
         compile: CompileOptions { trust_domain: args.trust_domain.clone() },
-        settings: PlanSettings { max_body_bytes: args.max_body_bytes, debug_reasons: args.debug_reasons },
+        settings: PlanSettings {
+            max_body_bytes: args.max_body_bytes,
+            debug_reasons: args.debug_reasons,
+            authz_timeout_ms: args.authz_timeout,
+        },
         gateway_class: args.gateway_class.clone(),
     };
     if args.max_body_bytes == 0 || args.max_body_bytes > toolgate_policy::eval::MAX_BODY_LIMIT {

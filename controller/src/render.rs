@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{json, Value};
 
+use toolgate_policy::compile::parse_authorizer_cluster;
+use toolgate_policy::plan::{AuthorizerPlan, AuthorizerProtocol};
+
 use crate::cli::{self, Failure, InputArgs, PlanArgs};
 use crate::model::{Inventory, Listener, ObjectRef, RouteMatch, UrlRewrite};
 use crate::topology::{path_of, BackendTarget, GatewayOut, ListenerOut, Precedence, RouteOut, Upstream};
@@ -127,6 +130,12 @@ impl Ctx<'_> {
             listeners.push(self.listener(gw, l)?);
             for upstream in l.routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
                 clusters.entry(upstream.cluster_name()).or_insert_with(|| self.cluster(upstream));
+            }
+            let levels = std::iter::once(&l.plan.gateway).chain(l.plan.backends.values());
+            for authorizer in levels.filter_map(|level| level.external_auth.as_ref()).map(|ea| &ea.authorizer) {
+                if !clusters.contains_key(&authorizer.cluster) {
+                    clusters.insert(authorizer.cluster.clone(), self.authorizer_cluster(authorizer)?);
+                }
             }
         }
         let lds = json!({ "version_info": "toolgate", "resources": listeners });
@@ -391,6 +400,35 @@ impl Ctx<'_> {
             });
         }
         cluster
+    }
+
+    /// The cluster of an ExternalAuth authorizer (a Service): HTTP/2 for gRPC, HTTP/1.1 otherwise.
+    fn authorizer_cluster(&self, authorizer: &AuthorizerPlan) -> Result<Value, Failure> {
+        let Some((namespace, name, port)) = parse_authorizer_cluster(&authorizer.cluster) else {
+            eprintln!("error: authorizer cluster {:?} is not one render makes", authorizer.cluster);
+            return Err(Failure::Invalid);
+        };
+        let (host, port) = self.resolved(name, namespace, port);
+        let mut cluster = json!({
+            "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            "name": authorizer.cluster,
+            "type": "STRICT_DNS",
+            "dns_lookup_family": "V4_PREFERRED",
+            "connect_timeout": "5s",
+            "load_assignment": {
+                "cluster_name": authorizer.cluster,
+                "endpoints": [{ "lb_endpoints": [{ "endpoint": { "address": { "socket_address": { "address": host, "port_value": port } } } }] }],
+            },
+        });
+        if authorizer.protocol == AuthorizerProtocol::Grpc {
+            cluster["typed_extension_protocol_options"] = json!({
+                "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                    "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                    "explicit_http_config": { "http2_protocol_options": {} },
+                },
+            });
+        }
+        Ok(cluster)
     }
 
     /// `--resolve name.namespace=HOST:PORT`, or the in-cluster DNS name.

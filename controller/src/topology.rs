@@ -9,8 +9,8 @@ use toolgate_policy::api::{
     AccessPolicySpec, BackendSpec, Condition, ParentReference, PolicyAction, PolicyAncestorStatus, PolicyTargetRef,
     GATEWAY_GROUP, GROUP,
 };
-use toolgate_policy::compile::{compile_policy, CompileOptions};
-use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings, PolicyPlan};
+use toolgate_policy::compile::{compile, CompileOptions, CompiledPolicy};
+use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings};
 
 use crate::model::{BackendRef, GatewaySpec, Inventory, Listener, Object, RouteMatch, UrlRewrite};
 
@@ -121,7 +121,22 @@ enum TargetKey {
 struct Attachment<'a> {
     policy: usize,
     section: Option<String>,
-    plan: &'a PolicyPlan,
+    plan: &'a CompiledPolicy,
+}
+
+/// A level of a plan from its accepted attachments, in order: the ExternalAuth policy (at most one
+/// is accepted per target; of a Gateway's and a listener's, the older) and the Allow policies.
+fn level<'a>(attachments: impl Iterator<Item = &'a Attachment<'a>>) -> LevelPlan {
+    let mut level = LevelPlan::default();
+    for a in attachments {
+        match a.plan {
+            CompiledPolicy::Allow(p) => level.allow.push(p.clone()),
+            CompiledPolicy::ExternalAuth(ea) => {
+                level.external_auth.get_or_insert_with(|| ea.clone());
+            }
+        }
+    }
+    level
 }
 
 pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
@@ -136,7 +151,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     // Compiling a policy depends on no other: done in parallel, then attached in order.
     let compiled = crate::par::map(&order, |&i| {
         let policy = &inv.policies[i];
-        compile_policy(&policy.namespace, &policy.name, &policy.spec, &opts.compile)
+        compile(&policy.namespace, &policy.name, &policy.spec, &opts.compile)
     });
     let xbackends = XBackends::new(inv);
 
@@ -203,7 +218,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     // Backend levels by XBackend.
     let backend_level = |ns: &str, name: &str| -> LevelPlan {
         let key = TargetKey::Backend { namespace: ns.to_string(), name: name.to_string() };
-        LevelPlan { allow: by_target.get(&key).map(|a| a.iter().map(|a| a.plan.clone()).collect()).unwrap_or_default() }
+        level(by_target.get(&key).into_iter().flatten())
     };
 
     for gw in &inv.gateways {
@@ -215,13 +230,8 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
         let mut listeners = Vec::new();
         for listener in &gw.spec.listeners {
             let listener_id = format!("{}/{}/{}", gw.namespace, gw.name, listener.name);
-            let gateway_level = LevelPlan {
-                allow: gateway_attachments
-                    .iter()
-                    .filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name))
-                    .map(|a| a.plan.clone())
-                    .collect(),
-            };
+            let gateway_level =
+                level(gateway_attachments.iter().filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name)));
             let routes = attached_routes(inv, &xbackends, gw, listener, &mut topo.warnings);
             let mut backends = BTreeMap::new();
             for upstream in routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {

@@ -1,11 +1,8 @@
-//! The host calls the filter makes (all per-request ones, logs and counters too), straight to the
-//! proxy-wasm ABI 0.2.1.
+//! The host calls the filter makes, straight to the proxy-wasm ABI 0.2.1 (no SDK).
 //!
-//! The SDK's wrappers take a property path as a `Vec<&str>` and serialise it into another `Vec`
-//! (two allocations in the VM per call), and panic on a status they do not expect (a panic kills the
-//! VM: `send_http_response`, `log`, `get_log_level`, `define_metric` all do). These take the path
-//! already serialised (parts joined by NUL, a `&'static [u8]`), allocate nothing but the result the
-//! host hands over, and turn every failure into `None` / `false` / nothing.
+//! Every call allocates nothing but the result the host hands over and turns every failure into
+//! `None` / `false` / nothing: a status the SDK's wrappers did not expect made them panic, and a
+//! panic kills the VM. Property paths are already serialised (parts joined by NUL).
 
 /// `connection.uri_san_peer_certificate`: the first URI SAN of the verified client certificate.
 pub const PEER_URI_SAN: &[u8] = b"connection\0uri_san_peer_certificate";
@@ -13,62 +10,134 @@ pub const PEER_URI_SAN: &[u8] = b"connection\0uri_san_peer_certificate";
 pub const CLUSTER_NAME: &[u8] = b"xds\0cluster_name";
 /// `destination.port`: the listener's port, an 8-byte little-endian integer.
 pub const DESTINATION_PORT: &[u8] = b"destination\0port";
+/// `request.protocol`: `HTTP/1.1`, `HTTP/2`, ...
+pub const REQUEST_PROTOCOL: &[u8] = b"request\0protocol";
 /// `plugin_name`: the Wasm filter's configured name (read once, when the plan loads).
 pub const PLUGIN_NAME: &[u8] = b"plugin_name";
 /// Filter state `wasm.toolgate_decision`, read by access logs (`%FILTER_STATE(...)%`).
 pub const DECISION: &[u8] = b"toolgate_decision";
 
-const HTTP_REQUEST_HEADERS: u32 = 0;
-const HTTP_REQUEST_BODY: u32 = 0;
+// Map, buffer and stream types of the ABI.
+pub const REQUEST_HEADERS: u32 = 0;
+pub const HTTP_CALL_RESPONSE_HEADERS: u32 = 6;
+pub const REQUEST_BODY: u32 = 0;
+pub const HTTP_CALL_RESPONSE_BODY: u32 = 4;
+pub const GRPC_RECEIVE_BUFFER: u32 = 5;
+pub const PLUGIN_CONFIGURATION: u32 = 7;
+const STREAM_HTTP_REQUEST: u32 = 0;
 const OK: u32 = 0;
 
+/// proxy-wasm log levels.
+pub const DEBUG: u32 = 1;
+pub const INFO: u32 = 2;
+pub const WARN: u32 = 3;
+pub const ERROR: u32 = 4;
+
+#[link(wasm_import_module = "env")]
 extern "C" {
     fn proxy_get_header_map_pairs(map_type: u32, return_map_data: *mut *mut u8, return_map_size: *mut usize) -> u32;
-    fn proxy_get_property(
-        path_data: *const u8,
-        path_size: usize,
-        return_value_data: *mut *mut u8,
-        return_value_size: *mut usize,
-    ) -> u32;
-    fn proxy_set_property(path_data: *const u8, path_size: usize, value_data: *const u8, value_size: usize) -> u32;
-    fn proxy_log(level: u32, message_data: *const u8, message_size: usize) -> u32;
-    fn proxy_get_log_level(return_level: *mut u32) -> u32;
-    fn proxy_define_metric(metric_type: u32, name_data: *const u8, name_size: usize, return_id: *mut u32) -> u32;
-    fn proxy_increment_metric(metric_id: u32, offset: i64) -> u32;
-    #[allow(clippy::too_many_arguments)]
-    fn proxy_send_local_response(
-        status_code: u32,
-        status_code_details_data: *const u8,
-        status_code_details_size: usize,
-        body_data: *const u8,
-        body_size: usize,
-        headers_data: *const u8,
-        headers_size: usize,
-        grpc_status: i32,
-    ) -> u32;
+    fn proxy_replace_header_map_value(map_type: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize) -> u32;
+    fn proxy_add_header_map_value(map_type: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize) -> u32;
+    fn proxy_remove_header_map_value(map_type: u32, key: *const u8, key_size: usize) -> u32;
+    fn proxy_get_property(path: *const u8, path_size: usize, return_data: *mut *mut u8, return_size: *mut usize) -> u32;
+    fn proxy_set_property(path: *const u8, path_size: usize, value: *const u8, value_size: usize) -> u32;
     fn proxy_get_buffer_bytes(
         buffer_type: u32,
         start: usize,
         max_size: usize,
-        return_buffer_data: *mut *mut u8,
-        return_buffer_size: *mut usize,
+        return_data: *mut *mut u8,
+        return_size: *mut usize,
     ) -> u32;
+    fn proxy_log(level: u32, message: *const u8, message_size: usize) -> u32;
+    fn proxy_get_log_level(return_level: *mut u32) -> u32;
+    fn proxy_define_metric(metric_type: u32, name: *const u8, name_size: usize, return_id: *mut u32) -> u32;
+    fn proxy_increment_metric(metric_id: u32, offset: i64) -> u32;
+    #[allow(clippy::too_many_arguments)]
+    fn proxy_send_local_response(
+        status_code: u32,
+        details: *const u8,
+        details_size: usize,
+        body: *const u8,
+        body_size: usize,
+        headers: *const u8,
+        headers_size: usize,
+        grpc_status: i32,
+    ) -> u32;
+    fn proxy_continue_stream(stream_type: u32) -> u32;
+    #[allow(clippy::too_many_arguments)]
+    fn proxy_http_call(
+        upstream: *const u8,
+        upstream_size: usize,
+        headers: *const u8,
+        headers_size: usize,
+        body: *const u8,
+        body_size: usize,
+        trailers: *const u8,
+        trailers_size: usize,
+        timeout_ms: u32,
+        return_token: *mut u32,
+    ) -> u32;
+    #[allow(clippy::too_many_arguments)]
+    fn proxy_grpc_call(
+        upstream: *const u8,
+        upstream_size: usize,
+        service: *const u8,
+        service_size: usize,
+        method: *const u8,
+        method_size: usize,
+        initial_metadata: *const u8,
+        initial_metadata_size: usize,
+        message: *const u8,
+        message_size: usize,
+        timeout_ms: u32,
+        return_token: *mut u32,
+    ) -> u32;
+    fn proxy_set_effective_context(context_id: u32) -> u32;
+    fn proxy_get_current_time_nanoseconds(return_time: *mut u64) -> u32;
+    fn proxy_get_shared_data(
+        key: *const u8,
+        key_size: usize,
+        return_value: *mut *mut u8,
+        return_value_size: *mut usize,
+        return_cas: *mut u32,
+    ) -> u32;
+    fn proxy_set_shared_data(key: *const u8, key_size: usize, value: *const u8, value_size: usize, cas: u32) -> u32;
 }
 
 /// Takes ownership of a block the host returned.
 ///
 /// SAFETY: `data` must come from the host after a successful call: a block it got from
-/// `proxy_on_memory_allocate` (the SDK's allocator: a boxed slice of exactly `size` bytes), as the
-/// SDK's own wrappers assume.
+/// `proxy_on_memory_allocate` (a boxed slice of exactly `size` bytes, see `lib.rs`).
 unsafe fn owned(status: u32, data: *mut u8, size: usize) -> Option<Vec<u8>> {
     (status == OK && !data.is_null()).then(|| Vec::from_raw_parts(data, size, size))
 }
 
-/// The serialised request header map (count, then key/value lengths, then NUL-terminated text).
-pub fn request_header_pairs() -> Option<Vec<u8>> {
+/// A serialised header map (count, then key/value lengths, then NUL-terminated text).
+pub fn header_map(map_type: u32) -> Option<Vec<u8>> {
     let (mut data, mut size) = (std::ptr::null_mut(), 0);
     // SAFETY: see `owned`.
-    unsafe { owned(proxy_get_header_map_pairs(HTTP_REQUEST_HEADERS, &mut data, &mut size), data, size) }
+    unsafe { owned(proxy_get_header_map_pairs(map_type, &mut data, &mut size), data, size) }
+}
+
+pub fn replace_header(name: &str, value: &str) {
+    // SAFETY: the pointers are valid for their lengths for the duration of the call.
+    unsafe {
+        proxy_replace_header_map_value(REQUEST_HEADERS, name.as_ptr(), name.len(), value.as_ptr(), value.len());
+    }
+}
+
+pub fn add_header(name: &str, value: &str) {
+    // SAFETY: as above.
+    unsafe {
+        proxy_add_header_map_value(REQUEST_HEADERS, name.as_ptr(), name.len(), value.as_ptr(), value.len());
+    }
+}
+
+pub fn remove_header(name: &str) {
+    // SAFETY: as above.
+    unsafe {
+        proxy_remove_header_map_value(REQUEST_HEADERS, name.as_ptr(), name.len());
+    }
 }
 
 /// A property's value; `None` if it is missing or cannot be read.
@@ -86,18 +155,12 @@ pub fn set_property(path: &'static [u8], value: &[u8]) {
     }
 }
 
-/// The first `size` bytes of the buffered request body.
-pub fn request_body(size: usize) -> Option<Vec<u8>> {
+/// The first `size` bytes of a buffer.
+pub fn buffer(buffer_type: u32, size: usize) -> Option<Vec<u8>> {
     let (mut data, mut len) = (std::ptr::null_mut(), 0);
     // SAFETY: see `owned`.
-    unsafe { owned(proxy_get_buffer_bytes(HTTP_REQUEST_BODY, 0, size, &mut data, &mut len), data, len) }
+    unsafe { owned(proxy_get_buffer_bytes(buffer_type, 0, size, &mut data, &mut len), data, len) }
 }
-
-/// proxy-wasm log levels.
-pub const DEBUG: u32 = 1;
-pub const INFO: u32 = 2;
-pub const WARN: u32 = 3;
-pub const ERROR: u32 = 4;
 
 /// Whether the host logs at `level` now (Envoy: the `wasm` log component's level, which
 /// `--component-log-level wasm:debug` or the admin `/logging` endpoint set). No allocation.
@@ -140,40 +203,95 @@ pub fn increment(counter: u32) {
 }
 
 /// Answers the request with a local response instead of forwarding it; false if the host refused.
-pub fn send_response(status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool {
-    let map = serialize_map(headers);
+pub fn send_response(status: u32, headers: &[u8], body: &[u8]) -> bool {
     // SAFETY: the pointers are valid for their lengths for the duration of the call.
     let result = unsafe {
-        proxy_send_local_response(
-            status,
-            std::ptr::null(),
-            0,
-            body.as_ptr(),
-            body.len(),
-            map.as_ptr(),
-            map.len(),
-            -1,
-        )
+        proxy_send_local_response(status, std::ptr::null(), 0, body.as_ptr(), body.len(), headers.as_ptr(), headers.len(), -1)
     };
     result == OK
 }
 
-/// A header map as the ABI serialises it: the count, each name's and value's length (u32 LE), then
-/// each name and value followed by a NUL.
-pub fn serialize_map(pairs: &[(&str, &str)]) -> Vec<u8> {
-    let text: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-    let mut out = Vec::with_capacity(4 + 8 * pairs.len() + text);
-    let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
-    out.extend(len(pairs.len()));
-    for (k, v) in pairs {
-        out.extend(len(k.len()));
-        out.extend(len(v.len()));
+/// Lets the paused request continue.
+pub fn resume_request() {
+    // SAFETY: a plain value.
+    unsafe {
+        proxy_continue_stream(STREAM_HTTP_REQUEST);
     }
-    for (k, v) in pairs {
-        out.extend(k.as_bytes());
-        out.push(0);
-        out.extend(v.as_bytes());
-        out.push(0);
+}
+
+/// Starts an HTTP call; its token.
+pub fn http_call(cluster: &str, headers: &[u8], body: &[u8], timeout_ms: u32) -> Option<u32> {
+    let mut token = 0;
+    // SAFETY: the pointers are valid for their lengths for the duration of the call.
+    let status = unsafe {
+        proxy_http_call(
+            cluster.as_ptr(),
+            cluster.len(),
+            headers.as_ptr(),
+            headers.len(),
+            body.as_ptr(),
+            body.len(),
+            std::ptr::null(),
+            0,
+            timeout_ms,
+            &mut token,
+        )
+    };
+    (status == OK).then_some(token)
+}
+
+/// Starts a unary gRPC call on `cluster`; its token.
+pub fn grpc_call(cluster: &str, service: &str, method: &str, message: &[u8], timeout_ms: u32) -> Option<u32> {
+    let mut token = 0;
+    // No initial metadata: an empty serialised map.
+    let metadata = [0u8; 4];
+    // SAFETY: the pointers are valid for their lengths for the duration of the call.
+    let status = unsafe {
+        proxy_grpc_call(
+            cluster.as_ptr(),
+            cluster.len(),
+            service.as_ptr(),
+            service.len(),
+            method.as_ptr(),
+            method.len(),
+            metadata.as_ptr(),
+            metadata.len(),
+            message.as_ptr(),
+            message.len(),
+            timeout_ms,
+            &mut token,
+        )
+    };
+    (status == OK).then_some(token)
+}
+
+/// Makes `context_id` the context later host calls act on (needed in call answers).
+pub fn set_effective_context(context_id: u32) -> bool {
+    // SAFETY: a plain value.
+    unsafe { proxy_set_effective_context(context_id) == OK }
+}
+
+/// Milliseconds of the host's clock (0 if it cannot be read).
+pub fn now_ms() -> u64 {
+    let mut nanos = 0u64;
+    // SAFETY: `nanos` is valid for the call.
+    let status = unsafe { proxy_get_current_time_nanoseconds(&mut nanos) };
+    if status == OK {
+        nanos / 1_000_000
+    } else {
+        0
     }
-    out
+}
+
+pub fn shared_data(key: &str) -> Option<Vec<u8>> {
+    let (mut data, mut size, mut cas) = (std::ptr::null_mut(), 0, 0);
+    // SAFETY: see `owned`.
+    unsafe { owned(proxy_get_shared_data(key.as_ptr(), key.len(), &mut data, &mut size, &mut cas), data, size) }
+}
+
+pub fn set_shared_data(key: &str, value: &[u8]) {
+    // SAFETY: the pointers are valid for their lengths for the duration of the call.
+    unsafe {
+        proxy_set_shared_data(key.as_ptr(), key.len(), value.as_ptr(), value.len(), 0);
+    }
 }

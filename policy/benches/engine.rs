@@ -114,10 +114,10 @@ fn compile(levels: &Levels) -> CompiledPlan {
     let opts = CompileOptions::default();
     let mut plan = CompiledPlan::empty("default/bench-gateway/https");
     let (gateway, backends) = levels;
-    plan.gateway = LevelPlan { allow: gateway.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect() };
+    plan.gateway = LevelPlan { allow: gateway.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect(), ..Default::default() };
     for (cluster, policies) in backends {
         let allow = policies.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect();
-        plan.backends.insert(cluster.clone(), LevelPlan { allow });
+        plan.backends.insert(cluster.clone(), LevelPlan { allow, ..Default::default() });
     }
     plan.seal()
 }

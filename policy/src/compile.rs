@@ -8,12 +8,12 @@
 
 use crate::api::{
     AccessPolicySpec, AccessRule, AuthorizationRule, AuthorizationRuleType, BaseProtocolMethodsOption,
-    HeaderMatchType, PathMatchType, PolicyAction, SourceType,
+    ExternalAuthProtocol, HeaderMatchType, PathMatchType, PolicyAction, SourceType,
 };
 use crate::eval::full_match_regex;
 use crate::plan::{
-    HeaderMatch, HostMatch, HttpMatch, McpMatch, McpMethodMatch, MethodPattern, PathMatch, PolicyPlan, RulePlan,
-    ValueMatch, IMPLICIT_RULE,
+    AuthorizerPlan, AuthorizerProtocol, ExternalAuthPlan, HeaderMatch, HostMatch, HttpMatch, McpMatch, McpMethodMatch,
+    MethodPattern, PathMatch, PolicyPlan, RulePlan, ValueMatch, IMPLICIT_RULE,
 };
 
 pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
@@ -67,19 +67,102 @@ impl CompileError {
     }
 }
 
-/// Compiles an Allow policy `namespace/name`.
+/// A policy compiled for its action.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CompiledPolicy {
+    Allow(PolicyPlan),
+    ExternalAuth(ExternalAuthPlan),
+}
+
+/// Compiles policy `namespace/name` for its action.
+pub fn compile(
+    namespace: &str,
+    name: &str,
+    spec: &AccessPolicySpec,
+    opts: &CompileOptions,
+) -> Result<CompiledPolicy, CompileError> {
+    let plan = compile_policy(namespace, name, spec, opts)?;
+    Ok(match spec.action {
+        PolicyAction::Allow => CompiledPolicy::Allow(plan),
+        PolicyAction::ExternalAuth => CompiledPolicy::ExternalAuth(ExternalAuthPlan {
+            authorizer: compile_authorizer(namespace, spec)?,
+            policy: plan.name,
+            rules: plan.rules,
+        }),
+    })
+}
+
+/// The Envoy cluster a rendered configuration gives the authorizer Service `namespace/name:port`.
+pub fn authorizer_cluster(namespace: &str, name: &str, port: u16) -> String {
+    format!("authz/{namespace}/{name}/{port}")
+}
+
+/// The namespace, name and port of an [`authorizer_cluster`] name.
+pub fn parse_authorizer_cluster(cluster: &str) -> Option<(&str, &str, u16)> {
+    let mut parts = cluster.strip_prefix("authz/")?.split('/');
+    let (ns, name, port) = (parts.next()?, parts.next()?, parts.next()?.parse().ok()?);
+    parts.next().is_none().then_some((ns, name, port))
+}
+
+/// The authorizer of an ExternalAuth policy (`spec.externalAuth`).
+fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec) -> Result<AuthorizerPlan, CompileError> {
+    let invalid = |field: &str, message: String| CompileError::invalid(format!("spec.externalAuth{field}"), message);
+    let ea = spec.external_auth.as_ref().ok_or_else(|| {
+        invalid("", "externalAuth must be specified when action is set to 'ExternalAuth'".into())
+    })?;
+    let b = &ea.backend_ref;
+    let (group, kind) = (b.group.as_deref().unwrap_or(""), b.kind.as_deref().unwrap_or("Service"));
+    if !group.is_empty() || kind != "Service" {
+        return Err(invalid(".backendRef", format!("kind {group}/{kind} is not supported: the authorizer must be a Service")));
+    }
+    let port = b.port.ok_or_else(|| invalid(".backendRef", "Must have port for Service reference".into()))?;
+    let ns = b.namespace.as_deref().unwrap_or(namespace);
+    let lower = |field: &str, names: &[String]| -> Result<Vec<String>, CompileError> {
+        names
+            .iter()
+            .map(|n| {
+                if n.is_empty() || n.bytes().any(|c| c.is_ascii_whitespace() || c.is_ascii_control() || c == b':') {
+                    Err(invalid(field, format!("{n:?} is not a header name")))
+                } else {
+                    Ok(n.to_ascii_lowercase())
+                }
+            })
+            .collect()
+    };
+    let (protocol, allowed_headers) = match ea.protocol {
+        ExternalAuthProtocol::Grpc => {
+            let grpc = ea.grpc.as_ref().ok_or_else(|| invalid("", "grpc must be specified when protocol is set to 'GRPC'".into()))?;
+            (AuthorizerProtocol::Grpc, lower(".grpc.allowedHeaders", &grpc.allowed_headers)?)
+        }
+        ExternalAuthProtocol::Http => {
+            let http = ea.http.as_ref().ok_or_else(|| invalid("", "http must be specified when protocol is set to 'HTTP'".into()))?;
+            let path_prefix = http.path.clone().unwrap_or_default();
+            if !(path_prefix.is_empty() || path_prefix.starts_with('/')) {
+                return Err(invalid(".http.path", format!("{path_prefix:?} must start with '/'")));
+            }
+            let protocol = AuthorizerProtocol::Http {
+                path_prefix: path_prefix.trim_end_matches('/').to_string(),
+                allowed_response_headers: lower(".http.allowedResponseHeaders", &http.allowed_response_headers)?,
+            };
+            (protocol, lower(".http.allowedHeaders", &http.allowed_headers)?)
+        }
+    };
+    Ok(AuthorizerPlan {
+        cluster: authorizer_cluster(ns, &b.name, port),
+        protocol,
+        allowed_headers,
+        forward_body_bytes: ea.forward_body.as_ref().and_then(|f| f.max_size).unwrap_or(0),
+    })
+}
+
+/// Compiles the rules of policy `namespace/name` (either action: an ExternalAuth policy's rules say
+/// when its authorizer is called).
 pub fn compile_policy(
     namespace: &str,
     name: &str,
     spec: &AccessPolicySpec,
     opts: &CompileOptions,
 ) -> Result<PolicyPlan, CompileError> {
-    if spec.action != PolicyAction::Allow {
-        return Err(CompileError::Unsupported {
-            field: "spec.action".into(),
-            message: format!("action ExternalAuth {NOT_ENFORCED}"),
-        });
-    }
     let rules = if spec.rules.is_empty() {
         vec![RulePlan { name: IMPLICIT_RULE.to_string(), ..RulePlan::default() }]
     } else {

@@ -9,7 +9,7 @@ use regex::Regex;
 
 use crate::mcp::{McpBody, McpMessage, NotMcp};
 use crate::plan::{
-    json_content_hash, CompiledPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, MethodPattern, PathMatch, RulePlan,
+    json_content_hash, AuthorizerPlan, CompiledPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, MethodPattern, PathMatch, PolicyPlan, RulePlan,
     ValueMatch, PLAN_VERSION,
 };
 use crate::str_map::StrMap;
@@ -114,6 +114,34 @@ pub enum DenyReason {
     NoRuleMatched { level: Level, policies: usize },
     /// `Mcp-Method` / `Mcp-Name` headers disagree with the body.
     McpHeaderMismatch { header: &'static str },
+    /// The level's ExternalAuth policy (`namespace/name`) called its authorizer, which did not allow.
+    ExternalAuth { level: Level, policy: String, failure: AuthzFailure },
+    /// The request would need more than [`MAX_AUTHZ_CALLS`] authorizer calls.
+    TooManyAuthorizerCalls { level: Level },
+}
+
+/// Why an authorizer call did not allow a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthzFailure {
+    /// It answered and denied (the HTTP status its denial asks for).
+    Denied { status: u32 },
+    /// No answer within the plan's timeout.
+    Timeout,
+    /// The call failed (connection refused or reset, the cluster unknown, a gRPC error status).
+    Unavailable,
+    /// An answer that cannot be read (not a CheckResponse, a broken HTTP response).
+    Malformed,
+}
+
+impl AuthzFailure {
+    fn describe(self) -> String {
+        match self {
+            AuthzFailure::Denied { status } => format!("denied (HTTP {status})"),
+            AuthzFailure::Timeout => "did not answer in time".into(),
+            AuthzFailure::Unavailable => "could not be reached".into(),
+            AuthzFailure::Malformed => "answered something unreadable".into(),
+        }
+    }
 }
 
 /// The outcome for a whole request (every message of a batch).
@@ -129,9 +157,24 @@ pub struct Decision<'p> {
     pub backend_rule: Option<RuleRef<'p>>,
     /// Why the body was not read as MCP, when that mattered to a denial.
     pub not_mcp: Option<String>,
+    /// The ExternalAuth policies whose authorizers allowed the (last evaluated) message, per level.
+    pub authorized: [Option<&'p str>; 2],
 }
 
-impl Decision<'_> {
+impl<'p> Decision<'p> {
+    /// An allow without any rule yet (`under_policy`: whether any policy applies).
+    pub fn allow(under_policy: bool) -> Self {
+        Decision {
+            verdict: Verdict::Allow,
+            under_policy,
+            message: None,
+            gateway_rule: None,
+            backend_rule: None,
+            not_mcp: None,
+            authorized: [None, None],
+        }
+    }
+
     pub fn allowed(&self) -> bool {
         self.verdict == Verdict::Allow
     }
@@ -158,6 +201,10 @@ impl Decision<'_> {
                         None => out.push('-'),
                     }
                 }
+                for (i, policy) in self.authorized.iter().flatten().enumerate() {
+                    out.push_str(if i == 0 { " authorized-by=" } else { "," });
+                    out.push_str(policy);
+                }
                 out
             }
             Verdict::Deny(reason) => {
@@ -174,6 +221,13 @@ impl Decision<'_> {
                     DenyReason::McpHeaderMismatch { header } => {
                         format!("deny: {header} header does not match the body{at}")
                     }
+                    DenyReason::ExternalAuth { level, policy, failure } => {
+                        format!("deny {}: the authorizer of {policy} {}{at}", level.as_str(), failure.describe())
+                    }
+                    DenyReason::TooManyAuthorizerCalls { level } => format!(
+                        "deny {}: the request needs more than {MAX_AUTHZ_CALLS} authorizer calls{at}",
+                        level.as_str()
+                    ),
                 }
             }
         }
@@ -266,46 +320,61 @@ impl<'e> Route<'e> {
         self.levels.iter().any(Option::is_some)
     }
 
-    /// Decides a request (SPEC §3, §4): for a batch, every element must be allowed.
+    /// Decides a request (SPEC §3, §4) as if every external authorizer allowed it: the whole decision
+    /// for a route without ExternalAuth, and what `explain` shows otherwise. The filter uses
+    /// [`Route::step`].
     pub fn decide(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>) -> Decision<'e> {
-        let mut decision = Decision {
-            verdict: Verdict::Allow,
-            under_policy: self.under_policy(),
-            message: None,
-            gateway_rule: None,
-            backend_rule: None,
-            not_mcp: None,
-        };
-        if !decision.under_policy {
-            return decision;
+        let mut authorized = 0;
+        loop {
+            match self.step(req, body, authorized) {
+                Step::Decided(decision) => return decision,
+                Step::Authorize(_) => authorized += 1,
+            }
+        }
+    }
+
+    /// Decides a request (SPEC §3, §4) up to the next authorizer call it needs. `authorized`: how
+    /// many authorizer calls for this request have allowed so far; after the call a
+    /// [`Step::Authorize`] asks for allowed, step again with one more (the walk is the same each time,
+    /// so each call is asked for once). For a batch every element must be allowed; headers are
+    /// checked for every message before any policy (SPEC §5).
+    pub fn step(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>, authorized: u32) -> Step<'e> {
+        let mut walk = Walk { decision: Decision::allow(self.under_policy()), authorized, calls: 0 };
+        if !walk.decision.under_policy {
+            return Step::Decided(walk.decision);
         }
         match body {
             BodyInput::Mcp(mcp) => {
                 let batch = mcp.is_batch();
                 for (i, msg) in mcp.messages().iter().enumerate() {
                     if let Err(header) = check_mcp_headers(req, msg) {
-                        decision.verdict = Verdict::Deny(DenyReason::McpHeaderMismatch { header });
-                        decision.message = batch.then_some(i);
-                        return decision;
-                    }
-                    let subject = Subject::Message(msg);
-                    if !self.decide_one(req, &subject, &mut decision) {
-                        decision.message = batch.then_some(i);
-                        return decision;
+                        walk.decision.verdict = Verdict::Deny(DenyReason::McpHeaderMismatch { header });
+                        walk.decision.message = batch.then_some(i);
+                        return Step::Decided(walk.decision);
                     }
                 }
+                for (i, msg) in mcp.messages().iter().enumerate() {
+                    walk.decision.message = batch.then_some(i);
+                    if let Some(step) = self.decide_one(req, &Subject::Message(msg), Some(i), &mut walk) {
+                        return step;
+                    }
+                }
+                walk.decision.message = None;
             }
             BodyInput::None | BodyInput::NotMcp(_) => {
                 let subject =
                     if matches!(body, BodyInput::None) && is_base_http(req) { Subject::BaseHttp } else { Subject::Http };
-                if !self.decide_one(req, &subject, &mut decision) {
-                    if let BodyInput::NotMcp(e) = body {
-                        decision.not_mcp = Some(e.to_string());
+                if let Some(step) = self.decide_one(req, &subject, None, &mut walk) {
+                    if let (BodyInput::NotMcp(e), Step::Decided(d)) = (body, &step) {
+                        let mut d = d.clone();
+                        d.not_mcp = (!d.allowed()).then(|| e.to_string());
+                        return Step::Decided(d);
                     }
+                    return step;
                 }
             }
         }
-        decision
+        Step::Decided(walk.decision)
     }
 
     /// Why each rule of the levels in force matches or not, per message: the slow path behind
@@ -349,28 +418,92 @@ impl<'e> Route<'e> {
             .collect()
     }
 
-    /// Runs both levels for one message; false (and a deny verdict) when a level denies.
-    fn decide_one(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>, decision: &mut Decision<'e>) -> bool {
+    /// Runs both levels for one message (`message`: its index in the body). None when both allow;
+    /// otherwise the denial, or the authorizer call to make next.
+    fn decide_one(
+        &self,
+        req: &HttpRequest<'_>,
+        subject: &Subject<'_, '_>,
+        message: Option<usize>,
+        walk: &mut Walk<'e>,
+    ) -> Option<Step<'e>> {
         for (slot, level) in self.levels.iter().enumerate() {
             let Some(level) = level else { continue };
+            if let Some(ea) = &level.external_auth {
+                if ea.index.first_match(req, subject).is_some() {
+                    if walk.calls >= walk.authorized {
+                        if walk.calls >= MAX_AUTHZ_CALLS {
+                            walk.decision.verdict = Verdict::Deny(DenyReason::TooManyAuthorizerCalls { level: level.level });
+                            return Some(Step::Decided(walk.decision.clone()));
+                        }
+                        return Some(Step::Authorize(AuthzCall {
+                            level: level.level,
+                            policy: &ea.policy,
+                            authorizer: &ea.authorizer,
+                            message,
+                            decision: walk.decision.clone(),
+                        }));
+                    }
+                    walk.calls += 1;
+                    walk.decision.authorized[slot] = Some(&ea.policy);
+                }
+            }
+            if level.policies.is_empty() {
+                continue; // only an ExternalAuth policy at this level
+            }
             match level.first_match(req, subject) {
                 Some(rule) => {
                     let r = Some(RuleRef { policy: level.policy_name(rule), rule: level.name(rule.name) });
                     if slot == 0 {
-                        decision.gateway_rule = r;
+                        walk.decision.gateway_rule = r;
                     } else {
-                        decision.backend_rule = r;
+                        walk.decision.backend_rule = r;
                     }
                 }
                 None => {
-                    decision.verdict =
+                    walk.decision.verdict =
                         Verdict::Deny(DenyReason::NoRuleMatched { level: level.level, policies: level.policies.len() });
-                    return false;
+                    return Some(Step::Decided(walk.decision.clone()));
                 }
             }
         }
-        true
+        None
     }
+}
+
+/// At most this many authorizer calls are made for one request (a batch makes one per element that
+/// triggers an ExternalAuth policy, per level); a request that needs more is denied.
+pub const MAX_AUTHZ_CALLS: u32 = 32;
+
+/// What [`Route::step`] found.
+#[derive(Clone, Debug)]
+pub enum Step<'e> {
+    Decided(Decision<'e>),
+    /// Ask an authorizer; if it allows, step again with one more authorized call, otherwise deny.
+    Authorize(AuthzCall<'e>),
+}
+
+/// An authorizer call a request needs.
+#[derive(Clone, Debug)]
+pub struct AuthzCall<'e> {
+    pub level: Level,
+    /// The ExternalAuth policy, `namespace/name`.
+    pub policy: &'e str,
+    pub authorizer: &'e AuthorizerPlan,
+    /// The message of the body the call is about (None: a request without a readable MCP body).
+    pub message: Option<usize>,
+    /// The decision so far (the rules and authorizers that allowed earlier levels and messages), to
+    /// complete with the authorizer's answer when it denies.
+    pub decision: Decision<'e>,
+}
+
+/// The state of one walk of [`Route::step`].
+struct Walk<'e> {
+    decision: Decision<'e>,
+    /// Authorizer calls that allowed, from earlier steps.
+    authorized: u32,
+    /// Authorizer calls met in this walk.
+    calls: u32,
 }
 
 /// What rules are matched against: one MCP message, or a request classified by HTTP only.
@@ -530,6 +663,16 @@ struct LevelIndex {
     by_method: StrMap<MethodIndex>,
     /// `Category(c)`.
     by_category: StrMap<Bucket>,
+    /// The level's ExternalAuth policy.
+    external_auth: Option<Box<AuthIndex>>,
+}
+
+/// An ExternalAuth policy: its rules (when to call) indexed like a level of one Allow policy.
+#[derive(Debug)]
+struct AuthIndex {
+    policy: String,
+    authorizer: AuthorizerPlan,
+    index: LevelIndex,
 }
 
 /// What deciding needs of a rule; `explain` reads the rest from the plan.
@@ -638,7 +781,19 @@ impl LevelIndex {
             base: Bucket::default(),
             by_method: StrMap::default(),
             by_category: StrMap::default(),
+            external_auth: None,
         };
+        if let Some(ea) = &plan.external_auth {
+            let rules = LevelPlan {
+                external_auth: None,
+                allow: vec![PolicyPlan { name: ea.policy.clone(), rules: ea.rules.clone() }],
+            };
+            index.external_auth = Some(Box::new(AuthIndex {
+                policy: ea.policy.clone(),
+                authorizer: ea.authorizer.clone(),
+                index: LevelIndex::build(level, &rules)?,
+            }));
+        }
         // Each method's params (how many, how many bytes), to size its map up front: growing a
         // map rehashes every key in it.
         let mut params: StrMap<(usize, usize)> = StrMap::default();
@@ -738,7 +893,7 @@ impl LevelIndex {
     }
 
     fn is_empty(&self) -> bool {
-        self.policies.is_empty()
+        self.policies.is_empty() && self.external_auth.is_none()
     }
 
     fn push_name(&mut self, name: &str) -> Name {
@@ -930,7 +1085,7 @@ mod tests {
         let mut plan = CompiledPlan::empty("ns/gw/l");
         plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule.clone()] });
         let backend = PolicyPlan { name: "ns/b".into(), rules: vec![rule] };
-        plan.backends.insert("xbackend/ns/b".into(), LevelPlan { allow: vec![backend] });
+        plan.backends.insert("xbackend/ns/b".into(), LevelPlan { allow: vec![backend], ..Default::default() });
         plan.seal()
     }
 
@@ -980,6 +1135,7 @@ mod tests {
             gateway_rule: Some(RuleRef { policy: "ns/p", rule: "r1" }),
             backend_rule: None,
             not_mcp: None,
+            authorized: [None, None],
         };
         assert_eq!(d.summary(), "allow gateway=ns/p:r1 backend=-");
         d.backend_rule = Some(RuleRef { policy: "ns/b", rule: "(all requests)" });

@@ -6,13 +6,17 @@
 //! - [`plan`]: the compiled plan, versioned serde data delivered as the Wasm plugin configuration.
 //! - [`mcp`]: the MCP (JSON-RPC 2.0) body reader.
 //! - [`eval`]: the evaluator: a loaded, indexed plan that decides requests.
+//! - [`lifecycle`]: the per-request state machine over a `Host` trait (the filter implements it).
+//! - [`authz`]: calls to external authorizers (Envoy's ext_authz API) and their answers.
 //! - [`response`]: the denial replies.
 //! - [`str_map`]: the string-keyed hash map the evaluator and the filter index names with.
 //! - [`log_safe`]: request-derived text shown in summaries and logs, escaped.
 
 pub mod api;
+pub mod authz;
 pub mod compile;
 pub mod eval;
+pub mod lifecycle;
 pub mod log_safe;
 pub mod mcp;
 pub mod plan;

@@ -82,6 +82,7 @@ mod tests {
                 gateway_rule: None,
                 backend_rule: None,
                 not_mcp: Some(e.to_string()),
+                authorized: [None, None],
             };
             let summary = d.summary();
             assert!(is_log_safe(&summary), "{e:?} -> {summary}");

@@ -16,6 +16,9 @@ pub const PLAN_VERSION: u32 = 1;
 /// Default limit for a buffered request body (SPEC §4).
 pub const DEFAULT_MAX_BODY_BYTES: u32 = 1024 * 1024;
 
+/// Default time an external authorizer has to answer (SPEC §3).
+pub const DEFAULT_AUTHZ_TIMEOUT_MS: u32 = 5000;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompiledPlan {
@@ -42,17 +45,27 @@ pub struct PlanSettings {
     /// Put the deciding level/policy/rule into denial bodies (never on by default: SPEC §5).
     #[serde(default)]
     pub debug_reasons: bool,
+    /// How long an external authorizer may take to answer; past it the request is denied.
+    #[serde(default = "default_authz_timeout")]
+    pub authz_timeout_ms: u32,
+}
+
+fn default_authz_timeout() -> u32 {
+    DEFAULT_AUTHZ_TIMEOUT_MS
 }
 
 impl Default for PlanSettings {
     fn default() -> Self {
-        Self { max_body_bytes: DEFAULT_MAX_BODY_BYTES, debug_reasons: false }
+        Self { max_body_bytes: DEFAULT_MAX_BODY_BYTES, debug_reasons: false, authz_timeout_ms: DEFAULT_AUTHZ_TIMEOUT_MS }
     }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LevelPlan {
+    /// The level's ExternalAuth policy (at most one is accepted per target), run before `allow`.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "externalAuth")]
+    pub external_auth: Option<ExternalAuthPlan>,
     /// Allow policies in evaluation order. Empty = the level places no restriction.
     #[serde(default, deserialize_with = "exact_vec")]
     pub allow: Vec<PolicyPlan>,
@@ -60,8 +73,59 @@ pub struct LevelPlan {
 
 impl LevelPlan {
     pub fn is_empty(&self) -> bool {
-        self.allow.is_empty()
+        self.allow.is_empty() && self.external_auth.is_none()
     }
+}
+
+/// An ExternalAuth policy: when a request matches one of its rules (any request, when it has
+/// none), the authorizer is asked, and the request is denied unless it allows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalAuthPlan {
+    /// `namespace/name`.
+    pub policy: String,
+    /// The rules that make the call, at least one: a policy without rules has the implicit rule
+    /// that matches every request.
+    #[serde(deserialize_with = "exact_vec")]
+    pub rules: Vec<RulePlan>,
+    pub authorizer: AuthorizerPlan,
+}
+
+/// How to reach an external authorizer and what to send it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AuthorizerPlan {
+    /// The Envoy cluster of the authorizer (`authz/<ns>/<name>/<port>` in a rendered config;
+    /// `outbound|<port>||<host>` under Istio).
+    pub cluster: String,
+    pub protocol: AuthorizerProtocol,
+    /// Request headers (lower-case) sent to the authorizer. gRPC: empty = all. HTTP: besides
+    /// `host`, `:method`, `:path`, `content-length` and `authorization`, which are always sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_headers: Vec<String>,
+    /// Up to this many bytes of a buffered (JSON POST) body are sent; 0 = none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub forward_body_bytes: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum AuthorizerProtocol {
+    /// `envoy.service.auth.v3.Authorization/Check`.
+    Grpc,
+    Http {
+        /// Prefix of the path of the call (the original path follows it).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        path_prefix: String,
+        /// The authorizer's response headers (lower-case) copied to the upstream request on an
+        /// allow; empty = all but hop-by-hop ones, `host` and pseudo-headers.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        allowed_response_headers: Vec<String>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -366,7 +430,7 @@ mod tests {
         let mut plan = CompiledPlan::empty("ns/gw/l \"hash\":\"x\"");
         plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule(IMPLICIT_RULE), rule("hash")] });
         let backend = PolicyPlan { name: "hash".into(), rules: vec![rule("r")] };
-        plan.backends.insert("hash".into(), LevelPlan { allow: vec![backend] });
+        plan.backends.insert("hash".into(), LevelPlan { allow: vec![backend], ..Default::default() });
         plan.seal()
     }
 

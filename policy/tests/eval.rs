@@ -24,9 +24,9 @@ fn serde_yaml_like(json: &str) -> AccessPolicySpec {
 
 fn plan(gateway: Vec<PolicyPlan>, backends: Vec<(&str, Vec<PolicyPlan>)>) -> Evaluator {
     let mut p = CompiledPlan::empty("default/gw/http");
-    p.gateway = LevelPlan { allow: gateway };
+    p.gateway = LevelPlan { allow: gateway, ..Default::default() };
     for (cluster, allow) in backends {
-        p.backends.insert(cluster.to_string(), LevelPlan { allow });
+        p.backends.insert(cluster.to_string(), LevelPlan { allow, ..Default::default() });
     }
     // Round-trip through JSON with a hash, as the filter receives it.
     let json = serde_json::to_vec(&p.seal()).unwrap();

@@ -1,0 +1,310 @@
+//! External authorizers (SPEC §3, ExternalAuth): what is sent to them and how their answers are
+//! read. Envoy's ext_authz API is the contract, so existing authorizers work unchanged:
+//! - gRPC: `envoy.service.auth.v3.Authorization/Check` with the caller principal, the HTTP
+//!   attributes (only `allowedHeaders` when set), the body prefix with `forwardBody`, and the parsed
+//!   JSON-RPC message as `metadata_context.filter_metadata["mcp_proxy"]` (`jsonrpc`, `id`,
+//!   `method`, `params`), which Authorino rules read as `metadata.filter_metadata.mcp_proxy`;
+//! - HTTP: the original method, the path prefix + the original path, `host`, `authorization`,
+//!   `content-length` and `allowedHeaders`, the body prefix with `forwardBody`, and the caller's
+//!   SPIFFE ID in `x-toolgate-principal`; a 2xx allows.
+//!
+//! Messages are the prost structs of `toolgate-ext-authz-proto` (no protoc at build time).
+
+use prost::Message;
+use toolgate_ext_authz_proto::envoy::config::core::v3::{header_value_option::HeaderAppendAction, HeaderValueOption, Metadata};
+use toolgate_ext_authz_proto::envoy::service::auth::v3::{
+    attribute_context, check_response::HttpResponse, AttributeContext, CheckRequest, CheckResponse,
+};
+use toolgate_ext_authz_proto::google::protobuf::{value::Kind, Struct, Value};
+use toolgate_ext_authz_proto::json;
+
+use crate::eval::{AuthzFailure, HttpRequest};
+use crate::lifecycle::CallAnswer;
+use crate::mcp::McpMessage;
+use crate::plan::{AuthorizerPlan, AuthorizerProtocol};
+
+pub const GRPC_SERVICE: &str = "envoy.service.auth.v3.Authorization";
+pub const GRPC_METHOD: &str = "Check";
+/// The header carrying the caller's SPIFFE ID to HTTP authorizers (a client's own copy is never
+/// forwarded).
+pub const PRINCIPAL_HEADER: &str = "x-toolgate-principal";
+/// Set (as Envoy's ext_authz does) when the body sent is a prefix of the request's.
+pub const PARTIAL_BODY_HEADER: &str = "x-envoy-auth-partial-body";
+/// The `filter_metadata` key of the JSON-RPC message in a CheckRequest.
+pub const MCP_METADATA_KEY: &str = "mcp_proxy";
+
+const GRPC_DEADLINE_EXCEEDED: u32 = 4;
+
+/// What a call is built from.
+pub(crate) struct CallInput<'a> {
+    pub req: &'a HttpRequest<'a>,
+    pub scheme: &'a str,
+    pub request_id: &'a str,
+    pub protocol: &'a str,
+    /// The JSON-RPC message the call is about (its `params` captured).
+    pub message: Option<&'a McpMessage<'a>>,
+    /// The whole buffered body (empty when the request was not held).
+    pub body: &'a [u8],
+}
+
+pub(crate) struct Prepared {
+    pub cluster: String,
+    pub call: PreparedCall,
+}
+
+pub(crate) enum PreparedCall {
+    /// A serialised CheckRequest.
+    Grpc(Vec<u8>),
+    Http { headers: Vec<(String, String)>, body: Vec<u8> },
+}
+
+/// An authorizer's verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// Allowed, with these changes to the upstream request.
+    Allow(Vec<HeaderEdit>),
+    Deny(Denied),
+    Fail(AuthzFailure),
+}
+
+/// A denial as the authorizer gave it (`status` 0: it gave none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Denied {
+    pub status: u32,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// A change of the upstream request an authorizer asks for when it allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum HeaderEdit {
+    Set(String, String),
+    Append(String, String),
+    Remove(String),
+}
+
+pub(crate) fn prepare(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Prepared {
+    let call = match &authorizer.protocol {
+        AuthorizerProtocol::Grpc => PreparedCall::Grpc(check_request(authorizer, input).encode_to_vec()),
+        AuthorizerProtocol::Http { path_prefix, .. } => http_call(authorizer, path_prefix, input),
+    };
+    Prepared { cluster: authorizer.cluster.clone(), call }
+}
+
+/// The body prefix sent with `forwardBody`, and whether it is partial.
+fn forwarded_body<'b>(authorizer: &AuthorizerPlan, body: &'b [u8]) -> (&'b [u8], bool) {
+    let max = authorizer.forward_body_bytes as usize;
+    let sent = body.get(..max.min(body.len())).unwrap_or_default();
+    (sent, sent.len() < body.len())
+}
+
+fn sent_headers<'r>(authorizer: &'r AuthorizerPlan, req: &'r HttpRequest<'_>) -> impl Iterator<Item = (&'r str, &'r str)> {
+    req.headers.iter().copied().filter(move |(name, _)| {
+        *name != PRINCIPAL_HEADER
+            && (authorizer.allowed_headers.is_empty() || authorizer.allowed_headers.iter().any(|a| a == name))
+    })
+}
+
+fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckRequest {
+    let req = input.req;
+    let mut headers = std::collections::BTreeMap::<String, String>::new();
+    for (name, value) in sent_headers(authorizer, req) {
+        // Repeated headers are joined with "," as Envoy's ext_authz does.
+        headers.entry(name.to_string()).and_modify(|v| {
+            v.push(',');
+            v.push_str(value);
+        }).or_insert_with(|| value.to_string());
+    }
+    let (body, partial) = forwarded_body(authorizer, input.body);
+    if partial {
+        headers.insert(PARTIAL_BODY_HEADER.into(), "true".into());
+    }
+    let (body, raw_body) = match std::str::from_utf8(body) {
+        Ok(text) => (text.to_string(), Vec::new()),
+        Err(_) => (String::new(), body.to_vec()),
+    };
+    let http = attribute_context::HttpRequest {
+        id: input.request_id.to_string(),
+        method: req.method.to_string(),
+        headers,
+        path: req.path.to_string(),
+        host: req.authority.to_string(),
+        scheme: input.scheme.to_string(),
+        size: if input.body.is_empty() { -1 } else { i64::try_from(input.body.len()).unwrap_or(i64::MAX) },
+        protocol: input.protocol.to_string(),
+        body,
+        raw_body,
+        ..Default::default()
+    };
+    let metadata_context = input.message.map(|m| Metadata {
+        filter_metadata: [(MCP_METADATA_KEY.to_string(), mcp_struct(m))].into_iter().collect(),
+        ..Default::default()
+    });
+    CheckRequest {
+        attributes: Some(AttributeContext {
+            source: Some(attribute_context::Peer {
+                principal: req.principal.unwrap_or_default().to_string(),
+                ..Default::default()
+            }),
+            destination: Some(attribute_context::Peer { ..Default::default() }),
+            request: Some(attribute_context::Request { time: None, http: Some(http) }),
+            metadata_context,
+            ..Default::default()
+        }),
+    }
+}
+
+/// The JSON-RPC message as a Struct: `jsonrpc`, `id` (its JSON type kept), `method`, `params`.
+fn mcp_struct(m: &McpMessage<'_>) -> Struct {
+    let string = |s: &str| Value { kind: Some(Kind::StringValue(s.to_string())) };
+    let raw = |text: &str| serde_json::from_str::<serde_json::Value>(text).map(|v| json::to_value(&v)).ok();
+    let mut fields = std::collections::BTreeMap::new();
+    fields.insert("jsonrpc".to_string(), string("2.0"));
+    if let Some(id) = m.id.and_then(raw) {
+        fields.insert("id".to_string(), id);
+    }
+    if let Some(method) = m.method.as_deref() {
+        fields.insert("method".to_string(), string(method));
+    }
+    if let Some(params) = m.params.and_then(raw) {
+        fields.insert("params".to_string(), params);
+    }
+    Struct { fields }
+}
+
+fn http_call(authorizer: &AuthorizerPlan, path_prefix: &str, input: &CallInput<'_>) -> PreparedCall {
+    let req = input.req;
+    let (body, partial) = forwarded_body(authorizer, input.body);
+    let mut headers: Vec<(String, String)> = vec![
+        (":method".into(), req.method.to_string()),
+        (":path".into(), format!("{path_prefix}{}", req.path)),
+        (":authority".into(), req.authority.to_string()),
+        ("content-length".into(), body.len().to_string()),
+    ];
+    let always = |name: &str| matches!(name, "authorization");
+    for (name, value) in req.headers {
+        let allowed = always(name) || authorizer.allowed_headers.iter().any(|a| a == name);
+        let ours = name.starts_with(':') || matches!(*name, "host" | "content-length" | PRINCIPAL_HEADER);
+        if allowed && !ours {
+            headers.push((name.to_string(), value.to_string()));
+        }
+    }
+    if let Some(principal) = req.principal {
+        headers.push((PRINCIPAL_HEADER.into(), principal.to_string()));
+    }
+    if partial {
+        headers.push((PARTIAL_BODY_HEADER.into(), "true".into()));
+    }
+    PreparedCall::Http { headers, body: body.to_vec() }
+}
+
+/// Reads how a call ended. `timed_out`: the plan's timeout had passed when it ended.
+pub(crate) fn read_answer(authorizer: &AuthorizerPlan, answer: CallAnswer, timed_out: bool) -> Answer {
+    let failed = || Answer::Fail(if timed_out { AuthzFailure::Timeout } else { AuthzFailure::Unavailable });
+    match (answer, &authorizer.protocol) {
+        (CallAnswer::Failed, _) => failed(),
+        (CallAnswer::Grpc { status, .. }, AuthorizerProtocol::Grpc) if status != 0 => {
+            if status == GRPC_DEADLINE_EXCEEDED || timed_out {
+                Answer::Fail(AuthzFailure::Timeout)
+            } else {
+                Answer::Fail(AuthzFailure::Unavailable)
+            }
+        }
+        (CallAnswer::Grpc { message, .. }, AuthorizerProtocol::Grpc) => match CheckResponse::decode(message.as_slice()) {
+            Ok(response) => read_check_response(response),
+            Err(_) => Answer::Fail(AuthzFailure::Malformed),
+        },
+        (CallAnswer::Http { headers, body }, AuthorizerProtocol::Http { allowed_response_headers, .. }) => {
+            read_http_response(allowed_response_headers, headers, body)
+        }
+        // An answer of the other protocol: the host mixed up calls.
+        _ => Answer::Fail(AuthzFailure::Malformed),
+    }
+}
+
+/// A header an authorizer may set on the upstream request or on its denial.
+fn settable(name: &str, value: &str) -> bool {
+    let hop_by_hop = matches!(
+        name,
+        "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "te" | "trailer"
+    );
+    !name.is_empty()
+        && !name.starts_with(':')
+        && !hop_by_hop
+        && !matches!(name, "host" | "content-length")
+        && name.bytes().all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase())
+        && value.bytes().all(|b| b != 0 && b != b'\r' && b != b'\n')
+}
+
+fn read_check_response(response: CheckResponse) -> Answer {
+    let ok = response.status.as_ref().is_none_or(|s| s.code == 0);
+    match (ok, response.http_response) {
+        (true, Some(HttpResponse::OkResponse(ok))) => {
+            let mut edits = Vec::new();
+            for option in &ok.headers {
+                let Some(h) = &option.header else { continue };
+                let name = h.key.to_ascii_lowercase();
+                let value = if h.value.is_empty() { String::from_utf8_lossy(&h.raw_value).into_owned() } else { h.value.clone() };
+                if !settable(&name, &value) {
+                    continue;
+                }
+                edits.push(if appends(option) { HeaderEdit::Append(name, value) } else { HeaderEdit::Set(name, value) });
+            }
+            for name in &ok.headers_to_remove {
+                let name = name.to_ascii_lowercase();
+                if settable(&name, "") {
+                    edits.push(HeaderEdit::Remove(name));
+                }
+            }
+            Answer::Allow(edits)
+        }
+        (true, None | Some(HttpResponse::DeniedResponse(_))) => Answer::Allow(Vec::new()),
+        (_, Some(HttpResponse::ErrorResponse(_))) => Answer::Fail(AuthzFailure::Unavailable),
+        (false, Some(HttpResponse::DeniedResponse(denied))) => {
+            let status = denied.status.map_or(0, |s| u32::try_from(s.code).unwrap_or(0));
+            let headers = denied
+                .headers
+                .iter()
+                .filter_map(|o| o.header.as_ref())
+                .map(|h| (h.key.to_ascii_lowercase(), h.value.clone()))
+                .filter(|(k, v)| settable(k, v))
+                .collect();
+            Answer::Deny(Denied { status: if (200..600).contains(&status) { status } else { 0 }, headers, body: denied.body.into_bytes() })
+        }
+        (false, _) => Answer::Deny(Denied { status: 0, headers: Vec::new(), body: Vec::new() }),
+    }
+}
+
+/// Whether a header option adds a value rather than replacing (Envoy: the deprecated `append`
+/// when set, else `append_action`).
+fn appends(option: &HeaderValueOption) -> bool {
+    match &option.append {
+        Some(append) => append.value,
+        None => option.append_action == HeaderAppendAction::AppendIfExistsOrAdd as i32,
+    }
+}
+
+fn read_http_response(allowed: &[String], headers: Vec<(String, String)>, body: Vec<u8>) -> Answer {
+    let Some(status) = headers.iter().find(|(k, _)| k == ":status").and_then(|(_, v)| v.parse::<u32>().ok()) else {
+        return Answer::Fail(AuthzFailure::Malformed);
+    };
+    if !(100..600).contains(&status) {
+        return Answer::Fail(AuthzFailure::Malformed);
+    }
+    let passed = headers.into_iter().filter(|(k, v)| settable(k, v));
+    if (200..300).contains(&status) {
+        let copied = passed.filter(|(k, _)| {
+            if allowed.is_empty() {
+                !matches!(k.as_str(), "content-type" | "content-encoding" | "date" | "server")
+            } else {
+                allowed.iter().any(|a| a == k)
+            }
+        });
+        Answer::Allow(copied.map(|(k, v)| HeaderEdit::Set(k, v)).collect())
+    } else {
+        Answer::Deny(Denied { status, headers: passed.collect(), body })
+    }
+}
+
+#[cfg(test)]
+mod tests;

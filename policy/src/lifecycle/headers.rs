@@ -1,0 +1,376 @@
+//! The request headers and attributes the lifecycle reads, and how a request is classified
+//! (SPEC §4): what the plan needs of the host, the header block it hands over, JSON POST or not.
+
+use std::ops::Range;
+
+use crate::eval::HEADERS_READ;
+use crate::plan::{AuthorizerPlan, CompiledPlan, LevelPlan, RulePlan};
+use crate::str_map::StrMap;
+
+/// Request headers the lifecycle reads itself, in this order (indexes: [`METHOD`] ...).
+pub(crate) const LIFECYCLE_HEADERS: [&str; 7] =
+    [":method", ":path", ":authority", "content-type", "content-encoding", ":scheme", "x-request-id"];
+pub(crate) const METHOD: usize = 0;
+pub(crate) const PATH: usize = 1;
+pub(crate) const AUTHORITY: usize = 2;
+pub(crate) const CONTENT_TYPE: usize = 3;
+pub(crate) const CONTENT_ENCODING: usize = 4;
+pub(crate) const SCHEME: usize = 5;
+pub(crate) const REQUEST_ID: usize = 6;
+
+/// The request attributes the loaded plan can look at. Every attribute no rule looks at is a host
+/// call (plus a call back into the VM to allocate its copy) saved on every request: the largest part
+/// of the filter's per-request cost (docs/benchmarks.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Needs {
+    /// Some XBackend-level policy exists: the routed cluster selects it.
+    pub cluster: bool,
+    /// Some rule names a source (SPIFFE ID), or an authorizer is told the caller.
+    pub principal: bool,
+    /// Some rule matches listener ports.
+    pub port: bool,
+    /// An authorizer is called: it is told the protocol, and gRPC ones the whole `params`.
+    pub external_auth: bool,
+}
+
+impl Needs {
+    pub fn of(plan: &CompiledPlan) -> Self {
+        let ea = authorizers(plan).next().is_some();
+        Needs {
+            cluster: plan.backends.values().any(|l| !l.is_empty()),
+            principal: ea || rules(plan).any(|r| r.principal.is_some()),
+            port: rules(plan).any(|r| !r.http.ports.is_empty()),
+            external_auth: ea,
+        }
+    }
+}
+
+fn levels(plan: &CompiledPlan) -> impl Iterator<Item = &LevelPlan> {
+    std::iter::once(&plan.gateway).chain(plan.backends.values())
+}
+
+/// Every rule of the plan, ExternalAuth policies' included.
+pub(crate) fn rules(plan: &CompiledPlan) -> impl Iterator<Item = &RulePlan> {
+    levels(plan).flat_map(|l| l.allow.iter().flat_map(|p| &p.rules).chain(l.external_auth.iter().flat_map(|e| &e.rules)))
+}
+
+pub(crate) fn authorizers(plan: &CompiledPlan) -> impl Iterator<Item = &AuthorizerPlan> {
+    levels(plan).filter_map(|l| l.external_auth.as_ref()).map(|e| &e.authorizer)
+}
+
+/// The request headers that can matter: the lifecycle's, the evaluator's ([`HEADERS_READ`]), those
+/// the plan's header matchers name and those sent to authorizers; all of them when a gRPC
+/// authorizer takes every header. Only these are kept of the host's header map (less work per
+/// request); the decisions are the same. The lifecycle's own are numbered first, by their indexes
+/// in [`LIFECYCLE_HEADERS`]. Looked up by hash: the work per request header does not grow with the
+/// number of names the plan uses.
+#[derive(Debug, Default)]
+pub(crate) struct WantedHeaders {
+    names: StrMap<usize>,
+    all: bool,
+}
+
+impl WantedHeaders {
+    pub fn of(plan: &CompiledPlan) -> Self {
+        let matchers = rules(plan).flat_map(|r| &r.http.headers).map(|h| h.name.as_str());
+        let sent = authorizers(plan).flat_map(|a| &a.allowed_headers).map(String::as_str);
+        // HTTP authorizers are always sent `authorization` (as Envoy's ext_authz does).
+        let always = authorizers(plan).next().map(|_| "authorization");
+        let mut wanted = Self::with(matchers.chain(sent).chain(always));
+        wanted.all = authorizers(plan).any(|a| a.allowed_headers.is_empty() && a.protocol == crate::plan::AuthorizerProtocol::Grpc);
+        wanted
+    }
+
+    /// The lifecycle's and the evaluator's headers, then `names`.
+    pub fn with<'n>(names: impl Iterator<Item = &'n str>) -> Self {
+        let mut map = StrMap::default();
+        for name in LIFECYCLE_HEADERS.iter().chain(HEADERS_READ.iter()).copied().chain(names) {
+            let next = map.len();
+            map.get_or_insert_with(name, || next);
+        }
+        WantedHeaders { names: map, all: false }
+    }
+
+    /// Index of a wanted header; `usize::MAX` for one kept only because every header is.
+    fn position(&self, name: &[u8]) -> Option<usize> {
+        let found = std::str::from_utf8(name).ok().and_then(|n| self.names.get(n)).copied();
+        found.or(self.all.then_some(usize::MAX))
+    }
+}
+
+/// The request headers that can matter to a decision ([`WantedHeaders`]), from one host call. The
+/// host's serialised block is kept as it is and the wanted headers are byte ranges into it: no
+/// allocation per header. Never panics: a malformed block yields the headers that could be read.
+#[derive(Debug, Default)]
+pub(crate) struct RequestHeaders {
+    /// The block's names and values as text (without its length table; the ranges start and end
+    /// next to its NUL separators, so on character boundaries); if some header in it is not UTF-8,
+    /// the wanted headers, converted lossily.
+    text: String,
+    /// Name and value of each wanted header present, in order (repeated names kept).
+    wanted: Vec<(Range<usize>, Range<usize>)>,
+    /// Where in `wanted` the first of each of [`LIFECYCLE_HEADERS`] is.
+    own: [Option<usize>; LIFECYCLE_HEADERS.len()],
+}
+
+impl RequestHeaders {
+    pub fn from_block(mut block: Vec<u8>, wanted: &WantedHeaders) -> Self {
+        let (text_start, spans, own) = header_spans(&block, wanted);
+        // Only the text after the length table needs to be UTF-8 (a length of 128 or more is not).
+        block.drain(..text_start.min(block.len()));
+        match String::from_utf8(block) {
+            Ok(text) => RequestHeaders { text, wanted: spans, own },
+            Err(e) => {
+                let block = e.into_bytes();
+                let mut text = String::new();
+                let mut copy = |range: Range<usize>| {
+                    let start = text.len();
+                    text.push_str(&String::from_utf8_lossy(block.get(range).unwrap_or_default()));
+                    start..text.len()
+                };
+                let wanted = spans.into_iter().map(|(k, v)| (copy(k), copy(v))).collect();
+                RequestHeaders { text, wanted, own }
+            }
+        }
+    }
+
+    fn text(&self, range: &Range<usize>) -> &str {
+        self.text.get(range.clone()).unwrap_or_default()
+    }
+
+    /// The first value of one of [`LIFECYCLE_HEADERS`], or "".
+    pub fn get(&self, own: usize) -> &str {
+        match self.own.get(own).copied().flatten().and_then(|i| self.wanted.get(i)) {
+            Some((_, v)) => self.text(v),
+            None => "",
+        }
+    }
+
+    pub fn pairs(&self) -> Vec<(&str, &str)> {
+        self.wanted.iter().map(|(k, v)| (self.text(k), self.text(v))).collect()
+    }
+}
+
+/// A serialised header map (proxy-wasm ABI: a count, a table of name and value lengths, then each
+/// name and value followed by a NUL): where the text after the table starts, the ranges (relative to
+/// that start) of the names and values of the headers `wanted` names, and where the first of each of
+/// [`LIFECYCLE_HEADERS`] is among them.
+#[allow(clippy::type_complexity)]
+fn header_spans(
+    bytes: &[u8],
+    wanted: &WantedHeaders,
+) -> (usize, Vec<(Range<usize>, Range<usize>)>, [Option<usize>; LIFECYCLE_HEADERS.len()]) {
+    let word = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let mut own = [None; LIFECYCLE_HEADERS.len()];
+    let Some(count) = word(0) else { return (0, Vec::new(), own) };
+    // Sized for the common case; it grows only with what the request sends, never with the plan.
+    let mut out = Vec::with_capacity(LIFECYCLE_HEADERS.len() + HEADERS_READ.len());
+    let text_start = count.saturating_mul(8).saturating_add(4);
+    let mut p = text_start;
+    for n in 0..count {
+        let (Some(klen), Some(vlen)) = (word(4 + n * 8), word(8 + n * 8)) else { break };
+        let key = p..p.saturating_add(klen);
+        let value = key.end.saturating_add(1)..key.end.saturating_add(1).saturating_add(vlen);
+        let Some(name) = bytes.get(key.clone()) else { break };
+        if bytes.get(value.clone()).is_none() {
+            break;
+        }
+        p = value.end.saturating_add(1);
+        if let Some(at) = wanted.position(name) {
+            if let Some(slot @ None) = own.get_mut(at) {
+                *slot = Some(out.len());
+            }
+            out.push((key.start - text_start..key.end - text_start, value.start - text_start..value.end - text_start));
+        }
+    }
+    (text_start, out, own)
+}
+
+/// A header map as the proxy-wasm ABI serialises it: the count, each name's and value's length
+/// (u32 LE), then each name and value followed by a NUL.
+pub fn serialize_map(pairs: &[(&str, &str)]) -> Vec<u8> {
+    let text: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let mut out = Vec::with_capacity(4 + 8 * pairs.len() + text);
+    let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
+    out.extend(len(pairs.len()));
+    for (k, v) in pairs {
+        out.extend(len(k.len()));
+        out.extend(len(v.len()));
+    }
+    for (k, v) in pairs {
+        out.extend(k.as_bytes());
+        out.push(0);
+        out.extend(v.as_bytes());
+        out.push(0);
+    }
+    out
+}
+
+/// The pairs of a serialised header map (lossy UTF-8; what could be read of a malformed one).
+pub fn deserialize_map(bytes: &[u8]) -> Vec<(String, String)> {
+    let all = WantedHeaders { names: StrMap::default(), all: true };
+    let headers = RequestHeaders::from_block(bytes.to_vec(), &all);
+    headers.pairs().into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// How the lifecycle treats a request (SPEC §4), decided on its headers: the one classification
+/// the filter and `toolgate explain` share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Classified {
+    /// A POST with an `application/json` body: held until the whole body is here, then read as MCP
+    /// (`encoded`: a `content-encoding` other than identity, which makes it not MCP).
+    JsonBody { encoded: Option<String> },
+    /// A JSON POST without a body: not MCP.
+    EmptyJsonPost,
+    /// Anything else: decided on HTTP attributes alone.
+    Http,
+}
+
+/// Classifies a request by its method, `content-type`, `content-encoding` and whether the headers
+/// end the stream.
+pub fn classify(method: &str, content_type: &str, content_encoding: &str, end_of_stream: bool) -> Classified {
+    let json = content_type.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    match (method == "POST" && json, end_of_stream) {
+        (false, _) => Classified::Http,
+        (true, true) => Classified::EmptyJsonPost,
+        (true, false) => {
+            let encoding = content_encoding.trim();
+            let encoded =
+                (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity")).then(|| encoding.to_string());
+            Classified::JsonBody { encoded }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut out = (pairs.len() as u32).to_le_bytes().to_vec();
+        for (k, v) in pairs {
+            out.extend((k.len() as u32).to_le_bytes());
+            out.extend((v.len() as u32).to_le_bytes());
+        }
+        for (k, v) in pairs {
+            out.extend(*k);
+            out.push(0);
+            out.extend(*v);
+            out.push(0);
+        }
+        out
+    }
+
+    fn wanted(extra: &[&str]) -> WantedHeaders {
+        WantedHeaders::with(extra.iter().copied())
+    }
+
+    #[test]
+    fn request_headers_keep_only_wanted_ones_in_order() {
+        let pairs: &[(&[u8], &[u8])] = &[
+            (b":method", b"POST"),
+            (b"x-other", b"abc"),
+            (b"mcp-name", b"echo"),
+            (b"x-team", b"blue"),
+            (b"content-type", b"application/json"),
+            (b"x-team", b"red"),
+        ];
+        let h = RequestHeaders::from_block(block(pairs), &wanted(&["x-team"]));
+        assert_eq!(
+            h.pairs(),
+            vec![(":method", "POST"), ("mcp-name", "echo"), ("x-team", "blue"), ("content-type", "application/json"), ("x-team", "red")]
+        );
+        assert_eq!(h.get(METHOD), "POST");
+        assert_eq!(h.get(CONTENT_TYPE), "application/json");
+        assert_eq!(h.get(PATH), "");
+        let mut all = wanted(&[]);
+        all.all = true;
+        assert_eq!(RequestHeaders::from_block(block(pairs), &all).pairs().len(), 6);
+    }
+
+    #[test]
+    fn wanted_headers_are_found_by_hash_whatever_their_number() {
+        // A plan whose matchers name 5,000 headers: the lifecycle's own keep their indexes, and the
+        // last name is found like the first (one hash lookup per request header).
+        let names: Vec<String> = (0..5000).map(|i| format!("x-h{i}")).collect();
+        let w = wanted(&names.iter().map(String::as_str).collect::<Vec<_>>());
+        for (i, name) in LIFECYCLE_HEADERS.iter().enumerate() {
+            assert_eq!(w.position(name.as_bytes()), Some(i));
+        }
+        assert!(w.position(b"x-h4999").is_some());
+        assert_eq!(w.position(b"x-h5000"), None);
+        assert_eq!(w.position(b"\xff"), None);
+        let pairs: &[(&[u8], &[u8])] = &[(b"x-h4999", b"v"), (b":method", b"POST"), (b"x-other", b"o")];
+        let h = RequestHeaders::from_block(block(pairs), &w);
+        assert_eq!(h.pairs(), vec![("x-h4999", "v"), (":method", "POST")]);
+        assert_eq!(h.get(METHOD), "POST");
+    }
+
+    #[test]
+    fn long_values_and_many_headers() {
+        // Lengths of 128 and more are not UTF-8 in the length table; the text still is.
+        let long = "v".repeat(300);
+        let accents = "é".repeat(100);
+        let names: Vec<String> = (0..40).map(|i| format!("x-h{i}")).collect();
+        let mut pairs: Vec<(&[u8], &[u8])> = names.iter().map(|n| (n.as_bytes(), long.as_bytes())).collect();
+        pairs.push((b"mcp-name", accents.as_bytes()));
+        let h = RequestHeaders::from_block(block(&pairs), &wanted(&["x-h7"]));
+        assert_eq!(h.pairs(), vec![("x-h7", long.as_str()), ("mcp-name", accents.as_str())]);
+    }
+
+    #[test]
+    fn first_of_a_repeated_header_wins() {
+        let pairs: &[(&[u8], &[u8])] = &[(b"content-type", b"text/plain"), (b"content-type", b"application/json")];
+        let h = RequestHeaders::from_block(block(pairs), &wanted(&[]));
+        assert_eq!(h.get(CONTENT_TYPE), "text/plain");
+        assert_eq!(h.pairs().len(), 2);
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_converted_lossily() {
+        let pairs: &[(&[u8], &[u8])] = &[(b":path", b"/mcp"), (b"x-team", b"bl\xffue"), (b"x-other", b"\xfe")];
+        let h = RequestHeaders::from_block(block(pairs), &wanted(&["x-team"]));
+        assert_eq!(h.pairs(), vec![(":path", "/mcp"), ("x-team", "bl\u{FFFD}ue")]);
+        assert_eq!(h.get(PATH), "/mcp");
+    }
+
+    #[test]
+    fn a_malformed_block_yields_what_could_be_read() {
+        let whole = block(&[(b":method", b"GET"), (b":path", b"/mcp")]);
+        let all = [(":method", "GET"), (":path", "/mcp")];
+        for cut in 0..whole.len() {
+            let h = RequestHeaders::from_block(whole[..cut].to_vec(), &wanted(&[]));
+            let read = h.pairs();
+            assert!(all.starts_with(&read), "cut at {cut}: {read:?}");
+            // The last header is complete once its value is (its closing NUL may be cut).
+            assert_eq!(read.len() == 2, cut >= whole.len() - 1, "cut at {cut}: {read:?}");
+        }
+        // A count far larger than the block, and lengths that overflow.
+        let mut bad = u32::MAX.to_le_bytes().to_vec();
+        bad.extend(u32::MAX.to_le_bytes());
+        bad.extend(u32::MAX.to_le_bytes());
+        assert!(RequestHeaders::from_block(bad, &wanted(&[])).pairs().is_empty());
+        assert!(RequestHeaders::from_block(Vec::new(), &wanted(&[])).pairs().is_empty());
+    }
+
+    #[test]
+    fn serialised_maps_round_trip() {
+        let pairs = [("content-type", "application/json"), ("a", ""), ("é", "ü")];
+        let map = serialize_map(&pairs);
+        assert_eq!(map, block(&[(b"content-type", b"application/json"), (b"a", b""), ("é".as_bytes(), "ü".as_bytes())]));
+        let back = deserialize_map(&map);
+        assert_eq!(back.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>(), pairs);
+    }
+
+    #[test]
+    fn classification() {
+        use Classified::*;
+        assert_eq!(classify("POST", "application/json", "", false), JsonBody { encoded: None });
+        assert_eq!(classify("POST", "Application/JSON; charset=utf-8", "identity", false), JsonBody { encoded: None });
+        assert_eq!(classify("POST", "application/json", " gzip ", false), JsonBody { encoded: Some("gzip".into()) });
+        assert_eq!(classify("POST", "application/json", "", true), EmptyJsonPost);
+        assert_eq!(classify("POST", "text/plain", "", false), Http);
+        assert_eq!(classify("GET", "application/json", "", true), Http);
+        assert_eq!(classify("PUT", "application/json", "", false), Http);
+    }
+}

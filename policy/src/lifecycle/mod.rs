@@ -1,0 +1,671 @@
+//! The request lifecycle (SPEC §3–§6) as a state machine over a [`Host`]: classify the request,
+//! hold a JSON POST until its body is here, read it, decide, call external authorizers (pause, call,
+//! resume or deny), reply, record and count. The Envoy filter is a thin proxy-wasm implementation
+//! of [`Host`] and [`RootHost`]; the tests drive it natively with a fake host.
+//!
+//! A request moves `Start → (Buffering →) (Calling ⇄) Done`. Each callback of the host is a method
+//! of [`Request`]; a callback in a state that does not expect it does nothing (and never resumes a
+//! request twice).
+
+pub mod headers;
+
+use std::rc::Rc;
+
+use crate::authz::{self, Answer, CallInput};
+use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, Step, Verdict};
+use crate::log_safe::Quoted;
+use crate::mcp::{self, NotMcp, ReadOptions};
+use crate::response;
+use headers::{Classified, Needs, RequestHeaders, WantedHeaders};
+
+/// What a callback tells the host to do with the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Continue,
+    Pause,
+}
+
+/// Host properties the lifecycle reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Property {
+    /// The first URI SAN of the verified client certificate.
+    PeerUriSan,
+    /// The cluster the route selected.
+    ClusterName,
+    /// The listener's port (8-byte little-endian integer).
+    DestinationPort,
+    /// `HTTP/1.1`, `HTTP/2`, ...
+    RequestProtocol,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// The counters (Envoy stats `wasmcustom.<name>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    Allow,
+    AllowNoPolicy,
+    DenyGateway,
+    DenyBackend,
+    DenyMcpHeader,
+    DenyNoPlan,
+    TooLarge,
+    PlanRejected,
+    AuthzAllow,
+    AuthzDeny,
+    AuthzTimeout,
+    AuthzUnavailable,
+    AuthzMalformed,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 13] = [
+        Counter::Allow,
+        Counter::AllowNoPolicy,
+        Counter::DenyGateway,
+        Counter::DenyBackend,
+        Counter::DenyMcpHeader,
+        Counter::DenyNoPlan,
+        Counter::TooLarge,
+        Counter::PlanRejected,
+        Counter::AuthzAllow,
+        Counter::AuthzDeny,
+        Counter::AuthzTimeout,
+        Counter::AuthzUnavailable,
+        Counter::AuthzMalformed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Allow => "toolgate.decision.allow",
+            Counter::AllowNoPolicy => "toolgate.decision.allow_no_policy",
+            Counter::DenyGateway => "toolgate.decision.deny.gateway",
+            Counter::DenyBackend => "toolgate.decision.deny.backend",
+            Counter::DenyMcpHeader => "toolgate.decision.deny.mcp_header_mismatch",
+            Counter::DenyNoPlan => "toolgate.decision.deny.no_plan",
+            Counter::TooLarge => "toolgate.decision.too_large",
+            Counter::PlanRejected => "toolgate.plan.rejected",
+            Counter::AuthzAllow => "toolgate.authz.allow",
+            Counter::AuthzDeny => "toolgate.authz.deny",
+            Counter::AuthzTimeout => "toolgate.authz.timeout",
+            Counter::AuthzUnavailable => "toolgate.authz.unavailable",
+            Counter::AuthzMalformed => "toolgate.authz.malformed",
+        }
+    }
+}
+
+/// A call to an external authorizer.
+#[derive(Clone, Copy, Debug)]
+pub enum Callout<'a> {
+    /// A unary gRPC call.
+    Grpc { cluster: &'a str, service: &'a str, method: &'a str, message: &'a [u8], timeout_ms: u32 },
+    /// An HTTP call (`headers` include `:method`, `:path`, `:authority`).
+    Http { cluster: &'a str, headers: &'a [(&'a str, &'a str)], body: &'a [u8], timeout_ms: u32 },
+}
+
+/// How a call ended, as the host reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallAnswer {
+    /// gRPC: the status code (0 = OK) and, when OK, the response message.
+    Grpc { status: u32, message: Vec<u8> },
+    /// HTTP: the response headers (`:status` included) and body.
+    Http { headers: Vec<(String, String)>, body: Vec<u8> },
+    /// The call could not be made or did not complete (connection refused or reset, timeout).
+    Failed,
+}
+
+/// The token of a call the host refused to start.
+const REFUSED: u32 = u32::MAX;
+
+/// What the lifecycle needs of the proxy for one request. Every method is infallible from the
+/// lifecycle's point of view: a value that cannot be read is `None` (and fails closed).
+pub trait Host {
+    /// The request headers, serialised as the proxy-wasm ABI does ([`headers::serialize_map`]).
+    fn request_headers(&mut self) -> Option<Vec<u8>>;
+    fn property(&mut self, property: Property) -> Option<Vec<u8>>;
+    /// The first `size` bytes of the buffered request body.
+    fn request_body(&mut self, size: usize) -> Option<Vec<u8>>;
+    /// Answers the request with a local reply; false if the host refused.
+    fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool;
+    /// Lets a request paused by an earlier callback continue.
+    fn resume(&mut self);
+    /// Starts a call; its token, or None if the host refused to start it.
+    fn call(&mut self, callout: &Callout<'_>) -> Option<u32>;
+    /// Replaces (or adds) a request header for the upstream.
+    fn set_request_header(&mut self, name: &str, value: &str);
+    /// Adds a request header value for the upstream (keeping existing ones).
+    fn add_request_header(&mut self, name: &str, value: &str);
+    fn remove_request_header(&mut self, name: &str);
+    /// Stores the decision summary where the access log reads it.
+    fn record(&mut self, summary: &str);
+    /// Whether the host logs at `level` now.
+    fn logs_at(&mut self, level: LogLevel) -> bool;
+    fn log(&mut self, level: LogLevel, message: &str);
+    fn count(&mut self, counter: Counter);
+    /// Milliseconds on a monotonic (or wall) clock.
+    fn now_ms(&mut self) -> u64;
+}
+
+/// What loading a plan needs of the proxy.
+pub trait RootHost {
+    fn plugin_name(&mut self) -> String;
+    fn shared_get(&mut self, key: &str) -> Option<Vec<u8>>;
+    fn shared_set(&mut self, key: &str, value: &[u8]);
+    fn log(&mut self, level: LogLevel, message: &str);
+    fn count(&mut self, counter: Counter);
+    fn now_ms(&mut self) -> u64;
+}
+
+/// One filter instance: the plan in force and what it needs of each request.
+#[derive(Default)]
+pub struct Plugin {
+    loaded: Option<Rc<Loaded>>,
+}
+
+/// A validated plan and what requests need to be read for it.
+struct Loaded {
+    evaluator: Evaluator,
+    needs: Needs,
+    wanted: WantedHeaders,
+}
+
+impl Loaded {
+    fn new(evaluator: Evaluator) -> Self {
+        Loaded { needs: Needs::of(evaluator.plan()), wanted: WantedHeaders::of(evaluator.plan()), evaluator }
+    }
+}
+
+/// Shared-data key under which the last good plan of a plugin instance is kept, so that a
+/// configuration update with an invalid plan keeps serving the previous one.
+fn last_good_key(plugin: &str) -> String {
+    format!("toolgate/last-good-plan/{plugin}")
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
+impl Plugin {
+    /// Loads a plan (the plugin configuration). An invalid plan is refused with a log line: the
+    /// last good plan of this plugin keeps serving, or, if there never was one, every request is
+    /// denied (SPEC §6). Always true: the filter stays installed and fails closed.
+    pub fn configure(&mut self, host: &mut impl RootHost, config: &[u8]) -> bool {
+        let plugin = host.plugin_name();
+        let started = host.now_ms();
+        match Evaluator::load(config) {
+            Ok(ev) => {
+                let plan = ev.plan();
+                let message = format!(
+                    "toolgate: plugin {plugin}: loaded plan {} for listener {} ({} gateway-level, {} backend-level policies, {} authorizers; {} bytes in {} ms)",
+                    short(&plan.hash),
+                    plan.listener,
+                    plan.gateway.allow.len(),
+                    plan.backends.values().map(|b| b.allow.len()).sum::<usize>(),
+                    headers::authorizers(plan).count(),
+                    config.len(),
+                    host.now_ms().saturating_sub(started)
+                );
+                host.log(LogLevel::Info, &message);
+                host.shared_set(&last_good_key(&plugin), config);
+                self.loaded = Some(Rc::new(Loaded::new(ev)));
+            }
+            Err(e) => {
+                host.count(Counter::PlanRejected);
+                let restored = host.shared_get(&last_good_key(&plugin)).and_then(|bytes| Evaluator::load(&bytes).ok());
+                match restored {
+                    Some(ev) => {
+                        let hash = short(&ev.plan().hash).to_string();
+                        host.log(
+                            LogLevel::Error,
+                            &format!("toolgate: plugin {plugin}: REFUSED new plan ({e}); keeping last good plan {hash}"),
+                        );
+                        self.loaded = Some(Rc::new(Loaded::new(ev)));
+                    }
+                    None => {
+                        host.log(
+                            LogLevel::Error,
+                            &format!("toolgate: plugin {plugin}: REFUSED plan ({e}); no good plan yet: denying every request"),
+                        );
+                        self.loaded = None;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// The lifecycle of a new request under the plan now in force.
+    pub fn request(&self) -> Request {
+        Request { loaded: self.loaded.clone(), state: State::Start }
+    }
+}
+
+/// One request's lifecycle.
+pub struct Request {
+    loaded: Option<Rc<Loaded>>,
+    state: State,
+}
+
+enum State {
+    Start,
+    /// A JSON POST under policy: the body is being buffered (body callbacks pause).
+    Buffering(Box<Held>),
+    /// Paused for an authorizer's answer.
+    Calling(Box<Held>, Pending),
+    /// Decided: later callbacks let the request continue (if it was allowed) and do nothing else.
+    Done,
+}
+
+/// What the lifecycle keeps of a request under policy.
+struct Held {
+    headers: RequestHeaders,
+    principal: Option<String>,
+    port: u16,
+    cluster: Option<String>,
+    protocol: Option<String>,
+    classified: Classified,
+    /// Body bytes buffered so far (JSON POSTs).
+    buffered: usize,
+    /// The whole body, once here (JSON POSTs).
+    body: Vec<u8>,
+    /// Authorizer calls that allowed so far.
+    authorized: u32,
+}
+
+/// An authorizer call in flight.
+struct Pending {
+    token: u32,
+    started_ms: u64,
+}
+
+/// Where a decision is made: in a request callback (the host continues or stops the request by
+/// the returned action), or in a call's answer (the request is paused and must be resumed).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Context {
+    Callback,
+    Answer,
+}
+
+impl Request {
+    pub fn on_request_headers(&mut self, host: &mut impl Host, end_of_stream: bool) -> Action {
+        if !matches!(self.state, State::Start) {
+            return Action::Continue;
+        }
+        let Some(loaded) = self.loaded.clone() else { return self.deny_without_plan(host) };
+        let needs = loaded.needs;
+        // Attributes no rule of the plan looks at are not read (same decisions, fewer host calls).
+        let cluster = if needs.cluster { property_string(host, Property::ClusterName) } else { None };
+        let route = loaded.evaluator.route(cluster.as_deref());
+        if !route.under_policy() {
+            self.state = State::Done;
+            host.count(Counter::AllowNoPolicy);
+            if host.logs_at(LogLevel::Debug) {
+                let headers = read_headers(host, &loaded.wanted);
+                debug_line(host, headers.get(headers::METHOD), headers.get(headers::PATH), "allow (no policy)");
+            }
+            return Action::Continue;
+        }
+        let headers = read_headers(host, &loaded.wanted);
+        let principal = if needs.principal {
+            property_string(host, Property::PeerUriSan).filter(|p| p.starts_with("spiffe://"))
+        } else {
+            None
+        };
+        let port = if needs.port { listener_port(host) } else { 0 };
+        let protocol = if needs.external_auth { property_string(host, Property::RequestProtocol) } else { None };
+        let classified = headers::classify(
+            headers.get(headers::METHOD),
+            headers.get(headers::CONTENT_TYPE),
+            headers.get(headers::CONTENT_ENCODING),
+            end_of_stream,
+        );
+        let held = Box::new(Held {
+            headers,
+            principal,
+            port,
+            cluster,
+            protocol,
+            classified,
+            buffered: 0,
+            body: Vec::new(),
+            authorized: 0,
+        });
+        if matches!(held.classified, Classified::JsonBody { .. }) {
+            self.state = State::Buffering(held);
+            return Action::Continue; // the body callback pauses until the whole body is here
+        }
+        self.advance(host, &loaded, held, Context::Callback)
+    }
+
+    pub fn on_request_body(&mut self, host: &mut impl Host, body_size: usize, end_of_stream: bool) -> Action {
+        let State::Buffering(held) = &mut self.state else { return self.after_decision() };
+        let Some(loaded) = self.loaded.clone() else { return Action::Pause };
+        let limit = loaded.evaluator.plan().settings.max_body_bytes as usize;
+        if body_size > limit {
+            let path = held.headers.get(headers::PATH).to_string();
+            self.state = State::Done;
+            host.count(Counter::TooLarge);
+            record(host, "POST", &path, "deny: body over the limit");
+            let reply = response::too_large();
+            host.send_reply(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
+            return Action::Pause;
+        }
+        if !end_of_stream {
+            held.buffered = body_size;
+            return Action::Pause;
+        }
+        self.decide_held(host, &loaded, body_size)
+    }
+
+    /// A body that ends with trailers (HTTP/2) never reaches `end_of_stream` in the body callback:
+    /// decide here, or the buffered body would continue undecided.
+    pub fn on_request_trailers(&mut self, host: &mut impl Host) -> Action {
+        let State::Buffering(held) = &self.state else { return self.after_decision() };
+        let buffered = held.buffered;
+        let Some(loaded) = self.loaded.clone() else { return Action::Pause };
+        self.decide_held(host, &loaded, buffered)
+    }
+
+    /// The answer to the call with `token`. An answer the lifecycle is not waiting for (another
+    /// token, or after the decision) is ignored.
+    pub fn on_call_answer(&mut self, host: &mut impl Host, token: u32, answer: CallAnswer) {
+        let State::Calling(_, pending) = &self.state else { return };
+        if pending.token != token {
+            return;
+        }
+        let State::Calling(mut held, pending) = std::mem::replace(&mut self.state, State::Done) else { return };
+        let Some(loaded) = self.loaded.clone() else { return };
+        let ev = &loaded.evaluator;
+        let timeout = u64::from(ev.plan().settings.authz_timeout_ms);
+        let elapsed = host.now_ms().saturating_sub(pending.started_ms);
+        // The call is re-derived (the walk is deterministic): the authorizer it went to and the
+        // decision so far.
+        let debug_reasons = ev.plan().settings.debug_reasons;
+        let outcome = with_request(&held, &loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+            Step::Authorize(call) => {
+                let answer = authz::read_answer(call.authorizer, answer, elapsed >= timeout);
+                match answer {
+                    Answer::Allow(edits) => Ok(edits),
+                    denied => Err(denial_of(call, denied, body, debug_reasons)),
+                }
+            }
+            // Unreachable: the step that made the call makes it again.
+            Step::Decided(d) => Err(Outcome::decided(&d)),
+        });
+        match outcome {
+            Ok(edits) => {
+                host.count(Counter::AuthzAllow);
+                for edit in &edits {
+                    match edit {
+                        authz::HeaderEdit::Set(name, value) => host.set_request_header(name, value),
+                        authz::HeaderEdit::Append(name, value) => host.add_request_header(name, value),
+                        authz::HeaderEdit::Remove(name) => host.remove_request_header(name),
+                    }
+                }
+                held.authorized += 1;
+                self.advance(host, &loaded, held, Context::Answer);
+            }
+            Err(outcome) => {
+                host.count(match outcome.failure {
+                    Some(AuthzFailure::Denied { .. }) => Counter::AuthzDeny,
+                    Some(AuthzFailure::Timeout) => Counter::AuthzTimeout,
+                    Some(AuthzFailure::Unavailable) => Counter::AuthzUnavailable,
+                    Some(AuthzFailure::Malformed) | None => Counter::AuthzMalformed,
+                });
+                host.count(outcome.counter);
+                record(host, held.headers.get(headers::METHOD), held.headers.get(headers::PATH), &outcome.summary);
+                let headers: Vec<(&str, &str)> = outcome.reply_headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                host.send_reply(outcome.status, &headers, &outcome.body);
+            }
+        }
+    }
+
+    /// A callback after the decision: an allowed request goes on; a denied one was answered.
+    fn after_decision(&self) -> Action {
+        match self.state {
+            State::Calling(..) => Action::Pause,
+            _ => Action::Continue,
+        }
+    }
+
+    fn deny_without_plan(&mut self, host: &mut impl Host) -> Action {
+        self.state = State::Done;
+        host.count(Counter::DenyNoPlan);
+        host.record("deny: no valid plan loaded");
+        host.log(LogLevel::Warn, "toolgate: denying request: no valid plan loaded");
+        let decision = Decision {
+            verdict: Verdict::Deny(DenyReason::NoRuleMatched { level: Level::Gateway, policies: 0 }),
+            ..Decision::allow(true)
+        };
+        let reply = response::denial(BodyInput::None, &decision, false);
+        host.send_reply(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
+        Action::Pause
+    }
+
+    /// Reads the whole buffered body of a held JSON POST and decides.
+    fn decide_held(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, body_size: usize) -> Action {
+        let State::Buffering(mut held) = std::mem::replace(&mut self.state, State::Done) else { return Action::Continue };
+        // An unreadable body is an empty one: not MCP, so it can only pass rules without MCP constraints.
+        held.body = host.request_body(body_size).unwrap_or_default();
+        self.advance(host, loaded, held, Context::Callback)
+    }
+
+    /// Decides as far as possible: allow, deny, or start the next authorizer call.
+    fn advance(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, held: Box<Held>, context: Context) -> Action {
+        let ev = &loaded.evaluator;
+        let debug_reasons = ev.plan().settings.debug_reasons;
+        let timeout_ms = ev.plan().settings.authz_timeout_ms;
+        enum Next {
+            Allowed(String),
+            Denied(String, Counter, response::Reply),
+            Call(authz::Prepared),
+        }
+        let next = with_request(&held, loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+            Step::Decided(d) if d.allowed() => Next::Allowed(d.summary()),
+            Step::Decided(d) => Next::Denied(d.summary(), deny_counter(&d), response::denial(body, &d, debug_reasons)),
+            Step::Authorize(call) => {
+                let message = match (body, call.message) {
+                    (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
+                    _ => None,
+                };
+                let input = CallInput {
+                    req,
+                    scheme: held.headers.get(headers::SCHEME),
+                    request_id: held.headers.get(headers::REQUEST_ID),
+                    protocol: held.protocol.as_deref().unwrap_or(""),
+                    message,
+                    body: &held.body,
+                };
+                Next::Call(authz::prepare(call.authorizer, &input))
+            }
+        });
+        let (method, path) = (held.headers.get(headers::METHOD).to_string(), held.headers.get(headers::PATH).to_string());
+        match next {
+            Next::Allowed(summary) => {
+                self.state = State::Done;
+                host.count(Counter::Allow);
+                record(host, &method, &path, &summary);
+                if context == Context::Answer {
+                    host.resume();
+                }
+                Action::Continue
+            }
+            Next::Denied(summary, counter, reply) => {
+                self.state = State::Done;
+                host.count(counter);
+                record(host, &method, &path, &summary);
+                host.send_reply(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
+                Action::Pause
+            }
+            Next::Call(prepared) => {
+                let token = match &prepared.call {
+                    authz::PreparedCall::Grpc(message) => host.call(&Callout::Grpc {
+                        cluster: &prepared.cluster,
+                        service: authz::GRPC_SERVICE,
+                        method: authz::GRPC_METHOD,
+                        message,
+                        timeout_ms,
+                    }),
+                    authz::PreparedCall::Http { headers, body } => {
+                        let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                        host.call(&Callout::Http { cluster: &prepared.cluster, headers: &pairs, body, timeout_ms })
+                    }
+                };
+                let started_ms = host.now_ms();
+                match token {
+                    Some(token) if token != REFUSED => self.state = State::Calling(held, Pending { token, started_ms }),
+                    // The host refused to start the call (e.g. no such cluster): as if it failed.
+                    _ => {
+                        self.state = State::Calling(held, Pending { token: REFUSED, started_ms });
+                        self.on_call_answer(host, REFUSED, CallAnswer::Failed);
+                    }
+                }
+                Action::Pause
+            }
+        }
+    }
+}
+
+/// How a denial by (or a failure of) an authorizer is answered.
+struct Outcome {
+    summary: String,
+    counter: Counter,
+    failure: Option<AuthzFailure>,
+    status: u32,
+    reply_headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Outcome {
+    fn decided(d: &Decision<'_>) -> Self {
+        let reply = response::denial(BodyInput::None, d, false);
+        Outcome {
+            summary: d.summary(),
+            counter: deny_counter(d),
+            failure: None,
+            status: reply.status,
+            reply_headers: vec![("content-type".into(), "application/json".into())],
+            body: reply.body.into_bytes(),
+        }
+    }
+}
+
+/// The answer to a request an authorizer did not allow (SPEC §3): a 403 (or a gRPC denial without
+/// a status), a timeout, a failure or an unreadable answer get the SPEC §5 denial, nothing of the
+/// authorizer's leaking; a denial with another status (e.g. 401 with `WWW-Authenticate`) is
+/// passed to the caller as the authorizer gave it.
+fn denial_of(call: AuthzCall<'_>, answer: Answer, body: BodyInput<'_, '_>, debug_reasons: bool) -> Outcome {
+    let (failure, passed) = match answer {
+        Answer::Allow(_) => (AuthzFailure::Malformed, None), // not called with an allow
+        Answer::Fail(f) => (f, None),
+        Answer::Deny(denied) => {
+            let status = if denied.status == 0 { 403 } else { denied.status };
+            (AuthzFailure::Denied { status }, (status != 403).then_some(denied))
+        }
+    };
+    let mut decision = call.decision;
+    decision.verdict = Verdict::Deny(DenyReason::ExternalAuth { level: call.level, policy: call.policy.to_string(), failure });
+    let summary = decision.summary();
+    let counter = deny_counter(&decision);
+    match passed {
+        Some(denied) => Outcome {
+            summary,
+            counter,
+            failure: Some(failure),
+            status: denied.status,
+            reply_headers: denied.headers,
+            body: denied.body,
+        },
+        None => {
+            let reply = response::denial(body, &decision, debug_reasons);
+            Outcome {
+                summary,
+                counter,
+                failure: Some(failure),
+                status: reply.status,
+                reply_headers: vec![("content-type".into(), "application/json".into())],
+                body: reply.body.into_bytes(),
+            }
+        }
+    }
+}
+
+fn deny_counter(d: &Decision<'_>) -> Counter {
+    match &d.verdict {
+        Verdict::Deny(DenyReason::McpHeaderMismatch { .. }) => Counter::DenyMcpHeader,
+        Verdict::Deny(
+            DenyReason::NoRuleMatched { level, .. }
+            | DenyReason::ExternalAuth { level, .. }
+            | DenyReason::TooManyAuthorizerCalls { level },
+        ) => match level {
+            Level::Gateway => Counter::DenyGateway,
+            Level::Backend => Counter::DenyBackend,
+        },
+        Verdict::Allow => Counter::Allow,
+    }
+}
+
+/// Runs `f` on the request as the evaluator sees it: its HTTP attributes and its body, read again
+/// from the held bytes (cheap next to a call, and it keeps nothing borrowed across callbacks).
+fn with_request<T>(held: &Held, loaded: &Loaded, f: impl FnOnce(&HttpRequest<'_>, BodyInput<'_, '_>) -> T) -> T {
+    let pairs = held.headers.pairs();
+    let req = HttpRequest {
+        method: held.headers.get(headers::METHOD),
+        path: held.headers.get(headers::PATH),
+        authority: held.headers.get(headers::AUTHORITY),
+        port: held.port,
+        headers: &pairs,
+        principal: held.principal.as_deref(),
+    };
+    let opts = ReadOptions { capture_params: loaded.needs.external_auth };
+    match &held.classified {
+        Classified::Http => f(&req, BodyInput::None),
+        Classified::EmptyJsonPost => f(&req, BodyInput::NotMcp(&NotMcp::EmptyBody)),
+        Classified::JsonBody { encoded: Some(encoding) } => {
+            f(&req, BodyInput::NotMcp(&NotMcp::Encoded { encoding: encoding.clone() }))
+        }
+        Classified::JsonBody { encoded: None } => match mcp::read_body(&held.body, opts) {
+            Ok(body) => f(&req, BodyInput::Mcp(&body)),
+            Err(e) => f(&req, BodyInput::NotMcp(&e)),
+        },
+    }
+}
+
+fn read_headers(host: &mut impl Host, wanted: &WantedHeaders) -> RequestHeaders {
+    host.request_headers().map_or_else(RequestHeaders::default, |block| RequestHeaders::from_block(block, wanted))
+}
+
+fn property_string(host: &mut impl Host, property: Property) -> Option<String> {
+    host.property(property).and_then(|b| String::from_utf8(b).ok()).filter(|s| !s.is_empty())
+}
+
+/// The listener port (`destination.port` is the local address of the downstream connection).
+fn listener_port(host: &mut impl Host) -> u16 {
+    host.property(Property::DestinationPort)
+        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+        .map(i64::from_le_bytes)
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(0)
+}
+
+/// Records a decision: the summary the access log prints, and one debug-log line when the host
+/// logs at debug (SPEC §5: every decision is visible to operators).
+fn record(host: &mut impl Host, method: &str, path: &str, summary: &str) {
+    host.record(summary);
+    debug_line(host, method, path, summary);
+}
+
+fn debug_line(host: &mut impl Host, method: &str, path: &str, summary: &str) {
+    if host.logs_at(LogLevel::Debug) {
+        host.log(LogLevel::Debug, &format!("toolgate: {} {}: {summary}", Quoted(method), Quoted(path)));
+    }
+}
+
+#[cfg(test)]
+mod tests;
