@@ -1,1 +1,649 @@
+//! The lifecycle driven natively by a fake host: every state, every way a request ends, and every
+//! failure of an authorizer call.
+
+use prost::Message;
+use toolgate_ext_authz_proto::envoy::config::core::v3::HeaderValueOption;
+use toolgate_ext_authz_proto::envoy::r#type::v3::HttpStatus;
+use toolgate_ext_authz_proto::envoy::service::auth::v3::{
+    check_response::HttpResponse, CheckRequest, CheckResponse, DeniedHttpResponse, OkHttpResponse,
+};
+use toolgate_ext_authz_proto::google::rpc::Status;
+use toolgate_ext_authz_proto::json;
+
 use super::*;
+use crate::plan::{
+    AuthorizerPlan, AuthorizerProtocol, CompiledPlan, ExternalAuthPlan, HttpMatch, LevelPlan, McpMatch, McpMethodMatch,
+    MethodPattern, PolicyPlan, RulePlan, IMPLICIT_RULE,
+};
+
+const A: &str = "spiffe://cluster.local/ns/default/sa/a";
+const B: &str = "spiffe://cluster.local/ns/default/sa/b";
+const CLUSTER: &str = "xbackend/default/tools";
+
+#[derive(Debug, Clone, PartialEq)]
+enum Made {
+    Grpc { cluster: String, message: Vec<u8>, timeout_ms: u32 },
+    Http { cluster: String, headers: Vec<(String, String)>, body: Vec<u8> },
+}
+
+#[derive(Default)]
+struct Fake {
+    headers: Vec<(String, String)>,
+    principal: Option<String>,
+    cluster: Option<String>,
+    body: Vec<u8>,
+    debug: bool,
+    refuse_calls: bool,
+    now: u64,
+    // What the lifecycle did:
+    replies: Vec<(u32, Vec<(String, String)>, Vec<u8>)>,
+    resumed: u32,
+    calls: Vec<Made>,
+    edits: Vec<String>,
+    records: Vec<String>,
+    logs: Vec<(LogLevel, String)>,
+    counts: Vec<Counter>,
+}
+
+impl Fake {
+    fn post(body: &str) -> Self {
+        Fake {
+            headers: pairs(&[(":method", "POST"), (":path", "/mcp"), (":authority", "gw"), ("content-type", "application/json")]),
+            body: body.as_bytes().to_vec(),
+            cluster: Some(CLUSTER.into()),
+            ..Fake::default()
+        }
+    }
+
+    fn get() -> Self {
+        Fake { headers: pairs(&[(":method", "GET"), (":path", "/mcp"), (":authority", "gw")]), cluster: Some(CLUSTER.into()), ..Fake::default() }
+    }
+
+    fn caller(mut self, principal: &str) -> Self {
+        self.principal = Some(principal.into());
+        self
+    }
+
+    fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    fn reply(&self) -> (u32, String) {
+        let (status, _, body) = self.replies.last().expect("a reply");
+        (*status, String::from_utf8_lossy(body).into_owned())
+    }
+
+    fn counted(&self, c: Counter) -> usize {
+        self.counts.iter().filter(|x| **x == c).count()
+    }
+
+    fn check_request(&self, i: usize) -> CheckRequest {
+        match &self.calls[i] {
+            Made::Grpc { message, .. } => CheckRequest::decode(message.as_slice()).expect("a CheckRequest"),
+            other => panic!("not gRPC: {other:?}"),
+        }
+    }
+}
+
+fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+    p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+impl Host for Fake {
+    fn request_headers(&mut self) -> Option<Vec<u8>> {
+        let p: Vec<(&str, &str)> = self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Some(headers::serialize_map(&p))
+    }
+    fn property(&mut self, property: Property) -> Option<Vec<u8>> {
+        match property {
+            Property::PeerUriSan => self.principal.clone().map(String::into_bytes),
+            Property::ClusterName => self.cluster.clone().map(String::into_bytes),
+            Property::DestinationPort => Some(8443i64.to_le_bytes().to_vec()),
+            Property::RequestProtocol => Some(b"HTTP/1.1".to_vec()),
+        }
+    }
+    fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        Some(self.body.get(..size.min(self.body.len()))?.to_vec())
+    }
+    fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool {
+        self.replies.push((status, headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), body.to_vec()));
+        true
+    }
+    fn resume(&mut self) {
+        self.resumed += 1;
+    }
+    fn call(&mut self, callout: &Callout<'_>) -> Option<u32> {
+        if self.refuse_calls {
+            return None;
+        }
+        self.calls.push(match *callout {
+            Callout::Grpc { cluster, service, method, message, timeout_ms } => {
+                assert_eq!((service, method), ("envoy.service.auth.v3.Authorization", "Check"));
+                Made::Grpc { cluster: cluster.into(), message: message.to_vec(), timeout_ms }
+            }
+            Callout::Http { cluster, headers, body, .. } => Made::Http {
+                cluster: cluster.into(),
+                headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                body: body.to_vec(),
+            },
+        });
+        Some(100 + self.calls.len() as u32)
+    }
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        self.edits.push(format!("set {name}: {value}"));
+    }
+    fn add_request_header(&mut self, name: &str, value: &str) {
+        self.edits.push(format!("add {name}: {value}"));
+    }
+    fn remove_request_header(&mut self, name: &str) {
+        self.edits.push(format!("remove {name}"));
+    }
+    fn record(&mut self, summary: &str) {
+        self.records.push(summary.into());
+    }
+    fn logs_at(&mut self, level: LogLevel) -> bool {
+        self.debug || level > LogLevel::Debug
+    }
+    fn log(&mut self, level: LogLevel, message: &str) {
+        self.logs.push((level, message.into()));
+    }
+    fn count(&mut self, counter: Counter) {
+        self.counts.push(counter);
+    }
+    fn now_ms(&mut self) -> u64 {
+        self.now
+    }
+}
+
+#[derive(Default)]
+struct FakeRoot {
+    shared: std::collections::HashMap<String, Vec<u8>>,
+    logs: Vec<String>,
+    counts: Vec<Counter>,
+}
+
+impl RootHost for FakeRoot {
+    fn plugin_name(&mut self) -> String {
+        "toolgate:test".into()
+    }
+    fn shared_get(&mut self, key: &str) -> Option<Vec<u8>> {
+        self.shared.get(key).cloned()
+    }
+    fn shared_set(&mut self, key: &str, value: &[u8]) {
+        self.shared.insert(key.into(), value.to_vec());
+    }
+    fn log(&mut self, _level: LogLevel, message: &str) {
+        self.logs.push(message.into());
+    }
+    fn count(&mut self, counter: Counter) {
+        self.counts.push(counter);
+    }
+    fn now_ms(&mut self) -> u64 {
+        0
+    }
+}
+
+fn tools_rule(name: &str, principal: Option<&str>, tools: &[&str]) -> RulePlan {
+    RulePlan {
+        name: name.into(),
+        principal: principal.map(str::to_string),
+        http: HttpMatch::default(),
+        mcp: Some(McpMatch {
+            base_protocol: false,
+            methods: vec![McpMethodMatch {
+                method: MethodPattern::Exact("tools/call".into()),
+                params: tools.iter().map(|t| t.to_string()).collect(),
+            }],
+        }),
+    }
+}
+
+fn any_rule() -> RulePlan {
+    RulePlan { name: IMPLICIT_RULE.into(), ..RulePlan::default() }
+}
+
+fn grpc_authorizer() -> AuthorizerPlan {
+    AuthorizerPlan { cluster: "authz/default/authz/9000".into(), protocol: AuthorizerProtocol::Grpc, allowed_headers: vec![], forward_body_bytes: 0 }
+}
+
+fn http_authorizer() -> AuthorizerPlan {
+    AuthorizerPlan {
+        cluster: "authz/default/authz/8080".into(),
+        protocol: AuthorizerProtocol::Http { path_prefix: "/check".into(), allowed_response_headers: vec!["x-user".into()] },
+        allowed_headers: vec!["x-a".into()],
+        forward_body_bytes: 10,
+    }
+}
+
+fn ea(rules: Vec<RulePlan>, authorizer: AuthorizerPlan) -> Option<ExternalAuthPlan> {
+    Some(ExternalAuthPlan { policy: "default/ea".into(), rules, authorizer })
+}
+
+/// A plugin with `gateway` and (for [`CLUSTER`]) `backend` levels loaded through `configure`.
+fn plugin(gateway: LevelPlan, backend: Option<LevelPlan>) -> Plugin {
+    let mut plan = CompiledPlan::empty("default/gw/https");
+    plan.settings.authz_timeout_ms = 500;
+    plan.gateway = gateway;
+    if let Some(b) = backend {
+        plan.backends.insert(CLUSTER.into(), b);
+    }
+    let json = serde_json::to_vec(&plan.seal()).unwrap();
+    let mut p = Plugin::default();
+    let mut root = FakeRoot::default();
+    assert!(p.configure(&mut root, &json));
+    assert!(root.logs[0].contains("loaded plan"), "{:?}", root.logs);
+    p
+}
+
+fn allow_level(rules: Vec<RulePlan>) -> LevelPlan {
+    LevelPlan { external_auth: None, allow: vec![PolicyPlan { name: "default/allow".into(), rules }] }
+}
+
+fn call(id: u32, tool: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"a":1}}}}}}"#)
+}
+
+/// Sends a JSON POST through headers and one body callback: what the last callback returned.
+fn send(p: &Plugin, host: &mut Fake) -> (Request, Action) {
+    let mut r = p.request();
+    assert_eq!(r.on_request_headers(host, false), Action::Continue);
+    let size = host.body.len();
+    let action = r.on_request_body(host, size, true);
+    (r, action)
+}
+
+fn grpc_ok(headers: &[(&str, &str)]) -> CallAnswer {
+    let response = CheckResponse {
+        status: Some(Status { code: 0, ..Default::default() }),
+        http_response: Some(HttpResponse::OkResponse(OkHttpResponse {
+            headers: headers.iter().map(|(k, v)| HeaderValueOption::new(*k, *v)).collect(),
+            headers_to_remove: vec!["x-drop".into()],
+            ..Default::default()
+        })),
+        dynamic_metadata: None,
+    };
+    CallAnswer::Grpc { status: 0, message: response.encode_to_vec() }
+}
+
+fn grpc_denied(status: Option<i32>, headers: &[(&str, &str)], body: &str) -> CallAnswer {
+    let response = CheckResponse {
+        status: Some(Status { code: 7, ..Default::default() }),
+        http_response: Some(HttpResponse::DeniedResponse(DeniedHttpResponse {
+            status: status.map(|code| HttpStatus { code }),
+            headers: headers.iter().map(|(k, v)| HeaderValueOption::new(*k, *v)).collect(),
+            body: body.into(),
+        })),
+        dynamic_metadata: None,
+    };
+    CallAnswer::Grpc { status: 0, message: response.encode_to_vec() }
+}
+
+const FORBIDDEN: &str = r#""error":{"code":403,"message":"Access to this tool is forbidden."}"#;
+
+// ---- without authorizers ------------------------------------------------------------------------
+
+#[test]
+fn no_plan_denies_every_request() {
+    let p = Plugin::default();
+    let mut host = Fake::post(&call(1, "echo"));
+    assert_eq!(p.request().on_request_headers(&mut host, false), Action::Pause);
+    assert_eq!(host.reply(), (403, format!(r#"{{"jsonrpc":"2.0","id":null,{FORBIDDEN}}}"#)));
+    assert_eq!(host.counts, vec![Counter::DenyNoPlan]);
+    assert_eq!(host.records, vec!["deny: no valid plan loaded"]);
+}
+
+#[test]
+fn a_refused_first_plan_denies_and_a_refused_update_keeps_the_last_good_plan() {
+    let mut root = FakeRoot::default();
+    let mut p = Plugin::default();
+    assert!(p.configure(&mut root, b"{not a plan"));
+    assert!(root.logs[0].contains("REFUSED plan") && root.logs[0].contains("denying every request"), "{:?}", root.logs);
+    let mut host = Fake::post(&call(1, "echo"));
+    assert_eq!(p.request().on_request_headers(&mut host, false), Action::Pause);
+    assert_eq!(host.counts, vec![Counter::DenyNoPlan]);
+
+    let mut plan = CompiledPlan::empty("l");
+    plan.gateway = allow_level(vec![tools_rule("echo", None, &["echo"])]);
+    assert!(p.configure(&mut root, &serde_json::to_vec(&plan.seal()).unwrap()));
+    assert!(p.configure(&mut root, b"[]"));
+    assert!(root.logs.last().unwrap().contains("keeping last good plan"), "{:?}", root.logs);
+    assert_eq!(root.counts, vec![Counter::PlanRejected, Counter::PlanRejected]);
+    let mut host = Fake::post(&call(1, "echo"));
+    let (_, action) = send(&p, &mut host);
+    assert_eq!(action, Action::Continue);
+    assert_eq!(host.counts, vec![Counter::Allow]);
+}
+
+#[test]
+fn a_route_without_policy_is_not_read() {
+    let p = plugin(LevelPlan::default(), None);
+    let mut host = Fake::post("not even json");
+    host.debug = true;
+    let mut r = p.request();
+    assert_eq!(r.on_request_headers(&mut host, false), Action::Continue);
+    assert_eq!(r.on_request_body(&mut host, 13, true), Action::Continue);
+    assert_eq!(host.counts, vec![Counter::AllowNoPolicy]);
+    assert!(host.records.is_empty());
+    assert_eq!(host.logs, vec![(LogLevel::Debug, "toolgate: 'POST' '/mcp': allow (no policy)".to_string())]);
+}
+
+#[test]
+fn a_json_post_is_held_until_its_whole_body_is_here() {
+    let p = plugin(allow_level(vec![tools_rule("sum", None, &["get-sum"])]), None);
+    let body = call(7, "get-sum");
+    let mut host = Fake::post(&body);
+    host.debug = true;
+    let mut r = p.request();
+    assert_eq!(r.on_request_headers(&mut host, false), Action::Continue);
+    assert_eq!(r.on_request_body(&mut host, 10, false), Action::Pause);
+    assert_eq!(r.on_request_body(&mut host, 20, false), Action::Pause);
+    assert!(host.records.is_empty());
+    assert_eq!(r.on_request_body(&mut host, body.len(), true), Action::Continue);
+    assert_eq!(host.records, vec!["allow gateway=default/allow:sum backend=-"]);
+    assert_eq!(host.counts, vec![Counter::Allow]);
+    assert_eq!(host.logs.len(), 1, "one debug line per decision: {:?}", host.logs);
+    // Later callbacks let it go on and do nothing else.
+    assert_eq!(r.on_request_trailers(&mut host), Action::Continue);
+    assert_eq!(r.on_request_body(&mut host, body.len(), true), Action::Continue);
+    assert_eq!((host.records.len(), host.resumed, host.replies.len()), (1, 0, 0));
+
+    let mut host = Fake::post(&call(8, "echo"));
+    let mut r = p.request();
+    r.on_request_headers(&mut host, false);
+    let size = host.body.len();
+    assert_eq!(r.on_request_body(&mut host, size, true), Action::Pause);
+    assert_eq!(host.reply(), (200, format!(r#"{{"jsonrpc":"2.0","id":8,{FORBIDDEN}}}"#)));
+    assert_eq!(host.counts, vec![Counter::DenyGateway]);
+}
+
+#[test]
+fn a_body_over_the_limit_gets_413_and_nothing_else() {
+    let p = plugin(allow_level(vec![any_rule()]), None);
+    let mut host = Fake::post("x");
+    let mut r = p.request();
+    r.on_request_headers(&mut host, false);
+    assert_eq!(r.on_request_body(&mut host, 1024 * 1024, false), Action::Pause);
+    assert_eq!(r.on_request_body(&mut host, 1024 * 1024 + 1, false), Action::Pause);
+    assert_eq!(host.reply().0, 413);
+    assert_eq!(host.counts, vec![Counter::TooLarge]);
+    assert_eq!(host.records, vec!["deny: body over the limit"]);
+    assert_eq!(r.on_request_body(&mut host, 2 * 1024 * 1024, true), Action::Continue);
+    assert_eq!(host.replies.len(), 1);
+}
+
+#[test]
+fn a_body_that_ends_with_trailers_is_decided_at_the_trailers() {
+    let p = plugin(allow_level(vec![tools_rule("sum", None, &["get-sum"])]), None);
+    let body = call(3, "echo");
+    let mut host = Fake::post(&body);
+    let mut r = p.request();
+    r.on_request_headers(&mut host, false);
+    assert_eq!(r.on_request_body(&mut host, body.len(), false), Action::Pause);
+    assert_eq!(r.on_request_trailers(&mut host), Action::Pause);
+    assert_eq!(host.reply().0, 200);
+    assert_eq!(host.counts, vec![Counter::DenyGateway]);
+}
+
+#[test]
+fn requests_without_a_json_body_are_decided_on_their_headers() {
+    let p = plugin(allow_level(vec![RulePlan { name: "gets".into(), http: HttpMatch { methods: vec!["GET".into()], ..HttpMatch::default() }, ..RulePlan::default() }]), None);
+    let mut host = Fake::get();
+    assert_eq!(p.request().on_request_headers(&mut host, true), Action::Continue);
+    assert_eq!(host.counts, vec![Counter::Allow]);
+    // A JSON POST without a body is not MCP; an encoded one neither.
+    let mut host = Fake::post("");
+    assert_eq!(p.request().on_request_headers(&mut host, true), Action::Pause);
+    assert_eq!(host.reply().0, 403);
+    assert!(host.records[0].contains("body is not MCP: empty body"), "{:?}", host.records);
+    let mut host = Fake::post(&call(1, "x")).header("content-encoding", "gzip");
+    let (_, action) = send(&p, &mut host);
+    assert_eq!(action, Action::Pause);
+    assert!(host.records[0].contains("body is encoded ('gzip')"), "{:?}", host.records);
+}
+
+// ---- gRPC authorizers ---------------------------------------------------------------------------
+
+fn gateway_ea_only() -> Plugin {
+    plugin(LevelPlan { external_auth: ea(vec![any_rule()], grpc_authorizer()), allow: vec![] }, None)
+}
+
+#[test]
+fn grpc_allow_resumes_once_with_the_authorizers_headers() {
+    let p = gateway_ea_only();
+    let mut host = Fake::post(&call(5, "get-sum")).caller(A).header("x-any", "1");
+    let (mut r, action) = send(&p, &mut host);
+    assert_eq!(action, Action::Pause);
+    assert_eq!(host.calls.len(), 1);
+    let Made::Grpc { cluster, timeout_ms, .. } = &host.calls[0] else { panic!() };
+    assert_eq!((cluster.as_str(), *timeout_ms), ("authz/default/authz/9000", 500));
+    let check = host.check_request(0);
+    let attributes = check.attributes.unwrap();
+    assert_eq!(attributes.source.unwrap().principal, A);
+    let http = attributes.request.unwrap().http.unwrap();
+    assert_eq!((http.method.as_str(), http.path.as_str(), http.host.as_str(), http.protocol.as_str()), ("POST", "/mcp", "gw", "HTTP/1.1"));
+    assert_eq!(http.headers.get("x-any").map(String::as_str), Some("1"), "no allowedHeaders: all headers");
+    assert!(http.body.is_empty(), "no forwardBody");
+    let mcp = &attributes.metadata_context.unwrap().filter_metadata["mcp_proxy"];
+    assert_eq!(
+        serde_json::Value::Object(json::from_struct(mcp)),
+        serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "get-sum", "arguments": {"a": 1}}})
+    );
+    // Callbacks while the call is out keep the request paused.
+    assert_eq!(r.on_request_trailers(&mut host), Action::Pause);
+    // An answer to another call is ignored.
+    r.on_call_answer(&mut host, 999, grpc_ok(&[]));
+    assert_eq!(host.resumed, 0);
+    r.on_call_answer(&mut host, 101, grpc_ok(&[("x-user", "alice"), ("Host", "evil"), ("x-bad", "a\r\nb")]));
+    assert_eq!(host.edits, vec!["add x-user: alice", "remove x-drop"]);
+    assert_eq!(host.resumed, 1);
+    assert_eq!(host.records, vec!["allow gateway=- backend=- authorized-by=default/ea"]);
+    assert_eq!(host.counts, vec![Counter::AuthzAllow, Counter::Allow]);
+    // The same answer again (the VM asked to continue twice): nothing happens.
+    r.on_call_answer(&mut host, 101, grpc_ok(&[]));
+    assert_eq!((host.resumed, host.records.len(), host.replies.len()), (1, 1, 0));
+}
+
+#[test]
+fn grpc_denials_answer_as_spec_5_unless_the_authorizer_gives_another_status() {
+    let p = gateway_ea_only();
+    // No status, and 403 with a custom body: Toolgate's denial, nothing of the authorizer's.
+    for denial in [grpc_denied(None, &[], ""), grpc_denied(Some(403), &[("x-leak", "1")], "SECRET")] {
+        let mut host = Fake::post(&call(9, "echo"));
+        let (mut r, _) = send(&p, &mut host);
+        r.on_call_answer(&mut host, 101, denial);
+        assert_eq!(host.reply(), (200, format!(r#"{{"jsonrpc":"2.0","id":9,{FORBIDDEN}}}"#)));
+        assert_eq!(host.replies[0].1, pairs(&[("content-type", "application/json")]));
+        assert_eq!(host.resumed, 0);
+        assert_eq!(host.counts, vec![Counter::AuthzDeny, Counter::DenyGateway]);
+        assert_eq!(host.records, vec!["deny gateway: the authorizer of default/ea denied (HTTP 403)"]);
+    }
+    // 401 with a challenge: passed through as the authorizer gave it.
+    let mut host = Fake::post(&call(9, "echo"));
+    let (mut r, _) = send(&p, &mut host);
+    r.on_call_answer(&mut host, 101, grpc_denied(Some(401), &[("www-authenticate", "Bearer realm=\"mcp\"")], "log in"));
+    assert_eq!(host.replies, vec![(401, pairs(&[("www-authenticate", "Bearer realm=\"mcp\"")]), b"log in".to_vec())]);
+    assert_eq!(host.records, vec!["deny gateway: the authorizer of default/ea denied (HTTP 401)"]);
+}
+
+#[test]
+fn grpc_failures_deny_and_are_counted_each_in_its_own_stat() {
+    let p = gateway_ea_only();
+    let cases = [
+        (CallAnswer::Grpc { status: 4, message: vec![] }, 0, Counter::AuthzTimeout, "did not answer in time"),
+        (CallAnswer::Failed, 600, Counter::AuthzTimeout, "did not answer in time"),
+        (CallAnswer::Failed, 10, Counter::AuthzUnavailable, "could not be reached"),
+        (CallAnswer::Grpc { status: 14, message: vec![] }, 0, Counter::AuthzUnavailable, "could not be reached"),
+        (CallAnswer::Grpc { status: 0, message: b"\xff\xff garbage".to_vec() }, 0, Counter::AuthzMalformed, "answered something unreadable"),
+        (CallAnswer::Http { headers: vec![], body: vec![] }, 0, Counter::AuthzMalformed, "answered something unreadable"),
+    ];
+    for (answer, elapsed, counter, said) in cases {
+        let mut host = Fake::post(&call(2, "get-sum"));
+        let (mut r, _) = send(&p, &mut host);
+        host.now += elapsed;
+        r.on_call_answer(&mut host, 101, answer.clone());
+        assert_eq!(host.reply(), (200, format!(r#"{{"jsonrpc":"2.0","id":2,{FORBIDDEN}}}"#)), "{answer:?}");
+        assert_eq!(host.counts, vec![counter, Counter::DenyGateway], "{answer:?}");
+        assert!(host.records[0].ends_with(said), "{:?}", host.records);
+        assert_eq!(host.resumed, 0);
+    }
+}
+
+#[test]
+fn a_call_the_host_refuses_to_start_denies_at_once() {
+    let p = gateway_ea_only();
+    let mut host = Fake::post(&call(4, "get-sum"));
+    host.refuse_calls = true;
+    let mut r = p.request();
+    r.on_request_headers(&mut host, false);
+    let size = host.body.len();
+    assert_eq!(r.on_request_body(&mut host, size, true), Action::Pause);
+    assert_eq!(host.reply().0, 200);
+    assert_eq!(host.counts, vec![Counter::AuthzUnavailable, Counter::DenyGateway]);
+    // On a GET, from the headers callback.
+    let mut host = Fake::get();
+    host.refuse_calls = true;
+    assert_eq!(p.request().on_request_headers(&mut host, true), Action::Pause);
+    assert_eq!(host.reply().0, 403);
+}
+
+#[test]
+fn a_request_without_a_body_pauses_its_headers_for_the_call() {
+    let p = gateway_ea_only();
+    let mut host = Fake::get().caller(B);
+    let mut r = p.request();
+    assert_eq!(r.on_request_headers(&mut host, true), Action::Pause);
+    let check = host.check_request(0);
+    let attributes = check.attributes.unwrap();
+    assert!(attributes.metadata_context.is_none(), "no JSON-RPC message, no mcp_proxy");
+    r.on_call_answer(&mut host, 101, grpc_ok(&[]));
+    assert_eq!(host.resumed, 1);
+}
+
+#[test]
+fn levels_run_in_order_and_only_matching_rules_call() {
+    // Backend: Allow {a: echo, get-sum; b: echo, get-sum, get-env} + ExternalAuth for b only.
+    let backend = LevelPlan {
+        external_auth: ea(vec![RulePlan { name: "b".into(), principal: Some(B.into()), ..RulePlan::default() }], grpc_authorizer()),
+        allow: vec![PolicyPlan {
+            name: "default/tools".into(),
+            rules: vec![tools_rule("a", Some(A), &["echo", "get-sum"]), tools_rule("b", Some(B), &["echo", "get-sum", "get-env"])],
+        }],
+    };
+    let gateway = allow_level(vec![tools_rule("no-delete", None, &["echo", "get-sum", "get-env"])]);
+    let p = plugin(gateway, Some(backend));
+    // a -> echo: allowed without a call.
+    let mut host = Fake::post(&call(1, "echo")).caller(A);
+    let (_, action) = send(&p, &mut host);
+    assert_eq!((action, host.calls.len()), (Action::Continue, 0));
+    assert_eq!(host.records, vec!["allow gateway=default/allow:no-delete backend=default/tools:a"]);
+    // a -> get-env: denied by Allow, no call.
+    let mut host = Fake::post(&call(2, "get-env")).caller(A);
+    send(&p, &mut host);
+    assert_eq!((host.calls.len(), host.counts.clone()), (0, vec![Counter::DenyBackend]));
+    // b -> get-env: the authorizer, then Allow.
+    let mut host = Fake::post(&call(3, "get-env")).caller(B);
+    let (mut r, _) = send(&p, &mut host);
+    assert_eq!(host.calls.len(), 1);
+    r.on_call_answer(&mut host, 101, grpc_ok(&[]));
+    assert_eq!(host.records, vec!["allow gateway=default/allow:no-delete backend=default/tools:b authorized-by=default/ea"]);
+    // The gateway level denies delete-all: the backend authorizer is never called.
+    let mut host = Fake::post(&call(4, "delete-all")).caller(B);
+    send(&p, &mut host);
+    assert_eq!((host.calls.len(), host.counts.clone()), (0, vec![Counter::DenyGateway]));
+    // The authorizer allows, Allow denies: denied.
+    let mut host = Fake::post(&call(5, "delete-all")).caller(B);
+    let gateway = LevelPlan { external_auth: ea(vec![any_rule()], grpc_authorizer()), ..allow_level(vec![tools_rule("x", None, &["echo"])]) };
+    let p2 = plugin(gateway, None);
+    let (mut r, _) = send(&p2, &mut host);
+    r.on_call_answer(&mut host, 101, grpc_ok(&[]));
+    assert_eq!(host.counts, vec![Counter::AuthzAllow, Counter::DenyGateway]);
+    assert_eq!(host.resumed, 0);
+}
+
+#[test]
+fn a_batch_calls_once_per_element_and_resumes_once() {
+    let p = gateway_ea_only();
+    let body = format!("[{},{},{}]", call(1, "a"), call(2, "b"), call(3, "c"));
+    let mut host = Fake::post(&body);
+    let (mut r, _) = send(&p, &mut host);
+    for (i, token) in [101, 102, 103].into_iter().enumerate() {
+        assert_eq!(host.calls.len(), i + 1);
+        let mcp = host.check_request(i).attributes.unwrap().metadata_context.unwrap();
+        assert_eq!(json::from_struct(&mcp.filter_metadata["mcp_proxy"])["id"], serde_json::json!(i + 1));
+        r.on_call_answer(&mut host, token, grpc_ok(&[]));
+    }
+    assert_eq!((host.calls.len(), host.resumed), (3, 1));
+    // One element denied: the whole batch, 403 with id null.
+    let mut host = Fake::post(&body);
+    let (mut r, _) = send(&p, &mut host);
+    r.on_call_answer(&mut host, 101, grpc_ok(&[]));
+    r.on_call_answer(&mut host, 102, grpc_denied(None, &[], ""));
+    assert_eq!(host.reply(), (403, format!(r#"{{"jsonrpc":"2.0","id":null,{FORBIDDEN}}}"#)));
+    assert_eq!(host.calls.len(), 2);
+    assert!(host.records[0].contains("(batch element 1)"), "{:?}", host.records);
+}
+
+#[test]
+fn a_request_that_needs_too_many_calls_is_denied() {
+    let p = gateway_ea_only();
+    let body = format!("[{}]", (0..40).map(|i| call(i, "t")).collect::<Vec<_>>().join(","));
+    let mut host = Fake::post(&body);
+    let (mut r, _) = send(&p, &mut host);
+    for token in 101..101 + crate::eval::MAX_AUTHZ_CALLS {
+        r.on_call_answer(&mut host, token, grpc_ok(&[]));
+    }
+    assert_eq!(host.calls.len(), crate::eval::MAX_AUTHZ_CALLS as usize);
+    assert_eq!(host.reply().0, 403);
+    assert!(host.records[0].contains("more than 32 authorizer calls"), "{:?}", host.records);
+    assert_eq!(host.resumed, 0);
+}
+
+// ---- HTTP authorizers ---------------------------------------------------------------------------
+
+#[test]
+fn http_calls_carry_the_request_and_a_2xx_allows() {
+    let p = plugin(LevelPlan { external_auth: ea(vec![any_rule()], http_authorizer()), allow: vec![] }, None);
+    let body = call(6, "get-sum");
+    let mut host = Fake::post(&body)
+        .caller(A)
+        .header("x-a", "1")
+        .header("x-secret", "s")
+        .header("authorization", "Bearer t")
+        .header("x-toolgate-principal", "spiffe://forged");
+    let (mut r, _) = send(&p, &mut host);
+    let Made::Http { cluster, headers, body: sent } = &host.calls[0] else { panic!() };
+    assert_eq!(cluster, "authz/default/authz/8080");
+    assert_eq!(
+        headers,
+        &pairs(&[
+            (":method", "POST"),
+            (":path", "/check/mcp"),
+            (":authority", "gw"),
+            ("content-length", "10"),
+            ("x-a", "1"),
+            ("authorization", "Bearer t"),
+            ("x-toolgate-principal", A),
+            ("x-envoy-auth-partial-body", "true"),
+        ])
+    );
+    assert_eq!(sent, &body.as_bytes()[..10]);
+    let ok = CallAnswer::Http { headers: pairs(&[(":status", "200"), ("x-user", "alice"), ("x-other", "o")]), body: vec![] };
+    r.on_call_answer(&mut host, 101, ok);
+    assert_eq!(host.edits, vec!["set x-user: alice"]);
+    assert_eq!(host.resumed, 1);
+    // Any other status denies: 403 as Toolgate's denial, others passed through.
+    for (status, expected) in [("403", 200), ("401", 401), ("500", 500)] {
+        let mut host = Fake::post(&body);
+        let (mut r, _) = send(&p, &mut host);
+        let answer = CallAnswer::Http { headers: pairs(&[(":status", status), ("www-authenticate", "Basic"), ("content-length", "2")]), body: b"no".to_vec() };
+        r.on_call_answer(&mut host, 101, answer);
+        assert_eq!(host.reply().0, expected);
+        if expected != 200 {
+            assert_eq!(host.replies[0].1, pairs(&[("www-authenticate", "Basic")]));
+            assert_eq!(host.replies[0].2, b"no");
+        } else {
+            assert!(!host.reply().1.contains("no"));
+        }
+    }
+}
