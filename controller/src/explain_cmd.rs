@@ -1,5 +1,8 @@
 //! `toolgate explain`: the decision for a described request, and why (level, policy, rule, the
-//! matcher that failed). Runs the same plan and evaluator as the filter.
+//! matcher that failed). The decision comes from the filter's own request lifecycle
+//! (`toolgate_policy::lifecycle`) run against a simulated host, so classification (JSON POST, body
+//! limit, encoding), authorizer calls and replies are the filter's; external authorizers are
+//! assumed to allow unless the request file says `authorizers: deny`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -7,9 +10,11 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Deserialize;
 use serde_json::Value;
-use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest, Verdict};
+use toolgate_policy::authz::assumed_answer;
+use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest};
+use toolgate_policy::lifecycle::headers::{self, Classified};
+use toolgate_policy::lifecycle::{self, CallAnswer, Callout, Counter, LogLevel, Plugin, Property};
 use toolgate_policy::mcp::{self, ReadOptions};
-use toolgate_policy::response;
 
 use crate::cli::{self, Failure, InputArgs, PlanArgs};
 
@@ -40,6 +45,16 @@ struct RequestFile {
     principal: Option<String>,
     /// A JSON body (an MCP message or a batch), or a string taken as the raw body.
     body: Option<Value>,
+    /// How external authorizers answer: `allow` (the default) or `deny`.
+    authorizers: Option<Assumed>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Assumed {
+    #[default]
+    Allow,
+    Deny,
 }
 
 pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
@@ -102,51 +117,172 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         headers: &header_refs,
         principal: described.principal.as_deref(),
     };
-    let json_post = method == "POST"
-        && headers.iter().any(|(k, v)| k == "content-type" && v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json")));
-    let encoding = headers.iter().find(|(k, _)| k == "content-encoding").map(|(_, v)| v.trim()).filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"));
-    let read = match (&body_bytes, encoding) {
-        (_, Some(e)) => Err(mcp::NotMcp::Encoded { encoding: e.to_string() }),
-        (Some(bytes), None) => mcp::read_body(bytes, ReadOptions::default()),
-        (None, None) => Err(mcp::NotMcp::EmptyBody),
+    let classified = headers::classify(
+        &method,
+        header_refs.iter().find(|(k, _)| *k == "content-type").map_or("", |(_, v)| v),
+        header_refs.iter().find(|(k, _)| *k == "content-encoding").map_or("", |(_, v)| v),
+        body_bytes.is_none(),
+    );
+    let read = match (&classified, &body_bytes) {
+        (Classified::JsonBody { encoded: Some(e) }, _) => Err(mcp::NotMcp::Encoded { encoding: e.clone() }),
+        (Classified::JsonBody { encoded: None }, Some(bytes)) => mcp::read_body(bytes, ReadOptions::default()),
+        _ => Err(mcp::NotMcp::EmptyBody),
     };
-    if body_bytes.as_ref().is_some_and(|b| b.len() > listener.plan.settings.max_body_bytes as usize) {
-        println!("decision: REFUSED with 413 (body over {} bytes)", listener.plan.settings.max_body_bytes);
-        return Ok(());
-    }
-    let body = match (&read, json_post) {
-        (_, false) => BodyInput::None,
-        (Ok(m), true) => BodyInput::Mcp(m),
-        (Err(e), true) => BodyInput::NotMcp(e),
+    let body = match (&classified, &read) {
+        (Classified::Http, _) => BodyInput::None,
+        (_, Ok(m)) => BodyInput::Mcp(m),
+        (_, Err(e)) => BodyInput::NotMcp(e),
     };
-    if let (Err(e), true) = (&read, json_post) {
+    if let BodyInput::NotMcp(e) = body {
         println!("body: not MCP ({e}): only rules without MCP constraints can allow it");
     }
-    if !route.under_policy() {
-        println!("decision: ALLOW (no policy applies to this listener and route)");
-        return Ok(());
-    }
-    for m in route.explain(&req, body) {
-        let index = m.message.map(|i| format!("[{i}] ")).unwrap_or_default();
-        println!("{index}{}", m.what);
-        for level in &m.levels {
-            let matched = level.rules.iter().any(|r| r.outcome.is_ok());
-            println!("  {} level: {}", level.level.as_str(), if matched { "allows" } else { "DENIES (no rule matches)" });
-            for r in &level.rules {
-                match &r.outcome {
-                    Ok(()) => println!("    {} rule {}: matches", r.policy, r.rule),
-                    Err(why) => println!("    {} rule {}: no ({why})", r.policy, r.rule),
+    if route.under_policy() {
+        for m in route.explain(&req, body) {
+            let index = m.message.map(|i| format!("[{i}] ")).unwrap_or_default();
+            println!("{index}{}", m.what);
+            for level in &m.levels {
+                let matched = level.rules.iter().any(|r| r.outcome.is_ok());
+                println!("  {} level: {}", level.level.as_str(), if matched { "allows" } else { "DENIES (no rule matches)" });
+                for r in &level.rules {
+                    match &r.outcome {
+                        Ok(()) => println!("    {} rule {}: matches", r.policy, r.rule),
+                        Err(why) => println!("    {} rule {}: no ({why})", r.policy, r.rule),
+                    }
                 }
             }
         }
     }
-    let decision = route.decide(&req, body);
-    match decision.verdict {
-        Verdict::Allow => println!("decision: ALLOW ({})", decision.summary()),
-        Verdict::Deny(_) => {
-            let reply = response::denial(body, &decision, false);
-            println!("decision: DENY ({}); reply HTTP {} {}", decision.summary(), reply.status, reply.body);
+
+    // The decision, as the filter reaches it.
+    let mut plugin = Plugin::default();
+    let plan_json = serde_json::to_vec(&listener.plan).map_err(|e| {
+        eprintln!("error: the compiled plan does not serialise: {e}");
+        Failure::Invalid
+    })?;
+    plugin.configure(&mut Quiet, &plan_json);
+    let mut host = Simulated {
+        headers: headers.clone(),
+        method: method.clone(),
+        path: path.to_string(),
+        authority: host.to_string(),
+        principal: described.principal.clone(),
+        cluster,
+        port: listener.listener.port,
+        body: body_bytes.clone().unwrap_or_default(),
+        assumed: described.authorizers.unwrap_or_default(),
+        ..Simulated::default()
+    };
+    let mut request = plugin.request();
+    let mut paused = request.on_request_headers(&mut host, body_bytes.is_none()) == lifecycle::Action::Pause;
+    if let Some(bytes) = &body_bytes {
+        if host.outcome.is_none() {
+            paused = request.on_request_body(&mut host, bytes.len(), true) == lifecycle::Action::Pause;
         }
     }
+    while let Some((token, answer)) = host.pending.take() {
+        request.on_call_answer(&mut host, token, answer);
+    }
+    for call in &host.calls {
+        println!("{call}");
+    }
+    match (&host.outcome, &host.record) {
+        (Some((status, reply)), record) => {
+            println!("decision: DENY ({}); reply HTTP {status} {reply}", record.as_deref().unwrap_or("no decision recorded"))
+        }
+        (None, Some(record)) if !paused || host.resumed => println!("decision: ALLOW ({record})"),
+        (None, None) if !paused || host.resumed => {
+            println!("decision: ALLOW (no policy applies to this listener and route)")
+        }
+        _ => println!("decision: none (the request would stay paused)"),
+    }
     Ok(())
+}
+
+/// A plan-loading host that keeps nothing.
+struct Quiet;
+
+impl lifecycle::RootHost for Quiet {
+    fn plugin_name(&mut self) -> String {
+        "explain".into()
+    }
+    fn shared_get(&mut self, _: &str) -> Option<Vec<u8>> {
+        None
+    }
+    fn shared_set(&mut self, _: &str, _: &[u8]) {}
+    fn log(&mut self, _: LogLevel, _: &str) {}
+    fn count(&mut self, _: Counter) {}
+    fn now_ms(&mut self) -> u64 {
+        0
+    }
+}
+
+/// The described request as the filter's host would present it.
+#[derive(Default)]
+struct Simulated {
+    headers: Vec<(String, String)>,
+    method: String,
+    path: String,
+    authority: String,
+    principal: Option<String>,
+    cluster: Option<String>,
+    port: u16,
+    body: Vec<u8>,
+    assumed: Assumed,
+    pending: Option<(u32, CallAnswer)>,
+    calls: Vec<String>,
+    record: Option<String>,
+    outcome: Option<(u32, String)>,
+    resumed: bool,
+}
+
+impl lifecycle::Host for Simulated {
+    fn request_headers(&mut self) -> Option<Vec<u8>> {
+        let mut pairs: Vec<(&str, &str)> =
+            vec![(":method", &self.method), (":path", &self.path), (":authority", &self.authority), (":scheme", "https")];
+        pairs.extend(self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        Some(headers::serialize_map(&pairs))
+    }
+    fn property(&mut self, property: Property) -> Option<Vec<u8>> {
+        match property {
+            Property::PeerUriSan => self.principal.clone().map(String::into_bytes),
+            Property::ClusterName => self.cluster.clone().map(String::into_bytes),
+            Property::DestinationPort => Some(i64::from(self.port).to_le_bytes().to_vec()),
+            Property::RequestProtocol => Some(b"HTTP/1.1".to_vec()),
+        }
+    }
+    fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        self.body.get(..size.min(self.body.len())).map(<[u8]>::to_vec)
+    }
+    fn send_reply(&mut self, status: u32, _headers: &[(&str, &str)], body: &[u8]) -> bool {
+        self.outcome = Some((status, String::from_utf8_lossy(body).into_owned()));
+        true
+    }
+    fn resume(&mut self) {
+        self.resumed = true;
+    }
+    fn call(&mut self, callout: &Callout<'_>) -> Option<u32> {
+        let (kind, cluster) = match callout {
+            Callout::Grpc { cluster, .. } => ("gRPC Check", cluster),
+            Callout::Http { cluster, .. } => ("HTTP", cluster),
+        };
+        let token = self.calls.len() as u32 + 1;
+        let answer = if self.assumed == Assumed::Allow { "allows" } else { "denies" };
+        self.calls.push(format!("authorizer call {token}: {kind} to cluster {cluster} (assumed: it {answer})"));
+        self.pending = Some((token, assumed_answer(callout, self.assumed == Assumed::Allow)));
+        Some(token)
+    }
+    fn set_request_header(&mut self, _: &str, _: &str) {}
+    fn add_request_header(&mut self, _: &str, _: &str) {}
+    fn remove_request_header(&mut self, _: &str) {}
+    fn record(&mut self, summary: &str) {
+        self.record = Some(summary.to_string());
+    }
+    fn logs_at(&mut self, _: LogLevel) -> bool {
+        false
+    }
+    fn log(&mut self, _: LogLevel, _: &str) {}
+    fn count(&mut self, _: Counter) {}
+    fn now_ms(&mut self) -> u64 {
+        0
+    }
 }

@@ -190,3 +190,30 @@ fn explain_names_the_level_policy_rule_and_matcher() {
     let o = toolgate(&["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn explain_runs_the_filters_lifecycle() {
+    let dir = tmp("explain-lifecycle");
+    let rules = "  rules:\n  - name: posts\n    authorization: {type: Inline, methods: [POST]}\n";
+    let ea = "---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: ea, namespace: default, creationTimestamp: \"2026-01-01T00:00:00Z\"}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n  action: ExternalAuth\n  externalAuth: {protocol: GRPC, grpc: {}, backendRef: {name: authz, port: 9000}}\n".to_string();
+    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", GW, rules), ea]);
+    let request = dir.join("req.yaml");
+    let explain = |req: &str| {
+        std::fs::write(&request, req).unwrap();
+        let o = toolgate(&["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let call = r#"body: {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo"}}"#;
+    let out = explain(&format!("listener: http\n{call}\n"));
+    assert!(out.contains("authorizer call 1: gRPC Check to cluster authz/default/authz/9000 (assumed: it allows)"), "{out}");
+    assert!(out.contains("decision: ALLOW (allow gateway=default/p:posts backend=- authorized-by=default/ea)"), "{out}");
+    let out = explain(&format!("listener: http\nauthorizers: deny\n{call}\n"));
+    assert!(out.contains("decision: DENY (deny gateway: the authorizer of default/ea denied (HTTP 403)); reply HTTP 200"), "{out}");
+    // A large body is refused with 413 only where the filter holds it: a JSON POST.
+    let big = "x".repeat(2 * 1024 * 1024);
+    let out = explain(&format!("listener: http\nheaders: {{content-type: text/plain}}\nbody: \"{big}\"\n"));
+    assert!(out.contains("decision: ALLOW"), "{}", &out[..out.len().min(2000)]);
+    let out = explain(&format!("listener: http\nbody: \"{big}\"\n"));
+    assert!(out.contains("decision: DENY (deny: body over the limit); reply HTTP 413"), "{}", &out[..out.len().min(2000)]);
+}

@@ -306,5 +306,24 @@ fn read_http_response(allowed: &[String], headers: Vec<(String, String)>, body: 
     }
 }
 
+/// The answer an authorizer that allows (or denies, with a 403) gives to `callout`: what
+/// `toolgate explain` assumes, since it cannot ask.
+pub fn assumed_answer(callout: &crate::lifecycle::Callout<'_>, allow: bool) -> CallAnswer {
+    match callout {
+        crate::lifecycle::Callout::Grpc { .. } => {
+            let code = if allow { 0 } else { 7 };
+            let response = CheckResponse {
+                status: Some(toolgate_ext_authz_proto::google::rpc::Status { code, ..Default::default() }),
+                ..Default::default()
+            };
+            CallAnswer::Grpc { status: 0, message: response.encode_to_vec() }
+        }
+        crate::lifecycle::Callout::Http { .. } => CallAnswer::Http {
+            headers: vec![(":status".into(), if allow { "200" } else { "403" }.into())],
+            body: Vec::new(),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests;
