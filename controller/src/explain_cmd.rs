@@ -116,6 +116,7 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         port: listener.listener.port,
         headers: &header_refs,
         principal: described.principal.as_deref(),
+        time_ms: 0,
     };
     let classified = headers::classify(
         &method,

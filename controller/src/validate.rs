@@ -783,11 +783,9 @@ fn compile_problems(objects: Vec<RawObject>, default_namespace: &str) -> Vec<Pro
         let mut seen = std::collections::BTreeSet::new();
         for ancestor in &status.ancestors {
             for c in ancestor.conditions.iter().filter(|c| c.status != "True") {
-                // Valid objects that this version leaves out (unsupported features) or that depend on
-                // cluster state are warnings; the API would reject neither.
+                // Findings that depend on cluster state are warnings; the API would reject neither.
                 let severity = match c.reason.as_str() {
                     "TargetNotFound" | "LimitPerTargetExceeded" => Severity::Warning,
-                    _ if c.message.ends_with(toolgate_policy::compile::NOT_ENFORCED) => Severity::Warning,
                     _ => Severity::Error,
                 };
                 let message = format!("{}: {}", c.reason, c.message);

@@ -165,6 +165,7 @@ fn evaluate(c: &mut Criterion) {
         port: 20443,
         headers: &hdrs,
         principal: Some(PRINCIPAL),
+        time_ms: 0,
     };
     let small = body(300, TOOL);
     let mut g = c.benchmark_group("evaluate");

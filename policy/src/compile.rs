@@ -18,10 +18,6 @@ use crate::plan::{
 
 pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
 
-/// Ends the message of every [`CompileError::Unsupported`], so that status readers can tell a
-/// valid-but-unenforced policy from an invalid one.
-pub const NOT_ENFORCED: &str = "is not enforced by this version of Toolgate; the policy is not accepted";
-
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
     /// Trust domain of ServiceAccount sources: `spiffe://<trust domain>/ns/<ns>/sa/<name>`.
@@ -43,10 +39,6 @@ pub enum CompileError {
     /// A CEL expression that does not compile or uses unknown variables (status reason `InvalidCEL`).
     #[error("{field}: {message}")]
     InvalidCel { field: String, message: String },
-    /// Valid API, but a feature this version does not enforce (status reason `Invalid`): the
-    /// policy is left out rather than enforced partially.
-    #[error("{field}: {message}")]
-    Unsupported { field: String, message: String },
 }
 
 impl CompileError {
@@ -55,13 +47,13 @@ impl CompileError {
     }
     pub fn field(&self) -> &str {
         match self {
-            Self::Invalid { field, .. } | Self::InvalidCel { field, .. } | Self::Unsupported { field, .. } => field,
+            Self::Invalid { field, .. } | Self::InvalidCel { field, .. } => field,
         }
     }
     /// The status condition reason (SPEC §7).
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::Invalid { .. } | Self::Unsupported { .. } => "Invalid",
+            Self::Invalid { .. } => "Invalid",
             Self::InvalidCel { .. } => "InvalidCEL",
         }
     }
@@ -205,20 +197,39 @@ fn compile_rule(namespace: &str, field: &str, rule: &AccessRule, opts: &CompileO
             }
         }
     };
-    let (http, mcp) = match &rule.authorization {
-        None => (HttpMatch::default(), None),
-        Some(authz) => compile_authorization(&format!("{field}.authorization"), authz)?,
+    let name = rule.name.clone();
+    let authz = match &rule.authorization {
+        None => return Ok(RulePlan { name, principal, ..RulePlan::default() }),
+        Some(authz) => authz,
     };
-    Ok(RulePlan { name: rule.name.clone(), principal, http, mcp })
+    let field = format!("{field}.authorization");
+    if authz.rule_type == AuthorizationRuleType::Cel {
+        // SPEC §3: CEL rules apply to tools/call only.
+        let mcp = McpMatch {
+            base_protocol: false,
+            methods: vec![McpMethodMatch { method: MethodPattern::Exact("tools/call".into()), params: vec![] }],
+        };
+        let cel = compile_cel(&field, authz)?;
+        return Ok(RulePlan { name, principal, http: HttpMatch::default(), mcp: Some(mcp), cel: Some(cel) });
+    }
+    let (http, mcp) = compile_authorization(&field, authz)?;
+    Ok(RulePlan { name, principal, http, mcp, cel: None })
+}
+
+/// A rule's CEL expression, checked (syntax, variables, size: `cel_rule::compile`).
+fn compile_cel(field: &str, authz: &AuthorizationRule) -> Result<String, CompileError> {
+    let field = format!("{field}.cel.expression");
+    let expression = authz.cel.as_ref().map(|c| c.expression.clone()).unwrap_or_default();
+    if expression.trim().is_empty() {
+        return Err(CompileError::InvalidCel { field, message: "cel.expression must be set when type is set to 'CEL'".into() });
+    }
+    match crate::cel_rule::compile(&expression) {
+        Ok(_) => Ok(expression),
+        Err(problem) => Err(CompileError::InvalidCel { field, message: format!("invalid CEL expression {expression:?}: {problem}") }),
+    }
 }
 
 fn compile_authorization(field: &str, authz: &AuthorizationRule) -> Result<(HttpMatch, Option<McpMatch>), CompileError> {
-    if authz.rule_type == AuthorizationRuleType::Cel {
-        return Err(CompileError::Unsupported {
-            field: format!("{field}.cel.expression"),
-            message: format!("type CEL {NOT_ENFORCED}"),
-        });
-    }
     let methods = authz.methods.iter().map(|m| m.to_ascii_uppercase()).collect();
     let paths = authz
         .paths

@@ -12,6 +12,7 @@ use crate::plan::{
     json_content_hash, AuthorizerPlan, CompiledPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, MethodPattern, PathMatch, PolicyPlan, RulePlan,
     ValueMatch, PLAN_VERSION,
 };
+use crate::cel_rule::{CelRule, Uses};
 use crate::str_map::StrMap;
 
 /// Largest body limit a plan may ask for; the filter buffers the whole body in Envoy's memory.
@@ -62,6 +63,9 @@ pub struct HttpRequest<'a> {
     pub headers: &'a [(&'a str, &'a str)],
     /// The caller's SPIFFE ID from the verified client certificate, if any.
     pub principal: Option<&'a str>,
+    /// Wall-clock time of the request, milliseconds since the Unix epoch (0 when not read: only CEL
+    /// rules on `request.time` need it).
+    pub time_ms: u64,
 }
 
 impl<'a> HttpRequest<'a> {
@@ -290,6 +294,11 @@ impl Evaluator {
 
     pub fn plan(&self) -> &CompiledPlan {
         &self.plan
+    }
+
+    /// What the plan's CEL rules read of a request (nothing, without CEL rules).
+    pub fn cel_uses(&self) -> Uses {
+        self.backends.values().map(|l| l.cel_uses).fold(self.gateway.cel_uses, Uses::union)
     }
 
     /// The levels in force for a request routed to `cluster`.
@@ -574,6 +583,11 @@ impl IndexedRule {
         if let Some(name) = self.http.as_ref().and_then(|http| http.first_failure(req)) {
             return Err(format!("{name}: the request does not match"));
         }
+        if let Some(cel) = &self.cel {
+            if !cel_matches(cel, req, subject) {
+                return Err(format!("cel: {:?} is not true for this request", plan.cel.as_deref().unwrap_or("")));
+            }
+        }
         let Some(mcp) = &plan.mcp else { return Ok(()) };
         let base = match subject {
             Subject::Http => return Err("mcp: the request has no readable MCP body".into()),
@@ -665,6 +679,8 @@ struct LevelIndex {
     by_category: StrMap<Bucket>,
     /// The level's ExternalAuth policy.
     external_auth: Option<Box<AuthIndex>>,
+    /// What the level's CEL rules read.
+    cel_uses: Uses,
 }
 
 /// An ExternalAuth policy: its rules (when to call) indexed like a level of one Allow policy.
@@ -683,12 +699,21 @@ struct IndexedRule {
     name: Name,
     /// None: no HTTP matcher (most rules).
     http: Option<Box<CompiledHttp>>,
+    /// A CEL expression (rules of type CEL).
+    cel: Option<Box<CelRule>>,
 }
 
 impl IndexedRule {
-    fn matches(&self, req: &HttpRequest<'_>) -> bool {
-        self.http.as_ref().is_none_or(|http| http.matches(req))
+    fn matches(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> bool {
+        self.http.as_ref().is_none_or(|http| http.matches(req)) && self.cel.as_ref().is_none_or(|cel| cel_matches(cel, req, subject))
     }
+}
+
+/// A CEL rule applies to `tools/call` messages only (the index offers it nothing else).
+fn cel_matches(cel: &CelRule, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> bool {
+    let Subject::Message(m) = subject else { return false };
+    let input = crate::cel_rule::Input { req, method: m.method.as_deref(), tool_name: m.name.as_deref(), params: m.params };
+    cel.matches(&input)
 }
 
 /// A range of `LevelIndex::names`.
@@ -747,14 +772,21 @@ impl Bucket {
 
     /// Smallest ordinal of this bucket whose rule matches, if smaller than `best`. `caller`: the
     /// caller's principal number, if a rule of the level names it.
-    fn first_match(&self, rules: &[IndexedRule], req: &HttpRequest<'_>, caller: Option<u32>, best: &mut Option<u32>) {
+    fn first_match(
+        &self,
+        rules: &[IndexedRule],
+        req: &HttpRequest<'_>,
+        subject: &Subject<'_, '_>,
+        caller: Option<u32>,
+        best: &mut Option<u32>,
+    ) {
         // `list` starts with `principal`'s entries (in evaluation order); they end where another's start.
         let mut scan = |principal: u32, list: &[(u32, u32)]| {
             for &(p, o) in list {
                 if p != principal || best.is_some_and(|b| o >= b) {
                     return;
                 }
-                if rules.get(o as usize).is_some_and(|r| r.matches(req)) {
+                if rules.get(o as usize).is_some_and(|r| r.matches(req, subject)) {
                     *best = Some(o);
                     return;
                 }
@@ -782,16 +814,19 @@ impl LevelIndex {
             by_method: StrMap::default(),
             by_category: StrMap::default(),
             external_auth: None,
+            cel_uses: Uses::default(),
         };
         if let Some(ea) = &plan.external_auth {
             let rules = LevelPlan {
                 external_auth: None,
                 allow: vec![PolicyPlan { name: ea.policy.clone(), rules: ea.rules.clone() }],
             };
+            let ea_index = LevelIndex::build(level, &rules)?;
+            index.cel_uses = ea_index.cel_uses;
             index.external_auth = Some(Box::new(AuthIndex {
                 policy: ea.policy.clone(),
                 authorizer: ea.authorizer.clone(),
-                index: LevelIndex::build(level, &rules)?,
+                index: ea_index,
             }));
         }
         // Each method's params (how many, how many bytes), to size its map up front: growing a
@@ -874,8 +909,17 @@ impl LevelIndex {
                         }
                     }
                 }
+                let cel = match &rule.cel {
+                    None => None,
+                    Some(expression) => {
+                        let compiled = crate::cel_rule::compile(expression)
+                            .map_err(|e| rerr(format!("CEL expression {expression:?}: {e}")))?;
+                        index.cel_uses = index.cel_uses.union(compiled.uses);
+                        Some(Box::new(compiled))
+                    }
+                };
                 let name = index.push_name(&rule.name);
-                index.rules.push(IndexedRule { policy: policy_number, name, http });
+                index.rules.push(IndexedRule { policy: policy_number, name, http, cel });
             }
         }
         for bucket in index.buckets_mut() {
@@ -913,7 +957,7 @@ impl LevelIndex {
     fn first_match(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Option<&IndexedRule> {
         let mut best = None;
         let caller = req.principal.and_then(|p| self.principals.get(p)).copied();
-        let mut probe = |bucket: &Bucket| bucket.first_match(&self.rules, req, caller, &mut best);
+        let mut probe = |bucket: &Bucket| bucket.first_match(&self.rules, req, subject, caller, &mut best);
         probe(&self.unrestricted);
         match subject {
             Subject::Http => {}

@@ -7,6 +7,7 @@
 //! - [`mcp`]: the MCP (JSON-RPC 2.0) body reader.
 //! - [`eval`]: the evaluator: a loaded, indexed plan that decides requests.
 //! - [`lifecycle`]: the per-request state machine over a `Host` trait (the filter implements it).
+//! - [`cel_rule`]: CEL authorization rules (checked at compile time, evaluated per tools/call).
 //! - [`authz`]: calls to external authorizers (Envoy's ext_authz API) and their answers.
 //! - [`response`]: the denial replies.
 //! - [`str_map`]: the string-keyed hash map the evaluator and the filter index names with.
@@ -14,6 +15,7 @@
 
 pub mod api;
 pub mod authz;
+pub mod cel_rule;
 pub mod compile;
 pub mod eval;
 pub mod lifecycle;

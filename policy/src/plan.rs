@@ -153,6 +153,9 @@ pub struct RulePlan {
     /// None = no MCP restriction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpMatch>,
+    /// A CEL expression that must yield `true` (SPEC §3; such a rule's `mcp` is `tools/call`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel: Option<String>,
 }
 
 /// HTTP matchers; every non-empty list must hold (AND); within a list any item (OR), except

@@ -106,6 +106,10 @@ impl<V> StrMap<V> {
         self.entries.len()
     }
 
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.iter().map(|e| &e.value)
+    }
+
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.entries.iter_mut().map(|e| &mut e.value)
     }

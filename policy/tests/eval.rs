@@ -68,6 +68,7 @@ impl Req {
             port: self.port,
             headers: &self.headers,
             principal: self.principal,
+            time_ms: 0,
         }
     }
 }

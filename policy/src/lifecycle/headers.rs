@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 
+use crate::cel_rule::Uses;
 use crate::eval::HEADERS_READ;
 use crate::plan::{AuthorizerPlan, CompiledPlan, LevelPlan, RulePlan};
 use crate::str_map::StrMap;
@@ -31,17 +32,29 @@ pub(crate) struct Needs {
     pub port: bool,
     /// An authorizer is called: it is told the protocol, and gRPC ones the whole `params`.
     pub external_auth: bool,
+    /// Some CEL rule reads `request.mcp.params`.
+    pub cel_params: bool,
+    /// Some CEL rule reads `request.time`.
+    pub time: bool,
 }
 
 impl Needs {
-    pub fn of(plan: &CompiledPlan) -> Self {
+    /// `cel`: what the plan's CEL rules read ([`crate::eval::Evaluator::cel_uses`]).
+    pub fn of(plan: &CompiledPlan, cel: Uses) -> Self {
         let ea = authorizers(plan).next().is_some();
         Needs {
             cluster: plan.backends.values().any(|l| !l.is_empty()),
-            principal: ea || rules(plan).any(|r| r.principal.is_some()),
+            principal: ea || cel.principal || rules(plan).any(|r| r.principal.is_some()),
             port: rules(plan).any(|r| !r.http.ports.is_empty()),
             external_auth: ea,
+            cel_params: cel.params,
+            time: cel.time,
         }
+    }
+
+    /// Whether `params` must be captured when the body is read.
+    pub fn params(&self) -> bool {
+        self.external_auth || self.cel_params
     }
 }
 
@@ -71,13 +84,15 @@ pub(crate) struct WantedHeaders {
 }
 
 impl WantedHeaders {
-    pub fn of(plan: &CompiledPlan) -> Self {
+    /// `cel`: what the plan's CEL rules read (`request.headers`: every header).
+    pub fn of(plan: &CompiledPlan, cel: Uses) -> Self {
         let matchers = rules(plan).flat_map(|r| &r.http.headers).map(|h| h.name.as_str());
         let sent = authorizers(plan).flat_map(|a| &a.allowed_headers).map(String::as_str);
         // HTTP authorizers are always sent `authorization` (as Envoy's ext_authz does).
         let always = authorizers(plan).next().map(|_| "authorization");
         let mut wanted = Self::with(matchers.chain(sent).chain(always));
-        wanted.all = authorizers(plan).any(|a| a.allowed_headers.is_empty() && a.protocol == crate::plan::AuthorizerProtocol::Grpc);
+        wanted.all = cel.headers
+            || authorizers(plan).any(|a| a.allowed_headers.is_empty() && a.protocol == crate::plan::AuthorizerProtocol::Grpc);
         wanted
     }
 

@@ -177,7 +177,8 @@ struct Loaded {
 
 impl Loaded {
     fn new(evaluator: Evaluator) -> Self {
-        Loaded { needs: Needs::of(evaluator.plan()), wanted: WantedHeaders::of(evaluator.plan()), evaluator }
+        let cel = evaluator.cel_uses();
+        Loaded { needs: Needs::of(evaluator.plan(), cel), wanted: WantedHeaders::of(evaluator.plan(), cel), evaluator }
     }
 }
 
@@ -276,6 +277,8 @@ struct Held {
     body: Vec<u8>,
     /// Authorizer calls that allowed so far.
     authorized: u32,
+    /// The host's clock when the headers arrived (only read for CEL rules on `request.time`).
+    time_ms: u64,
 }
 
 /// An authorizer call in flight.
@@ -335,6 +338,7 @@ impl Request {
             buffered: 0,
             body: Vec::new(),
             authorized: 0,
+            time_ms: if needs.time { host.now_ms() } else { 0 },
         });
         if matches!(held.classified, Classified::JsonBody { .. }) {
             self.state = State::Buffering(held);
@@ -622,8 +626,9 @@ fn with_request<T>(held: &Held, loaded: &Loaded, f: impl FnOnce(&HttpRequest<'_>
         port: held.port,
         headers: &pairs,
         principal: held.principal.as_deref(),
+        time_ms: held.time_ms,
     };
-    let opts = ReadOptions { capture_params: loaded.needs.external_auth };
+    let opts = ReadOptions { capture_params: loaded.needs.params() };
     match &held.classified {
         Classified::Http => f(&req, BodyInput::None),
         Classified::EmptyJsonPost => f(&req, BodyInput::NotMcp(&NotMcp::EmptyBody)),

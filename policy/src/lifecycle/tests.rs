@@ -196,6 +196,7 @@ fn tools_rule(name: &str, principal: Option<&str>, tools: &[&str]) -> RulePlan {
                 params: tools.iter().map(|t| t.to_string()).collect(),
             }],
         }),
+        cel: None,
     }
 }
 

@@ -1,0 +1,98 @@
+use super::*;
+
+fn req<'a>(headers: &'a [(&'a str, &'a str)]) -> HttpRequest<'a> {
+    HttpRequest {
+        method: "POST",
+        path: "/mcp?x=1",
+        authority: "gw.example.com:8443",
+        port: 8443,
+        headers,
+        principal: Some("spiffe://cluster.local/ns/default/sa/a"),
+        // 2026-11-23T12:00:00Z
+        time_ms: 1_795_435_200_000,
+    }
+}
+
+fn eval(expression: &str, tool: &str, params: &str) -> bool {
+    let headers = [("mcp-protocol-version", "2025-11-25"), ("x-team", "blue"), ("x-team", "red"), (":path", "/mcp")];
+    let r = req(&headers);
+    let rule = compile(expression).unwrap_or_else(|e| panic!("{expression}: {e}"));
+    rule.matches(&Input { req: &r, method: Some("tools/call"), tool_name: Some(tool), params: Some(params) })
+}
+
+const PARAMS: &str = r#"{"name":"get-weather","arguments":{"city":"Paris","days":3,"tags":["a","b"],"geo":{"lat":48.8}}}"#;
+
+#[test]
+fn variables_evaluate_as_spec_3_says() {
+    let yes = [
+        "request.mcp.tool_name == 'get-weather'",
+        "request.mcp.method == 'tools/call'",
+        "request.mcp.tool_name.startsWith('get-') && request.mcp.tool_name.contains('weath')",
+        "request.mcp.tool_name.matches('^get-[a-z]+$')",
+        "request.mcp.params.arguments.city == 'Paris'",
+        "request.mcp.params.arguments.days == 3 && request.mcp.params.arguments.days < 4",
+        "request.mcp.params.arguments.geo.lat > 48.0",
+        "'b' in request.mcp.params.arguments.tags && size(request.mcp.params.arguments.tags) == 2",
+        "request.mcp.params.arguments.tags.all(t, t.size() == 1)",
+        "has(request.mcp.params.arguments.city) && !has(request.mcp.params.arguments.country)",
+        "request.path == '/mcp?x=1' && request.url_path == '/mcp'",
+        "request.method == 'POST'",
+        "request.host.endsWith(':8443')",
+        "request.headers['mcp-protocol-version'] == '2025-11-25'",
+        "request.headers['x-team'] == 'blue,red'",
+        "request.time.getFullYear() >= 2025",
+        "source.principal == 'spiffe://cluster.local/ns/default/sa/a'",
+        "request.mcp.tool_name.lowerAscii() == 'get-weather' || false",
+    ];
+    for e in yes {
+        assert!(eval(e, "get-weather", PARAMS), "{e}");
+    }
+    let no = [
+        "request.mcp.tool_name == 'echo'",
+        "request.path == '/wrong'",
+        "request.method == 'GET'",
+        "request.time.getFullYear() < 2000",
+        // Errors are no match: a missing key, a type mismatch, a result that is not a bool.
+        "request.mcp.params.arguments.country == 'FR'",
+        "request.headers['absent'] == 'x'",
+        "request.mcp.params.arguments.days == 'three'",
+        "request.mcp.tool_name",
+        "1 / 0 == 1",
+    ];
+    for e in no {
+        assert!(!eval(e, "get-weather", PARAMS), "{e}");
+    }
+    // Params that are not an object, or absent.
+    assert!(!eval("request.mcp.params.arguments.city == 'Paris'", "t", "[1,2]"));
+    assert!(eval("request.mcp.params == null", "t", "not json"));
+}
+
+#[test]
+fn only_the_variables_used_are_built() {
+    let u = compile("request.mcp.tool_name == 'a' && request.headers['x'] == 'b'").unwrap().uses;
+    assert_eq!(u, Uses { tool_name: true, headers: true, ..Uses::default() });
+    let u = compile("request.mcp.params.arguments.exists(k, k == 'city') || request.time.getFullYear() > 1").unwrap().uses;
+    assert_eq!(u, Uses { params: true, time: true, ..Uses::default() });
+}
+
+#[test]
+fn unknown_variables_syntax_errors_and_oversized_expressions_are_rejected() {
+    for (expression, says) in [
+        ("request.unrecognized == 'x'", "request.unrecognized is not a variable"),
+        ("source.unknown == 'x'", "source.unknown is not a variable"),
+        ("unknown_variable.foo", "unknown_variable.foo is not a variable"),
+        ("request == 'x'", "request is not a variable"),
+        ("request.mcp == {}", "request.mcp is not a variable"),
+        ("request.mcp.tool_name ==", "syntax error"),
+        ("request.mcp.tool_name == 'a' &&& x", "syntax error"),
+        ("[1].all(x, [2].all(y, x < y))", "may not be nested"),
+        ("[1].exists(x, x == y)", "y is not a variable"),
+    ] {
+        let e = compile(expression).map(|_| ()).unwrap_err();
+        assert!(e.contains(says), "{expression}: {e}");
+    }
+    // Comprehension variables are fine, also when they shadow nothing.
+    assert!(compile("request.mcp.params.arguments.tags.exists(t, t == 'a')").is_ok());
+    let long = (0..300).map(|i| format!("request.mcp.tool_name == 't{i}'")).collect::<Vec<_>>().join(" || ");
+    assert!(compile(&long).unwrap_err().contains("nodes"));
+}
