@@ -240,16 +240,16 @@ pub fn http_call(cluster: &str, headers: &[u8], body: &[u8], timeout_ms: u32) ->
     (status == OK).then_some(token)
 }
 
-/// Starts a unary gRPC call on `cluster`; its token.
-pub fn grpc_call(cluster: &str, service: &str, method: &str, message: &[u8], timeout_ms: u32) -> Option<u32> {
+/// Starts a unary gRPC call to `upstream` (a cluster name, or a serialised GrpcService); its token.
+pub fn grpc_call(upstream: &[u8], service: &str, method: &str, message: &[u8], timeout_ms: u32) -> Option<u32> {
     let mut token = 0;
     // No initial metadata: an empty serialised map.
     let metadata = [0u8; 4];
     // SAFETY: the pointers are valid for their lengths for the duration of the call.
     let status = unsafe {
         proxy_grpc_call(
-            cluster.as_ptr(),
-            cluster.len(),
+            upstream.as_ptr(),
+            upstream.len(),
             service.as_ptr(),
             service.len(),
             method.as_ptr(),

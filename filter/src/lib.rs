@@ -272,8 +272,8 @@ impl Host for FilterHost {
 
     fn call(&mut self, callout: &Callout<'_>) -> Option<u32> {
         let token = match *callout {
-            Callout::Grpc { cluster, service, method, message, timeout_ms } => {
-                host::grpc_call(cluster, service, method, message, timeout_ms)
+            Callout::Grpc { upstream, service, method, message, timeout_ms, .. } => {
+                host::grpc_call(upstream, service, method, message, timeout_ms)
             }
             Callout::Http { cluster, headers, body, timeout_ms } => {
                 host::http_call(cluster, &serialize_map(headers), body, timeout_ms)

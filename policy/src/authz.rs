@@ -11,7 +11,10 @@
 //! Messages are the prost structs of `toolgate-ext-authz-proto` (no protoc at build time).
 
 use prost::Message;
-use toolgate_ext_authz_proto::envoy::config::core::v3::{header_value_option::HeaderAppendAction, HeaderValueOption, Metadata};
+use toolgate_ext_authz_proto::envoy::config::core::v3::grpc_service::EnvoyGrpc;
+use toolgate_ext_authz_proto::envoy::config::core::v3::{
+    header_value_option::HeaderAppendAction, GrpcService, HeaderValueOption, Metadata,
+};
 use toolgate_ext_authz_proto::envoy::service::auth::v3::{
     attribute_context, check_response::HttpResponse, AttributeContext, CheckRequest, CheckResponse,
 };
@@ -53,8 +56,8 @@ pub(crate) struct Prepared {
 }
 
 pub(crate) enum PreparedCall {
-    /// A serialised CheckRequest.
-    Grpc(Vec<u8>),
+    /// A serialised GrpcService (the upstream) and CheckRequest.
+    Grpc { upstream: Vec<u8>, message: Vec<u8> },
     Http { headers: Vec<(String, String)>, body: Vec<u8> },
 }
 
@@ -85,7 +88,13 @@ pub(crate) enum HeaderEdit {
 
 pub(crate) fn prepare(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Prepared {
     let call = match &authorizer.protocol {
-        AuthorizerProtocol::Grpc => PreparedCall::Grpc(check_request(authorizer, input).encode_to_vec()),
+        AuthorizerProtocol::Grpc => PreparedCall::Grpc {
+            upstream: GrpcService {
+                envoy_grpc: Some(EnvoyGrpc { cluster_name: authorizer.cluster.clone(), authority: authorizer.authority.clone() }),
+            }
+            .encode_to_vec(),
+            message: check_request(authorizer, input).encode_to_vec(),
+        },
         AuthorizerProtocol::Http { path_prefix, .. } => http_call(authorizer, path_prefix, input),
     };
     Prepared { cluster: authorizer.cluster.clone(), call }

@@ -141,6 +141,7 @@ fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec) -> Result<Author
     };
     Ok(AuthorizerPlan {
         cluster: authorizer_cluster(ns, &b.name, port),
+        authority: format!("{}.{ns}.svc.cluster.local", b.name),
         protocol,
         allowed_headers,
         forward_body_bytes: ea.forward_body.as_ref().and_then(|f| f.max_size).unwrap_or(0),

@@ -98,6 +98,9 @@ pub struct AuthorizerPlan {
     /// The Envoy cluster of the authorizer (`authz/<ns>/<name>/<port>` in a rendered config;
     /// `outbound|<port>||<host>` under Istio).
     pub cluster: String,
+    /// The authorizer's host name: the `:authority` of gRPC calls (`<name>.<namespace>.svc.<cluster
+    /// domain>` for a Service).
+    pub authority: String,
     pub protocol: AuthorizerProtocol,
     /// Request headers (lower-case) sent to the authorizer. gRPC: empty = all. HTTP: besides
     /// `host`, `:method`, `:path`, `content-length` and `authorization`, which are always sent.

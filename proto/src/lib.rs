@@ -325,6 +325,30 @@ pub mod envoy {
                     pub typed_filter_metadata: BTreeMap<String, Any>,
                 }
 
+                /// `envoy.config.core.v3.GrpcService` (grpc_service.proto), the part a proxy-wasm gRPC
+                /// call needs: `oneof target_specifier { EnvoyGrpc envoy_grpc = 1; ... }` (the rest
+                /// is not declared; prost leaves unknown fields alone). proxy-wasm's `grpc_call` takes
+                /// it serialised in place of a bare cluster name, which Envoy would also use as the
+                /// `:authority` (a cluster name like `outbound|9000||host` is not a valid authority).
+                #[derive(Clone, PartialEq, ::prost::Message)]
+                pub struct GrpcService {
+                    #[prost(message, optional, tag = "1")]
+                    pub envoy_grpc: Option<grpc_service::EnvoyGrpc>,
+                }
+
+                pub mod grpc_service {
+                    use alloc::string::String;
+
+                    /// `GrpcService.EnvoyGrpc`: `string cluster_name = 1; string authority = 2;`
+                    #[derive(Clone, PartialEq, Eq, ::prost::Message)]
+                    pub struct EnvoyGrpc {
+                        #[prost(string, tag = "1")]
+                        pub cluster_name: String,
+                        #[prost(string, tag = "2")]
+                        pub authority: String,
+                    }
+                }
+
                 /// `envoy.config.core.v3.QueryParameter` (base.proto): `string key = 1; string value = 2;`
                 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
                 pub struct QueryParameter {

@@ -103,8 +103,9 @@ impl Counter {
 /// A call to an external authorizer.
 #[derive(Clone, Copy, Debug)]
 pub enum Callout<'a> {
-    /// A unary gRPC call.
-    Grpc { cluster: &'a str, service: &'a str, method: &'a str, message: &'a [u8], timeout_ms: u32 },
+    /// A unary gRPC call. `upstream`: what proxy-wasm's `grpc_call` takes to name the upstream, here
+    /// a serialised `envoy.config.core.v3.GrpcService` (cluster and authority).
+    Grpc { cluster: &'a str, upstream: &'a [u8], service: &'a str, method: &'a str, message: &'a [u8], timeout_ms: u32 },
     /// An HTTP call (`headers` include `:method`, `:path`, `:authority`).
     Http { cluster: &'a str, headers: &'a [(&'a str, &'a str)], body: &'a [u8], timeout_ms: u32 },
 }
@@ -509,8 +510,9 @@ impl Request {
             }
             Next::Call(prepared) => {
                 let token = match &prepared.call {
-                    authz::PreparedCall::Grpc(message) => host.call(&Callout::Grpc {
+                    authz::PreparedCall::Grpc { upstream, message } => host.call(&Callout::Grpc {
                         cluster: &prepared.cluster,
+                        upstream,
                         service: authz::GRPC_SERVICE,
                         method: authz::GRPC_METHOD,
                         message,

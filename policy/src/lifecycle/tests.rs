@@ -118,8 +118,11 @@ impl Host for Fake {
             return None;
         }
         self.calls.push(match *callout {
-            Callout::Grpc { cluster, service, method, message, timeout_ms } => {
+            Callout::Grpc { cluster, upstream, service, method, message, timeout_ms } => {
                 assert_eq!((service, method), ("envoy.service.auth.v3.Authorization", "Check"));
+                use toolgate_ext_authz_proto::envoy::config::core::v3::GrpcService;
+                let grpc = GrpcService::decode(upstream).unwrap().envoy_grpc.unwrap();
+                assert_eq!((grpc.cluster_name.as_str(), grpc.authority.as_str()), (cluster, "authz.default.svc.cluster.local"));
                 Made::Grpc { cluster: cluster.into(), message: message.to_vec(), timeout_ms }
             }
             Callout::Http { cluster, headers, body, .. } => Made::Http {
@@ -205,12 +208,19 @@ fn any_rule() -> RulePlan {
 }
 
 fn grpc_authorizer() -> AuthorizerPlan {
-    AuthorizerPlan { cluster: "authz/default/authz/9000".into(), protocol: AuthorizerProtocol::Grpc, allowed_headers: vec![], forward_body_bytes: 0 }
+    AuthorizerPlan {
+        cluster: "authz/default/authz/9000".into(),
+        authority: "authz.default.svc.cluster.local".into(),
+        protocol: AuthorizerProtocol::Grpc,
+        allowed_headers: vec![],
+        forward_body_bytes: 0,
+    }
 }
 
 fn http_authorizer() -> AuthorizerPlan {
     AuthorizerPlan {
         cluster: "authz/default/authz/8080".into(),
+        authority: "authz.default.svc.cluster.local".into(),
         protocol: AuthorizerProtocol::Http { path_prefix: "/check".into(), allowed_response_headers: vec!["x-user".into()] },
         allowed_headers: vec!["x-a".into()],
         forward_body_bytes: 10,
