@@ -88,13 +88,16 @@ pub fn load_inventory(input: &InputArgs) -> Result<Inventory, Failure> {
 }
 
 /// Builds the topology and reports policies that are not accepted and warnings on stderr.
-pub fn build_topology(inv: &Inventory, args: &PlanArgs) -> Result<Topology, Failure> {
+/// `pause_headers`: the Envoy the plans are for keeps delivering the body after the filter pauses
+/// the headers (the configuration `render` writes does).
+pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> Result<Topology, Failure> {
     let opts = TopologyOptions {
         compile: CompileOptions { trust_domain: args.trust_domain.clone() },
         settings: PlanSettings {
             max_body_bytes: args.max_body_bytes,
             debug_reasons: args.debug_reasons,
             authz_timeout_ms: args.authz_timeout,
+            pause_headers,
         },
         gateway_class: args.gateway_class.clone(),
     };

@@ -20,7 +20,7 @@ pub struct CompileArgs {
 
 pub fn run(args: &CompileArgs) -> Result<(), Failure> {
     let inv = cli::load_inventory(&args.input)?;
-    let topo = cli::build_topology(&inv, &args.plan)?;
+    let topo = cli::build_topology(&inv, &args.plan, false)?;
     std::fs::create_dir_all(&args.output).map_err(|e| {
         eprintln!("error: {}: {e}", args.output.display());
         Failure::Usage

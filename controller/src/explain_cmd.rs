@@ -67,7 +67,7 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         Failure::Invalid
     })?;
     let inv = cli::load_inventory(&args.input)?;
-    let topo = cli::build_topology(&inv, &args.plan)?;
+    let topo = cli::build_topology(&inv, &args.plan, true)?;
 
     let gateways: Vec<_> = topo
         .gateways

@@ -55,7 +55,7 @@ pub struct RenderArgs {
 
 pub fn run(args: &RenderArgs) -> Result<(), Failure> {
     let inv = cli::load_inventory(&args.input)?;
-    let topo = cli::build_topology(&inv, &args.plan)?;
+    let topo = cli::build_topology(&inv, &args.plan, true)?;
     let resolve = parse_resolve(&args.resolve)?;
     let wasm = absolute(&args.wasm)?;
     if !wasm.is_file() {
@@ -204,6 +204,11 @@ impl Ctx<'_> {
                                 "name": format!("toolgate:{id}"),
                                 "root_id": "toolgate",
                                 "fail_open": false,
+                                // Body callbacks after the filter paused the headers: Toolgate holds
+                                // a JSON POST under an ExternalAuth policy from its headers on, so
+                                // the authorizer's header changes can be applied (plan setting
+                                // `pauseHeaders`; docs/envoy-notes.md).
+                                "allow_on_headers_stop_iteration": true,
                                 "configuration": { "@type": "type.googleapis.com/google.protobuf.StringValue", "value": plan_json },
                                 "vm_config": {
                                     "vm_id": "toolgate",

@@ -48,6 +48,13 @@ pub struct PlanSettings {
     /// How long an external authorizer may take to answer; past it the request is denied.
     #[serde(default = "default_authz_timeout")]
     pub authz_timeout_ms: u32,
+    /// The host keeps delivering the body after the filter pauses on the request headers (Envoy
+    /// >= 1.35 with the Wasm PluginConfig's `allow_on_headers_stop_iteration`, which `render`
+    /// sets). Then a JSON POST under an ExternalAuth policy is held from its headers on, so that
+    /// the header changes an authorizer asks for can still be made (Envoy stops taking header
+    /// changes once the filter lets the headers continue).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pause_headers: bool,
 }
 
 fn default_authz_timeout() -> u32 {
@@ -56,7 +63,12 @@ fn default_authz_timeout() -> u32 {
 
 impl Default for PlanSettings {
     fn default() -> Self {
-        Self { max_body_bytes: DEFAULT_MAX_BODY_BYTES, debug_reasons: false, authz_timeout_ms: DEFAULT_AUTHZ_TIMEOUT_MS }
+        Self {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            debug_reasons: false,
+            authz_timeout_ms: DEFAULT_AUTHZ_TIMEOUT_MS,
+            pause_headers: false,
+        }
     }
 }
 

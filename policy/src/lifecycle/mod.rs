@@ -343,7 +343,11 @@ impl Request {
         });
         if matches!(held.classified, Classified::JsonBody { .. }) {
             self.state = State::Buffering(held);
-            return Action::Continue; // the body callback pauses until the whole body is here
+            // The body callback pauses until the whole body is here. The headers continue (in
+            // Envoy, pausing them stops body delivery), unless the host keeps delivering the body
+            // and an authorizer may ask for header changes.
+            let hold = needs.external_auth && loaded.evaluator.plan().settings.pause_headers;
+            return if hold { Action::Pause } else { Action::Continue };
         }
         self.advance(host, &loaded, held, Context::Callback)
     }

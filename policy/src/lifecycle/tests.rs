@@ -658,3 +658,27 @@ fn http_calls_carry_the_request_and_a_2xx_allows() {
         }
     }
 }
+
+#[test]
+fn with_pause_headers_a_json_post_under_an_authorizer_is_held_from_its_headers() {
+    let level = LevelPlan { external_auth: ea(vec![any_rule()], grpc_authorizer()), allow: vec![] };
+    let mut plan = CompiledPlan::empty("l");
+    plan.settings.pause_headers = true;
+    plan.gateway = level;
+    let mut p = Plugin::default();
+    p.configure(&mut FakeRoot::default(), &serde_json::to_vec(&plan.seal()).unwrap());
+    let mut host = Fake::post(&call(1, "get-sum"));
+    let mut r = p.request();
+    assert_eq!(r.on_request_headers(&mut host, false), Action::Pause);
+    let size = host.body.len();
+    assert_eq!(r.on_request_body(&mut host, size, true), Action::Pause);
+    r.on_call_answer(&mut host, 101, grpc_ok(&[("x-user", "alice")]));
+    assert_eq!((host.resumed, host.edits.clone()), (1, vec!["add x-user: alice".to_string(), "remove x-drop".to_string()]));
+    // Without an authorizer the headers continue as always.
+    let mut plan = CompiledPlan::empty("l");
+    plan.settings.pause_headers = true;
+    plan.gateway = allow_level(vec![any_rule()]);
+    let mut p = Plugin::default();
+    p.configure(&mut FakeRoot::default(), &serde_json::to_vec(&plan.seal()).unwrap());
+    assert_eq!(p.request().on_request_headers(&mut Fake::post(&call(1, "x")), false), Action::Continue);
+}
