@@ -10,14 +10,9 @@
 //! ""). Functions: CEL's standard ones and the strings extension. A result other than `true`, or an
 //! error (e.g. a missing key), is "no match".
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use cel::common::ast::{Expr, IdedExpr};
-use cel::parser::PrattParser;
-use cel::{Context, Env, Value};
-
 use crate::eval::HttpRequest;
+
+pub use imp::{compile, CelRule};
 
 /// The variables an expression may use; below [`OPEN`] ones any field or key may be read.
 pub const VARIABLES: [&str; 10] = [
@@ -32,6 +27,7 @@ pub const VARIABLES: [&str; 10] = [
     "request.time",
     "source.principal",
 ];
+#[cfg_attr(not(feature = "cel"), allow(dead_code))]
 const OPEN: [&str; 2] = ["request.mcp.params", "request.headers"];
 
 /// Bounds checked when an expression is compiled, so that evaluating it is bounded by the request
@@ -39,17 +35,6 @@ const OPEN: [&str; 2] = ["request.mcp.params", "request.headers"];
 /// `exists`, `map`, `filter`) not nested in one another.
 pub const MAX_NODES: usize = 500;
 pub const MAX_COMPREHENSION_DEPTH: usize = 1;
-
-thread_local! {
-    /// The standard environment plus the strings extension (`lowerAscii`, `upperAscii`, `replace`,
-    /// `split`, `trim`, ...).
-    static ENV: Arc<Env> = {
-        let mut env = Env::stdlib();
-        // Declaring the extension into a fresh standard environment cannot conflict.
-        let _ = env.add_extension(cel::extensions::strings);
-        Arc::new(env)
-    };
-}
 
 /// Which variables an expression reads (only these are built per request).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,6 +52,7 @@ pub struct Uses {
 }
 
 impl Uses {
+    #[cfg_attr(not(feature = "cel"), allow(dead_code))]
     fn mark(&mut self, variable: &str) {
         match variable {
             "request.mcp.tool_name" => self.tool_name = true,
@@ -98,13 +84,6 @@ impl Uses {
     }
 }
 
-/// A checked, compiled expression.
-#[derive(Debug)]
-pub struct CelRule {
-    expression: IdedExpr,
-    pub uses: Uses,
-}
-
 /// What a CEL rule is evaluated against: one `tools/call` message of a request.
 pub struct Input<'a> {
     pub req: &'a HttpRequest<'a>,
@@ -114,192 +93,245 @@ pub struct Input<'a> {
     pub params: Option<&'a str>,
 }
 
-/// Compiles and checks `expression`. The error names the problem (the expression itself is named
-/// by the caller's field path).
-pub fn compile(expression: &str) -> Result<CelRule, String> {
-    // The crate's hand-written (Pratt) parser, with the standard macros: its ANTLR parser, the
-    // default, is most of the crate's size in the Wasm module (4.0 MB against 2.x MB measured with
-    // `make wasm`), and the filter parses every expression of a plan when it loads.
-    let expression = PrattParser::new().parse(expression).map_err(|e| {
-        let text = e.to_string();
-        format!("syntax error: {}", text.lines().next().unwrap_or("").trim())
-    })?;
-    let mut check = Check { uses: Uses::default(), nodes: 0, scope: Vec::new(), depth: 0, problem: None };
-    check.walk(&expression);
-    match check.problem {
-        Some(problem) => Err(problem),
-        None if check.nodes > MAX_NODES => Err(format!("the expression has {} nodes; at most {MAX_NODES} are allowed", check.nodes)),
-        None => Ok(CelRule { expression, uses: check.uses }),
-    }
-}
+#[cfg(feature = "cel")]
+mod imp {
+    use std::collections::HashMap;
+    use std::sync::Arc;
 
-struct Check {
-    uses: Uses,
-    nodes: usize,
-    /// Names bound by enclosing comprehensions.
-    scope: Vec<String>,
-    depth: usize,
-    problem: Option<String>,
-}
+    use cel::common::ast::{Expr, IdedExpr};
+    use cel::parser::PrattParser;
+    use cel::{Context, Env, Value};
 
-impl Check {
-    fn fail(&mut self, problem: String) {
-        self.problem.get_or_insert(problem);
+    use super::{Input, Uses, MAX_COMPREHENSION_DEPTH, MAX_NODES, OPEN, VARIABLES};
+
+    thread_local! {
+        /// The standard environment plus the strings extension (`lowerAscii`, `upperAscii`, `replace`,
+        /// `split`, `trim`, ...).
+        static ENV: Arc<Env> = {
+            let mut env = Env::stdlib();
+            // Declaring the extension into a fresh standard environment cannot conflict.
+            let _ = env.add_extension(cel::extensions::strings);
+            Arc::new(env)
+        };
     }
 
-    fn walk(&mut self, e: &IdedExpr) {
-        self.nodes += 1;
-        if self.problem.is_some() {
-            return;
+    /// A checked, compiled expression.
+    #[derive(Debug)]
+    pub struct CelRule {
+        expression: IdedExpr,
+        pub uses: Uses,
+    }
+
+    /// Compiles and checks `expression`. The error names the problem (the expression itself is named
+    /// by the caller's field path).
+    pub fn compile(expression: &str) -> Result<CelRule, String> {
+        // The crate's hand-written (Pratt) parser, with the standard macros: its ANTLR parser, the
+        // default, is most of the crate's size in the Wasm module (4.0 MB against 2.x MB measured with
+        // `make wasm`), and the filter parses every expression of a plan when it loads.
+        let expression = PrattParser::new().parse(expression).map_err(|e| {
+            let text = e.to_string();
+            format!("syntax error: {}", text.lines().next().unwrap_or("").trim())
+        })?;
+        let mut check = Check { uses: Uses::default(), nodes: 0, scope: Vec::new(), depth: 0, problem: None };
+        check.walk(&expression);
+        match check.problem {
+            Some(problem) => Err(problem),
+            None if check.nodes > MAX_NODES => Err(format!("the expression has {} nodes; at most {MAX_NODES} are allowed", check.nodes)),
+            None => Ok(CelRule { expression, uses: check.uses }),
         }
-        match &e.expr {
-            Expr::Ident(_) | Expr::Select(_) => {
-                if let Some(path) = qualified(e) {
-                    return self.variable(&path);
-                }
-                if let Expr::Select(s) = &e.expr {
-                    self.walk(&s.operand);
-                }
+    }
+
+    struct Check {
+        uses: Uses,
+        nodes: usize,
+        /// Names bound by enclosing comprehensions.
+        scope: Vec<String>,
+        depth: usize,
+        problem: Option<String>,
+    }
+
+    impl Check {
+        fn fail(&mut self, problem: String) {
+            self.problem.get_or_insert(problem);
+        }
+
+        fn walk(&mut self, e: &IdedExpr) {
+            self.nodes += 1;
+            if self.problem.is_some() {
+                return;
             }
-            Expr::Call(call) => {
-                if let Some(target) = &call.target {
-                    self.walk(target);
-                }
-                for arg in &call.args {
-                    self.walk(arg);
-                }
-            }
-            Expr::Comprehension(c) => {
-                self.walk(&c.iter_range);
-                self.walk(&c.accu_init);
-                self.depth += 1;
-                if self.depth > MAX_COMPREHENSION_DEPTH {
-                    self.fail(format!("comprehensions (all, exists, map, filter) may not be nested (at most {MAX_COMPREHENSION_DEPTH} deep)"));
-                }
-                let bound = 2 + usize::from(c.iter_var2.is_some());
-                self.scope.push(c.iter_var.clone());
-                self.scope.extend(c.iter_var2.clone());
-                self.scope.push(c.accu_var.clone());
-                self.walk(&c.loop_cond);
-                self.walk(&c.loop_step);
-                self.walk(&c.result);
-                self.scope.truncate(self.scope.len().saturating_sub(bound));
-                self.depth -= 1;
-            }
-            Expr::List(list) => {
-                for el in &list.elements {
-                    self.walk(el);
-                }
-            }
-            Expr::Map(map) => {
-                for entry in &map.entries {
-                    if let cel::common::ast::EntryExpr::MapEntry(m) = &entry.expr {
-                        self.walk(&m.key);
-                        self.walk(&m.value);
+            match &e.expr {
+                Expr::Ident(_) | Expr::Select(_) => {
+                    if let Some(path) = qualified(e) {
+                        return self.variable(&path);
+                    }
+                    if let Expr::Select(s) = &e.expr {
+                        self.walk(&s.operand);
                     }
                 }
+                Expr::Call(call) => {
+                    if let Some(target) = &call.target {
+                        self.walk(target);
+                    }
+                    for arg in &call.args {
+                        self.walk(arg);
+                    }
+                }
+                Expr::Comprehension(c) => {
+                    self.walk(&c.iter_range);
+                    self.walk(&c.accu_init);
+                    self.depth += 1;
+                    if self.depth > MAX_COMPREHENSION_DEPTH {
+                        self.fail(format!("comprehensions (all, exists, map, filter) may not be nested (at most {MAX_COMPREHENSION_DEPTH} deep)"));
+                    }
+                    let bound = 2 + usize::from(c.iter_var2.is_some());
+                    self.scope.push(c.iter_var.clone());
+                    self.scope.extend(c.iter_var2.clone());
+                    self.scope.push(c.accu_var.clone());
+                    self.walk(&c.loop_cond);
+                    self.walk(&c.loop_step);
+                    self.walk(&c.result);
+                    self.scope.truncate(self.scope.len().saturating_sub(bound));
+                    self.depth -= 1;
+                }
+                Expr::List(list) => {
+                    for el in &list.elements {
+                        self.walk(el);
+                    }
+                }
+                Expr::Map(map) => {
+                    for entry in &map.entries {
+                        if let cel::common::ast::EntryExpr::MapEntry(m) = &entry.expr {
+                            self.walk(&m.key);
+                            self.walk(&m.value);
+                        }
+                    }
+                }
+                Expr::Struct(_) => self.fail("message literals are not supported".into()),
+                Expr::Literal(_) | Expr::Unspecified => {}
             }
-            Expr::Struct(_) => self.fail("message literals are not supported".into()),
-            Expr::Literal(_) | Expr::Unspecified => {}
+        }
+
+        /// A dotted name `path` read as a variable.
+        fn variable(&mut self, path: &str) {
+            let root = path.split('.').next().unwrap_or(path);
+            if self.scope.iter().any(|s| s == root) {
+                return;
+            }
+            if let Some(v) = VARIABLES.iter().find(|v| **v == path) {
+                return self.uses.mark(v);
+            }
+            if let Some(v) = OPEN.iter().find(|v| path.strip_prefix(**v).is_some_and(|rest| rest.starts_with('.'))) {
+                return self.uses.mark(v);
+            }
+            let known = VARIABLES.join(", ");
+            self.fail(format!("{path} is not a variable (known: {known})"));
         }
     }
 
-    /// A dotted name `path` read as a variable.
-    fn variable(&mut self, path: &str) {
-        let root = path.split('.').next().unwrap_or(path);
-        if self.scope.iter().any(|s| s == root) {
-            return;
+    /// The dotted name a chain of field selections from an identifier spells (`a.b.c`), if it is one.
+    fn qualified(e: &IdedExpr) -> Option<String> {
+        match &e.expr {
+            Expr::Ident(name) => Some(name.clone()),
+            Expr::Select(s) if !s.test => qualified(&s.operand).map(|base| format!("{base}.{}", s.field)),
+            // `has(a.b.c)`: the chain `a.b.c`.
+            Expr::Select(s) => qualified(&s.operand).map(|base| format!("{base}.{}", s.field)),
+            _ => None,
         }
-        if let Some(v) = VARIABLES.iter().find(|v| **v == path) {
-            return self.uses.mark(v);
+    }
+
+    impl CelRule {
+        /// Whether the rule matches: the expression yields `true` (anything else, errors included, is
+        /// no match).
+        pub fn matches(&self, input: &Input<'_>) -> bool {
+            let mut ctx = ENV.with(|env| Context::with_env(env.clone()));
+            let u = self.uses;
+            let req = input.req;
+            let s = |v: &str| Value::String(Arc::new(v.to_string()));
+            let mut mcp: HashMap<&str, Value> = HashMap::new();
+            if u.tool_name {
+                mcp.insert("tool_name", s(input.tool_name.unwrap_or("")));
+            }
+            if u.mcp_method {
+                mcp.insert("method", s(input.method.unwrap_or("")));
+            }
+            if u.params {
+                let params = input
+                    .params
+                    .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
+                    .and_then(|v| cel::to_value(&v).ok())
+                    .unwrap_or(Value::Null);
+                mcp.insert("params", params);
+            }
+            let mut request: HashMap<&str, Value> = HashMap::new();
+            if !mcp.is_empty() {
+                request.insert("mcp", Value::from(mcp));
+            }
+            if u.path {
+                request.insert("path", s(req.path));
+            }
+            if u.url_path {
+                request.insert("url_path", s(req.path.split_once('?').map_or(req.path, |(p, _)| p)));
+            }
+            if u.method {
+                request.insert("method", s(req.method));
+            }
+            if u.host {
+                request.insert("host", s(req.authority));
+            }
+            if u.headers {
+                let mut headers: HashMap<String, String> = HashMap::new();
+                for (name, value) in req.headers.iter().filter(|(n, _)| !n.starts_with(':')) {
+                    headers
+                        .entry(name.to_string())
+                        .and_modify(|v| {
+                            v.push(',');
+                            v.push_str(value);
+                        })
+                        .or_insert_with(|| value.to_string());
+                }
+                request.insert("headers", Value::from(headers));
+            }
+            if u.time {
+                let ms = i64::try_from(req.time_ms).unwrap_or(0);
+                if let Some(t) = chrono::DateTime::from_timestamp_millis(ms) {
+                    request.insert("time", Value::Timestamp(t.fixed_offset()));
+                }
+            }
+            if !request.is_empty() {
+                let _ = ctx.add_variable("request", Value::from(request));
+            }
+            if u.principal {
+                let source: HashMap<&str, Value> = [("principal", s(req.principal.unwrap_or("")))].into_iter().collect();
+                let _ = ctx.add_variable("source", Value::from(source));
+            }
+            matches!(Value::resolve(&self.expression, &ctx), Ok(Value::Bool(true)))
         }
-        if let Some(v) = OPEN.iter().find(|v| path.strip_prefix(**v).is_some_and(|rest| rest.starts_with('.'))) {
-            return self.uses.mark(v);
+    }
+
+}
+
+/// A build without the `cel` feature (a smaller module): every CEL expression is refused, so a plan
+/// with CEL rules is refused when it loads (never enforced partially).
+#[cfg(not(feature = "cel"))]
+mod imp {
+    use super::{Input, Uses};
+
+    #[derive(Debug)]
+    pub struct CelRule {
+        pub uses: Uses,
+    }
+
+    pub fn compile(_expression: &str) -> Result<CelRule, String> {
+        Err("this build of Toolgate has no CEL support (cargo feature `cel`)".into())
+    }
+
+    impl CelRule {
+        pub fn matches(&self, _input: &Input<'_>) -> bool {
+            false
         }
-        let known = VARIABLES.join(", ");
-        self.fail(format!("{path} is not a variable (known: {known})"));
     }
 }
 
-/// The dotted name a chain of field selections from an identifier spells (`a.b.c`), if it is one.
-fn qualified(e: &IdedExpr) -> Option<String> {
-    match &e.expr {
-        Expr::Ident(name) => Some(name.clone()),
-        Expr::Select(s) if !s.test => qualified(&s.operand).map(|base| format!("{base}.{}", s.field)),
-        // `has(a.b.c)`: the chain `a.b.c`.
-        Expr::Select(s) => qualified(&s.operand).map(|base| format!("{base}.{}", s.field)),
-        _ => None,
-    }
-}
-
-impl CelRule {
-    /// Whether the rule matches: the expression yields `true` (anything else, errors included, is
-    /// no match).
-    pub fn matches(&self, input: &Input<'_>) -> bool {
-        let mut ctx = ENV.with(|env| Context::with_env(env.clone()));
-        let u = self.uses;
-        let req = input.req;
-        let s = |v: &str| Value::String(Arc::new(v.to_string()));
-        let mut mcp: HashMap<&str, Value> = HashMap::new();
-        if u.tool_name {
-            mcp.insert("tool_name", s(input.tool_name.unwrap_or("")));
-        }
-        if u.mcp_method {
-            mcp.insert("method", s(input.method.unwrap_or("")));
-        }
-        if u.params {
-            let params = input
-                .params
-                .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
-                .and_then(|v| cel::to_value(&v).ok())
-                .unwrap_or(Value::Null);
-            mcp.insert("params", params);
-        }
-        let mut request: HashMap<&str, Value> = HashMap::new();
-        if !mcp.is_empty() {
-            request.insert("mcp", Value::from(mcp));
-        }
-        if u.path {
-            request.insert("path", s(req.path));
-        }
-        if u.url_path {
-            request.insert("url_path", s(req.path.split_once('?').map_or(req.path, |(p, _)| p)));
-        }
-        if u.method {
-            request.insert("method", s(req.method));
-        }
-        if u.host {
-            request.insert("host", s(req.authority));
-        }
-        if u.headers {
-            let mut headers: HashMap<String, String> = HashMap::new();
-            for (name, value) in req.headers.iter().filter(|(n, _)| !n.starts_with(':')) {
-                headers
-                    .entry(name.to_string())
-                    .and_modify(|v| {
-                        v.push(',');
-                        v.push_str(value);
-                    })
-                    .or_insert_with(|| value.to_string());
-            }
-            request.insert("headers", Value::from(headers));
-        }
-        if u.time {
-            let ms = i64::try_from(req.time_ms).unwrap_or(0);
-            if let Some(t) = chrono::DateTime::from_timestamp_millis(ms) {
-                request.insert("time", Value::Timestamp(t.fixed_offset()));
-            }
-        }
-        if !request.is_empty() {
-            let _ = ctx.add_variable("request", Value::from(request));
-        }
-        if u.principal {
-            let source: HashMap<&str, Value> = [("principal", s(req.principal.unwrap_or("")))].into_iter().collect();
-            let _ = ctx.add_variable("source", Value::from(source));
-        }
-        matches!(Value::resolve(&self.expression, &ctx), Ok(Value::Bool(true)))
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, feature = "cel"))]
 mod tests;
