@@ -22,6 +22,7 @@ pub const DEFAULT_AUTHZ_TIMEOUT_MS: u32 = 5000;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompiledPlan {
+    #[serde(deserialize_with = "whole::u32")]
     pub version: u32,
     /// Hex SHA-256 of the plan serialised with `hash` empty: identifies the plan in logs and status.
     #[serde(default)]
@@ -41,12 +42,13 @@ pub struct CompiledPlan {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PlanSettings {
     /// Bodies over this many bytes are refused with 413.
+    #[serde(deserialize_with = "whole::u32")]
     pub max_body_bytes: u32,
     /// Put the deciding level/policy/rule into denial bodies (never on by default: SPEC §5).
     #[serde(default)]
     pub debug_reasons: bool,
     /// How long an external authorizer may take to answer; past it the request is denied.
-    #[serde(default = "default_authz_timeout")]
+    #[serde(default = "default_authz_timeout", deserialize_with = "whole::u32")]
     pub authz_timeout_ms: u32,
     /// The host keeps delivering the body after the filter pauses on the request headers (Envoy
     /// >= 1.35 with the Wasm PluginConfig's `allow_on_headers_stop_iteration`, which `render`
@@ -119,7 +121,7 @@ pub struct AuthorizerPlan {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_headers: Vec<String>,
     /// Up to this many bytes of a buffered (JSON POST) body are sent; 0 = none.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero", deserialize_with = "whole::u32")]
     pub forward_body_bytes: u32,
 }
 
@@ -188,7 +190,7 @@ pub struct HttpMatch {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostMatch>,
     /// Listener ports.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "whole::u16_vec")]
     pub ports: Vec<u16>,
 }
 
@@ -309,6 +311,42 @@ impl CompiledPlan {
     pub fn seal(mut self) -> Self {
         self.hash = self.content_hash();
         self
+    }
+}
+
+/// Integers that may arrive as JSON doubles. Istio hands a WasmPlugin's `pluginConfig` (a protobuf
+/// Struct, whose numbers are doubles) to the filter as JSON text: `1048576` may come as
+/// `1.048576e+06` or `1048576.0`. Any number with no fraction, in range, is accepted.
+mod whole {
+    use serde::{Deserialize, Deserializer};
+
+    fn from_f64<T: TryFrom<u64>, E: serde::de::Error>(f: f64) -> Result<T, E> {
+        if f.fract() != 0.0 || !(0.0..=u64::MAX as f64).contains(&f) {
+            return Err(E::custom(format!("{f} is not a whole number")));
+        }
+        T::try_from(f as u64).map_err(|_| E::custom(format!("{f} is out of range")))
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Int(u64),
+        Float(f64),
+    }
+
+    fn convert<T: TryFrom<u64>, E: serde::de::Error>(n: Number) -> Result<T, E> {
+        match n {
+            Number::Int(i) => T::try_from(i).map_err(|_| E::custom(format!("{i} is out of range"))),
+            Number::Float(f) => from_f64(f),
+        }
+    }
+
+    pub fn u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        convert(Number::deserialize(d)?)
+    }
+
+    pub fn u16_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u16>, D::Error> {
+        Vec::<Number>::deserialize(d)?.into_iter().map(convert).collect()
     }
 }
 
@@ -450,6 +488,25 @@ mod tests {
         let backend = PolicyPlan { name: "hash".into(), rules: vec![rule("r")] };
         plan.backends.insert("hash".into(), LevelPlan { allow: vec![backend], ..Default::default() });
         plan.seal()
+    }
+
+    /// Istio's rendering of a plan: keys in another order, numbers as doubles.
+    #[test]
+    fn whole_numbers_written_as_doubles_load() {
+        let mut plan = tricky_plan();
+        plan.gateway.allow[0].rules[0].http.ports = vec![8443, 80];
+        let plan = plan.seal();
+        let json = serde_json::to_string(&plan).unwrap();
+        let doubled = json
+            .replace(r#""version":1"#, r#""version":1.0"#)
+            .replace(r#""maxBodyBytes":1048576"#, r#""maxBodyBytes":1.048576e+06"#)
+            .replace(r#""ports":[8443,80]"#, r#""ports":[8443.0,8e1]"#);
+        assert_ne!(doubled, json);
+        assert_eq!(crate::eval::Evaluator::load(doubled.as_bytes()).unwrap().plan(), &plan);
+        for bad in [r#""version":1.5"#, r#""version":-1"#, r#""version":4294967296"#] {
+            let text = json.replace(r#""version":1"#, bad);
+            assert!(crate::eval::Evaluator::load(text.as_bytes()).is_err(), "{bad}");
+        }
     }
 
     #[test]
