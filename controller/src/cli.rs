@@ -92,7 +92,7 @@ pub fn load_inventory(input: &InputArgs) -> Result<Inventory, Failure> {
 /// the headers (the configuration `render` writes does).
 pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> Result<Topology, Failure> {
     let opts = TopologyOptions {
-        compile: CompileOptions { trust_domain: args.trust_domain.clone() },
+        compile: CompileOptions { trust_domain: args.trust_domain.clone(), ..CompileOptions::default() },
         settings: PlanSettings {
             max_body_bytes: args.max_body_bytes,
             debug_reasons: args.debug_reasons,

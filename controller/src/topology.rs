@@ -9,7 +9,7 @@ use toolgate_policy::api::{
     AccessPolicySpec, BackendSpec, Condition, ParentReference, PolicyAction, PolicyAncestorStatus, PolicyTargetRef,
     GATEWAY_GROUP, GROUP,
 };
-use toolgate_policy::compile::{compile, CompileOptions, CompiledPolicy};
+use toolgate_policy::compile::{compile, istio_cluster, ClusterNaming, CompileOptions, CompiledPolicy};
 use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings};
 
 use crate::model::{BackendRef, GatewaySpec, Inventory, Listener, Object, RouteMatch, UrlRewrite};
@@ -234,11 +234,33 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 level(gateway_attachments.iter().filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name)));
             let routes = attached_routes(inv, &xbackends, gw, listener, &mut topo.warnings);
             let mut backends = BTreeMap::new();
-            for upstream in routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
-                if let Upstream::XBackend { namespace, name, .. } = upstream {
-                    let level = backend_level(namespace, name);
-                    if !level.is_empty() {
-                        backends.insert(upstream.cluster_name(), level);
+            match &opts.compile.clusters {
+                ClusterNaming::Rendered => {
+                    for upstream in routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
+                        if let Upstream::XBackend { namespace, name, .. } = upstream {
+                            let level = backend_level(namespace, name);
+                            if !level.is_empty() {
+                                backends.insert(upstream.cluster_name(), level);
+                            }
+                        }
+                    }
+                }
+                // Istio routes to Services, never to an XBackend kind: a request routed to the
+                // Service (or host) an XBackend names is a request to that XBackend, whatever route
+                // sent it there. Every XBackend with policies is keyed by its Istio cluster.
+                naming @ ClusterNaming::Istio { .. } => {
+                    for xb in &inv.backends {
+                        let level = backend_level(&xb.namespace, &xb.name);
+                        if level.is_empty() {
+                            continue;
+                        }
+                        let mcp = &xb.spec.mcp;
+                        let host = match (&mcp.service_name, &mcp.hostname) {
+                            (Some(service), None) => naming.service_host(&xb.namespace, service),
+                            (None, Some(host)) => host.clone(),
+                            _ => continue,
+                        };
+                        backends.entry(istio_cluster(&host, mcp.port)).or_insert(level);
                     }
                 }
             }

@@ -22,12 +22,44 @@ pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
 pub struct CompileOptions {
     /// Trust domain of ServiceAccount sources: `spiffe://<trust domain>/ns/<ns>/sa/<name>`.
     pub trust_domain: String,
+    /// How the Envoy the plans are for names its clusters.
+    pub clusters: ClusterNaming,
 }
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        Self { trust_domain: DEFAULT_TRUST_DOMAIN.to_string() }
+        Self { trust_domain: DEFAULT_TRUST_DOMAIN.to_string(), clusters: ClusterNaming::Rendered }
     }
+}
+
+/// The cluster names of upstreams (XBackends, authorizers) in the plans: what the filter sees as
+/// `xds.cluster_name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterNaming {
+    /// `toolgate render`'s: `xbackend/<ns>/<name>`, `authz/<ns>/<name>/<port>`.
+    Rendered,
+    /// Istio's: `outbound|<port>||<name>.<ns>.svc.<cluster domain>` for a Service,
+    /// `outbound|<port>||<host>` for a host name.
+    Istio { cluster_domain: String },
+}
+
+impl ClusterNaming {
+    /// The host name of Service `namespace/name`.
+    pub fn service_host(&self, namespace: &str, name: &str) -> String {
+        let domain = match self {
+            ClusterNaming::Rendered => DEFAULT_CLUSTER_DOMAIN,
+            ClusterNaming::Istio { cluster_domain } => cluster_domain,
+        };
+        format!("{name}.{namespace}.svc.{domain}")
+    }
+}
+
+/// The default Kubernetes cluster domain.
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// Istio's name of the cluster of `host:port`.
+pub fn istio_cluster(host: &str, port: u16) -> String {
+    format!("outbound|{port}||{host}")
 }
 
 /// Why a policy cannot be enforced. Each names the field it is about, relative to the policy.
@@ -77,7 +109,7 @@ pub fn compile(
     Ok(match spec.action {
         PolicyAction::Allow => CompiledPolicy::Allow(plan),
         PolicyAction::ExternalAuth => CompiledPolicy::ExternalAuth(ExternalAuthPlan {
-            authorizer: compile_authorizer(namespace, spec)?,
+            authorizer: compile_authorizer(namespace, spec, &opts.clusters)?,
             policy: plan.name,
             rules: plan.rules,
         }),
@@ -97,7 +129,7 @@ pub fn parse_authorizer_cluster(cluster: &str) -> Option<(&str, &str, u16)> {
 }
 
 /// The authorizer of an ExternalAuth policy (`spec.externalAuth`).
-fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec) -> Result<AuthorizerPlan, CompileError> {
+fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec, naming: &ClusterNaming) -> Result<AuthorizerPlan, CompileError> {
     let invalid = |field: &str, message: String| CompileError::invalid(format!("spec.externalAuth{field}"), message);
     let ea = spec.external_auth.as_ref().ok_or_else(|| {
         invalid("", "externalAuth must be specified when action is set to 'ExternalAuth'".into())
@@ -140,8 +172,11 @@ fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec) -> Result<Author
         }
     };
     Ok(AuthorizerPlan {
-        cluster: authorizer_cluster(ns, &b.name, port),
-        authority: format!("{}.{ns}.svc.cluster.local", b.name),
+        cluster: match naming {
+            ClusterNaming::Rendered => authorizer_cluster(ns, &b.name, port),
+            ClusterNaming::Istio { .. } => istio_cluster(&naming.service_host(ns, &b.name), port),
+        },
+        authority: naming.service_host(ns, &b.name),
         protocol,
         allowed_headers,
         forward_body_bytes: ea.forward_body.as_ref().and_then(|f| f.max_size).unwrap_or(0),

@@ -119,7 +119,7 @@ fn spiffe_source_and_trust_domain() {
     assert!(!allowed(&ev, &Req::post(Some(A)), call("get-sum")));
 
     let spec = serde_yaml_like(SA_A_GET_SUM);
-    let opts = CompileOptions { trust_domain: "corp.example".into() };
+    let opts = CompileOptions { trust_domain: "corp.example".into(), ..CompileOptions::default() };
     let p = compile_policy("team", "p", &spec, &opts).unwrap();
     assert_eq!(p.rules[0].principal.as_deref(), Some("spiffe://corp.example/ns/team/sa/a"));
 }
