@@ -23,7 +23,7 @@ setup:
 	@bash scripts/setup.sh
 
 build: setup
-	$(CARGO) build --locked -p toolgate -p toolgate-sample-mcp-server
+	$(CARGO) build --locked -p toolgate -p toolgate-sample-mcp-server -p toolgate-test-authz
 
 wasm: setup
 	$(CARGO) build --locked --release --target wasm32-wasip1 -p toolgate-filter
@@ -38,21 +38,24 @@ test-unit: setup
 test-e2e: build wasm
 	$(PYTEST) tests/e2e -q -ra
 
-test-k8s: build
+test-k8s: build wasm
 	bash tests/k8s/run.sh
 
 demo: build wasm
 	$(VENV)/bin/python scripts/demo.py
 
-# Writes docs/benchmarks.md and docs/benchmarks.svg (about 12 minutes; run it on a quiet machine).
+# Writes docs/benchmarks.md and docs/benchmarks.svg (about 15 minutes; run it on a quiet machine).
+# BENCH_ARGS: more options for bench/run.py, e.g. BENCH_ARGS="--baseline 4df76a5" adds row (c0), (c) with
+# the filter built at that commit (a git worktree under /tmp), to the same run.
+BENCH_ARGS ?=
 bench: setup
 	bash bench/setup.sh
-	$(VENV)/bin/python bench/run.py
+	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 # Smoke test of the benchmark pipeline (about 1.5 minutes; output in .work/bench/quick/).
 bench-quick: setup
 	bash bench/setup.sh
-	BENCH_QUICK=1 $(VENV)/bin/python bench/run.py
+	BENCH_QUICK=1 $(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 # Instructions per request inside the Wasm VM, per filter function: the .wasm in Node's V8 with a stub
 # host, under callgrind (bench/vm-profile; a development tool, Envoy's own costs are in make bench).

@@ -45,7 +45,7 @@ pub struct PlanArgs {
 }
 
 /// `5s`, `1500ms`, `2m` as milliseconds, 1 ms to 10 minutes.
-fn parse_timeout_ms(text: &str) -> Result<u32, String> {
+pub fn parse_timeout_ms(text: &str) -> Result<u32, String> {
     let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
     let scale = match unit {
         "ms" => 1,

@@ -9,6 +9,7 @@ mod inputs;
 mod model;
 mod par;
 mod render;
+mod runtime;
 mod topology;
 mod validate;
 
@@ -39,6 +40,9 @@ enum Command {
     Render(render::RenderArgs),
     /// Print the decision for a described request, and why.
     Explain(explain_cmd::ExplainArgs),
+    /// Run in a cluster: watch the resources, write Istio WasmPlugins (or TrafficExtensions) and
+    /// policy status (KUBECONFIG or the in-cluster service account).
+    Controller(runtime::ControllerArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         Command::Compile(args) => exit(compile_cmd::run(&args)),
         Command::Render(args) => exit(render::run(&args)),
         Command::Explain(args) => exit(explain_cmd::run(&args)),
+        Command::Controller(args) => runtime::run(&args),
     }
 }
 

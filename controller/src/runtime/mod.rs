@@ -1,0 +1,302 @@
+//! `toolgate controller`: the in-cluster half of Toolgate. Watches Gateways, HTTPRoutes, XBackends
+//! and XAccessPolicies (kube-rs watchers into reflector stores), and on any change compiles them
+//! with the same code as `toolgate compile` (inventory → topology → plans and statuses, a pure
+//! function) and writes the results: an Istio WasmPlugin (or TrafficExtension) per Gateway listener
+//! with a policy, and each policy's `status`, both with server-side apply (field manager
+//! `toolgate`), and only what changed. Level-triggered: every pass recomputes everything from the
+//! stores, so fixing or deleting a policy re-admits the ones it blocked, and a restart converges.
+
+pub mod output;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::reflector::{self, store::Writer, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Client;
+use serde_json::json;
+use tokio::sync::Notify;
+use toolgate_policy::compile::{ClusterNaming, CompileOptions, DEFAULT_CLUSTER_DOMAIN, DEFAULT_TRUST_DOMAIN};
+use toolgate_policy::plan::PlanSettings;
+
+use crate::inputs::RawObject;
+use crate::model::Inventory;
+use crate::topology::{self, TopologyOptions};
+use output::{Desired, Module, OutputKind, FIELD_MANAGER, MANAGED_BY};
+
+#[derive(Args, Debug, Clone)]
+pub struct ControllerArgs {
+    /// Only Gateways of this GatewayClass (default: every Gateway).
+    #[arg(long, value_name = "NAME")]
+    pub gateway_class: Option<String>,
+    /// Trust domain of ServiceAccount sources.
+    #[arg(long, default_value = DEFAULT_TRUST_DOMAIN)]
+    pub trust_domain: String,
+    /// The cluster's DNS domain (Istio cluster names: outbound|<port>||<svc>.<ns>.svc.<domain>).
+    #[arg(long, default_value = DEFAULT_CLUSTER_DOMAIN)]
+    pub cluster_domain: String,
+    /// Where Istio loads the filter from (e.g. oci://registry/toolgate-filter:0.1.0).
+    #[arg(long, value_name = "URL")]
+    pub wasm_url: String,
+    /// SHA-256 of the module at --wasm-url.
+    #[arg(long, value_name = "HEX")]
+    pub wasm_sha256: Option<String>,
+    /// The Istio resource written per Gateway listener.
+    #[arg(long, value_enum, default_value = "wasmplugin")]
+    pub output: OutputKind,
+    /// How long an ExternalAuth authorizer may take (e.g. 5s).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cli::parse_timeout_ms)]
+    pub authz_timeout: u32,
+    /// Write a file per pass with what was written (for tests and debugging).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub trace: Option<PathBuf>,
+}
+
+/// Errors of a reconcile pass, one variant per cause (the log names it).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+    #[error("the watched resources are not served ({0}): are the CRDs installed?")]
+    NotServed(String),
+}
+
+fn gvk(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+struct Watched {
+    policies: Store<DynamicObject>,
+    backends: Store<DynamicObject>,
+    gateways: Store<DynamicObject>,
+    routes: Store<DynamicObject>,
+    outputs: Store<DynamicObject>,
+}
+
+struct Context {
+    client: Client,
+    args: ControllerArgs,
+    policy_api: ApiResource,
+    output_api: ApiResource,
+}
+
+pub fn run(args: &ControllerArgs) -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(controller(args.clone())) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+/// A store fed by a watcher; every event wakes the reconciler.
+fn watch(client: &Client, ar: ApiResource, changed: Arc<Notify>, selector: Option<&str>) -> Store<DynamicObject> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let writer = Writer::new(ar);
+    let store = writer.as_reader();
+    let mut config = watcher::Config::default();
+    if let Some(s) = selector {
+        config = config.labels(s);
+    }
+    let stream = reflector::reflector(writer, watcher(api, config)).default_backoff().touched_objects();
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            if let Err(e) = event {
+                eprintln!("watch: {e}");
+            }
+            changed.notify_one();
+        }
+    });
+    store
+}
+
+async fn controller(args: ControllerArgs) -> Result<(), Error> {
+    let client = Client::try_default().await?;
+    let changed = Arc::new(Notify::new());
+    let policy_api = gvk("agentic.networking.x-k8s.io", "v1alpha1", "XAccessPolicy", "xaccesspolicies");
+    let output_api = gvk(output::GROUP, output::VERSION, args.output.kind(), args.output.plural());
+    let managed = format!("{MANAGED_BY}={FIELD_MANAGER}");
+    let watched = Watched {
+        policies: watch(&client, policy_api.clone(), changed.clone(), None),
+        backends: watch(&client, gvk("agentic.networking.x-k8s.io", "v0alpha0", "XBackend", "xbackends"), changed.clone(), None),
+        gateways: watch(&client, gvk("gateway.networking.k8s.io", "v1", "Gateway", "gateways"), changed.clone(), None),
+        routes: watch(&client, gvk("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"), changed.clone(), None),
+        outputs: watch(&client, output_api.clone(), changed.clone(), Some(&managed)),
+    };
+    for (name, store) in [
+        ("XAccessPolicy", &watched.policies),
+        ("XBackend", &watched.backends),
+        ("Gateway", &watched.gateways),
+        ("HTTPRoute", &watched.routes),
+        (args.output.kind(), &watched.outputs),
+    ] {
+        tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready())
+            .await
+            .map_err(|_| Error::NotServed(name.to_string()))?
+            .map_err(|_| Error::NotServed(name.to_string()))?;
+    }
+    eprintln!("toolgate controller: watching; writing {} objects", args.output.kind());
+    let ctx = Context { client, args, policy_api, output_api };
+    let mut shutdown = Box::pin(shutdown_signal());
+    loop {
+        let started = Instant::now();
+        match reconcile(&ctx, &watched).await {
+            Ok(writes) if writes > 0 => eprintln!("toolgate controller: pass: {writes} writes in {:?}", started.elapsed()),
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("toolgate controller: pass failed: {e}; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                changed.notify_one();
+            }
+        }
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = &mut shutdown => {
+                eprintln!("toolgate controller: shutting down");
+                return Ok(());
+            }
+        }
+        // Coalesce bursts of events into one pass.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => futures::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+fn raw(store: &Store<DynamicObject>, kind: &str, api_version: &str) -> Vec<RawObject> {
+    store
+        .state()
+        .iter()
+        .filter_map(|o| {
+            let mut value = serde_json::to_value(o.as_ref()).ok()?;
+            // Objects from the API carry their type; DynamicObject keeps it, but be sure.
+            value["kind"] = json!(kind);
+            if value.get("apiVersion").is_none() {
+                value["apiVersion"] = json!(api_version);
+            }
+            let name = o.metadata.name.clone().unwrap_or_default();
+            let ns = o.metadata.namespace.clone().unwrap_or_default();
+            Some(RawObject { file: PathBuf::from(format!("cluster/{kind}/{ns}/{name}")), doc: 0, value })
+        })
+        .collect()
+}
+
+/// One level-triggered pass: returns the number of writes made.
+async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
+    let mut objects = raw(&w.gateways, "Gateway", "gateway.networking.k8s.io/v1");
+    objects.extend(raw(&w.routes, "HTTPRoute", "gateway.networking.k8s.io/v1"));
+    objects.extend(raw(&w.backends, "XBackend", "agentic.networking.x-k8s.io/v0alpha0"));
+    objects.extend(raw(&w.policies, "XAccessPolicy", "agentic.networking.x-k8s.io/v1alpha1"));
+    let (inv, errors) = Inventory::from_raw(objects, "default");
+    for e in errors {
+        eprintln!("toolgate controller: {e}");
+    }
+    let opts = TopologyOptions {
+        compile: CompileOptions {
+            trust_domain: ctx.args.trust_domain.clone(),
+            clusters: ClusterNaming::Istio { cluster_domain: ctx.args.cluster_domain.clone() },
+        },
+        settings: PlanSettings { authz_timeout_ms: ctx.args.authz_timeout, ..PlanSettings::default() },
+        gateway_class: ctx.args.gateway_class.clone(),
+    };
+    let topo = topology::build(&inv, &opts);
+    let module = Module { url: ctx.args.wasm_url.clone(), sha256: ctx.args.wasm_sha256.clone() };
+    let mut writes = 0;
+
+    // Outputs: apply what is missing or different, delete what is no longer wanted.
+    let gateway_uid = |ns: &str, name: &str| {
+        w.gateways
+            .state()
+            .iter()
+            .find(|g| g.metadata.namespace.as_deref() == Some(ns) && g.metadata.name.as_deref() == Some(name))
+            .and_then(|g| g.metadata.uid.clone())
+    };
+    let desired: Vec<Desired> = topo
+        .gateways
+        .iter()
+        .flat_map(|gw| output::desired(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(), &module, ctx.args.output))
+        .collect();
+    let existing = w.outputs.state();
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    for d in &desired {
+        let current = existing
+            .iter()
+            .find(|o| o.metadata.namespace.as_deref() == Some(&d.namespace) && o.metadata.name.as_deref() == Some(&d.name));
+        if current.and_then(|c| serde_json::to_value(c.as_ref()).ok()).is_some_and(|c| output::up_to_date(&c, &d.object)) {
+            continue;
+        }
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, &ctx.output_api);
+        api.patch(&d.name, &apply, &Patch::Apply(&d.object)).await?;
+        eprintln!("toolgate controller: applied {} {}/{}", ctx.args.output.kind(), d.namespace, d.name);
+        writes += 1;
+    }
+    let wanted: BTreeSet<(String, String)> = desired.iter().map(|d| (d.namespace.clone(), d.name.clone())).collect();
+    for o in existing.iter() {
+        let (Some(ns), Some(name)) = (o.metadata.namespace.clone(), o.metadata.name.clone()) else { continue };
+        if !wanted.contains(&(ns.clone(), name.clone())) {
+            let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ctx.output_api);
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    eprintln!("toolgate controller: deleted {} {ns}/{name}", ctx.args.output.kind());
+                    writes += 1;
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    // Status of every policy, written only when it changes.
+    let policies = w.policies.state();
+    for status in &topo.statuses {
+        let Some((ns, name)) = status.policy.split_once('/') else { continue };
+        let Some(obj) = policies.iter().find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name)) else {
+            continue;
+        };
+        let Some(new) = output::status_update(status, obj.data.get("status")) else { continue };
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ctx.policy_api);
+        let patch = json!({
+            "apiVersion": "agentic.networking.x-k8s.io/v1alpha1",
+            "kind": "XAccessPolicy",
+            "metadata": {"name": name, "namespace": ns},
+            "status": new,
+        });
+        api.patch_status(name, &apply, &Patch::Apply(&patch)).await?;
+        eprintln!("toolgate controller: status of XAccessPolicy {ns}/{name} written");
+        writes += 1;
+    }
+    if let Some(trace) = &ctx.args.trace {
+        let line = format!("{{\"writes\":{writes}}}\n");
+        let _ = std::fs::OpenOptions::new().create(true).append(true).open(trace).and_then(|mut f| {
+            std::io::Write::write_all(&mut f, line.as_bytes())
+        });
+    }
+    Ok(writes)
+}

@@ -1,0 +1,188 @@
+//! What the controller writes, as pure functions of the topology: the Istio WasmPlugin (or
+//! TrafficExtension) of each Gateway listener, and each policy's status with the transition times
+//! it already had kept when nothing about a condition changed.
+
+use serde_json::{json, Value};
+use toolgate_policy::api::PolicyAncestorStatus;
+
+use crate::topology::{GatewayOut, PolicyStatus};
+
+pub const FIELD_MANAGER: &str = "toolgate";
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const GATEWAY_LABEL: &str = "toolgate.dev/gateway";
+pub const GROUP: &str = "extensions.istio.io";
+pub const VERSION: &str = "v1alpha1";
+
+/// Which Istio resource carries the filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputKind {
+    /// `WasmPlugin` (extensions.istio.io/v1alpha1).
+    Wasmplugin,
+    /// `TrafficExtension` (Istio 1.30, `spec.wasm`).
+    Trafficextension,
+}
+
+impl OutputKind {
+    pub fn kind(self) -> &'static str {
+        match self {
+            OutputKind::Wasmplugin => "WasmPlugin",
+            OutputKind::Trafficextension => "TrafficExtension",
+        }
+    }
+
+    pub fn plural(self) -> &'static str {
+        match self {
+            OutputKind::Wasmplugin => "wasmplugins",
+            OutputKind::Trafficextension => "trafficextensions",
+        }
+    }
+}
+
+/// Where the module comes from.
+#[derive(Clone, Debug)]
+pub struct Module {
+    pub url: String,
+    pub sha256: Option<String>,
+}
+
+/// One object to write: its namespace, name and the whole object (apiVersion, kind, metadata, spec).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    pub namespace: String,
+    pub name: String,
+    pub object: Value,
+}
+
+/// The objects for one Gateway: one per listener whose plan has a policy, selected by the listener's
+/// port (Istio counts a gateway's listeners as CLIENT traffic, so no `mode`), the listener's plan as
+/// `pluginConfig`, owned by the Gateway (`gateway_uid`, when known).
+pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind: OutputKind) -> Vec<Desired> {
+    let (ns, gateway) = (&gw.gateway.namespace, &gw.gateway.name);
+    gw.listeners
+        .iter()
+        .filter(|l| !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
+        .map(|l| {
+            let name = format!("toolgate-{gateway}-{}", l.listener.name);
+            let mut wasm = json!({
+                "url": module.url,
+                "failStrategy": "FAIL_CLOSE",
+                "pluginName": format!("toolgate:{ns}/{gateway}/{}", l.listener.name),
+                "pluginConfig": serde_json::to_value(&l.plan).unwrap_or(Value::Null),
+            });
+            if let Some(sha) = &module.sha256 {
+                wasm["sha256"] = json!(sha);
+            }
+            let common = json!({
+                "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway}],
+                "match": [{"ports": [{"number": l.listener.port}]}],
+            });
+            let spec = match kind {
+                OutputKind::Wasmplugin => {
+                    let mut spec = common;
+                    spec["phase"] = json!("AUTHZ");
+                    if let (Some(s), Some(w)) = (spec.as_object_mut(), wasm.as_object()) {
+                        s.extend(w.clone());
+                    }
+                    spec
+                }
+                OutputKind::Trafficextension => {
+                    let mut spec = common;
+                    spec["phase"] = json!("AUTHZ");
+                    spec["wasm"] = wasm;
+                    spec
+                }
+            };
+            let mut metadata = json!({
+                "name": name,
+                "namespace": ns,
+                "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway},
+            });
+            if let Some(uid) = gateway_uid {
+                metadata["ownerReferences"] = json!([{
+                    "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid,
+                }]);
+            }
+            Desired {
+                namespace: ns.clone(),
+                name,
+                object: json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": kind.kind(), "metadata": metadata, "spec": spec}),
+            }
+        })
+        .collect()
+}
+
+/// Whether an object in the cluster already is what `desired` asks for (the fields we own).
+pub fn up_to_date(existing: &Value, desired: &Value) -> bool {
+    let owner = |v: &Value| v.pointer("/metadata/ownerReferences/0/uid").cloned();
+    existing.get("spec") == desired.get("spec")
+        && existing.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL)) == desired.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL))
+        && owner(existing) == owner(desired)
+}
+
+/// The status to write for a policy, or None when the one it has is already it. Conditions whose
+/// status and reason did not change keep their `lastTransitionTime` (the topology stamps now).
+pub fn status_update(new: &PolicyStatus, existing_status: Option<&Value>) -> Option<Value> {
+    let old: Vec<PolicyAncestorStatus> = existing_status
+        .and_then(|s| s.get("ancestors"))
+        .and_then(|a| serde_json::from_value(a.clone()).ok())
+        .unwrap_or_default();
+    let mut ancestors = new.ancestors.clone();
+    for a in &mut ancestors {
+        let Some(before) = old.iter().find(|o| o.ancestor_ref == a.ancestor_ref && o.controller_name == a.controller_name) else {
+            continue;
+        };
+        for c in &mut a.conditions {
+            if let Some(b) = before.conditions.iter().find(|b| b.condition_type == c.condition_type) {
+                if b.status == c.status && b.reason == c.reason {
+                    c.last_transition_time = b.last_transition_time.clone();
+                }
+            }
+        }
+    }
+    // Ancestors of other controllers are left alone (server-side apply merges by our field manager).
+    let ours: Vec<&PolicyAncestorStatus> = old.iter().filter(|o| o.controller_name == crate::topology::CONTROLLER_NAME).collect();
+    let unchanged = ours.len() == ancestors.len() && ancestors.iter().all(|a| ours.iter().any(|o| *o == a));
+    (!unchanged).then(|| json!({"ancestors": ancestors}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate_policy::api::{Condition, ParentReference};
+
+    fn status(reason: &str, time: &str) -> PolicyStatus {
+        PolicyStatus {
+            policy: "default/p".into(),
+            ancestors: vec![PolicyAncestorStatus {
+                ancestor_ref: ParentReference { name: "gw".into(), ..ParentReference::default() },
+                controller_name: crate::topology::CONTROLLER_NAME.into(),
+                conditions: vec![Condition {
+                    condition_type: "Accepted".into(),
+                    status: if reason == "Accepted" { "True" } else { "False" }.into(),
+                    reason: reason.into(),
+                    message: "m".into(),
+                    observed_generation: Some(1),
+                    last_transition_time: time.into(),
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn status_is_written_only_when_it_changes_and_keeps_transition_times() {
+        let first = status("Accepted", "2026-01-01T00:00:00Z");
+        let written = status_update(&first, None).expect("no status yet: write");
+        // The same status computed later (a new "now"): nothing to write.
+        let later = status("Accepted", "2026-02-02T00:00:00Z");
+        assert_eq!(status_update(&later, Some(&written)), None);
+        // Another reason: written, with the new time.
+        let changed = status("TargetNotFound", "2026-03-03T00:00:00Z");
+        let update = status_update(&changed, Some(&written)).unwrap();
+        assert_eq!(update.pointer("/ancestors/0/conditions/0/lastTransitionTime").unwrap(), "2026-03-03T00:00:00Z");
+        // A new message but the same status and reason: written, the old time kept.
+        let mut message = status("Accepted", "2026-04-04T00:00:00Z");
+        message.ancestors[0].conditions[0].message = "other".into();
+        let update = status_update(&message, Some(&written)).unwrap();
+        assert_eq!(update.pointer("/ancestors/0/conditions/0/lastTransitionTime").unwrap(), "2026-01-01T00:00:00Z");
+    }
+}
