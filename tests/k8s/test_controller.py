@@ -64,12 +64,17 @@ class Controller:
     def __init__(self, server: ApiServer, workdir: Path, *args: str):
         self.log = workdir / f"controller-{time.monotonic_ns()}.log"
         self.trace = workdir / f"controller-{time.monotonic_ns()}.trace"
+        self.metrics_port = harness.free_port()
         self.proc = subprocess.Popen(
             [str(harness.toolgate_binary()), "controller", "--wasm-url", "oci://registry.example/toolgate:0.1.0",
-             "--wasm-sha256", "ab" * 32, "--trace", str(self.trace), *args],
+             "--wasm-sha256", "ab" * 32, "--trace", str(self.trace),
+             "--metrics-addr", f"127.0.0.1:{self.metrics_port}", *args],
             env={**os.environ, "KUBECONFIG": str(server.kubeconfig)}, stdout=open(self.log, "w"),
             stderr=subprocess.STDOUT, start_new_session=True)
         harness.wait_for(lambda: "watching" in self.log.read_text(), timeout=60, what="controller watching")
+
+    def get(self, path: str) -> harness.Response:
+        return harness.request("GET", f"http://127.0.0.1:{self.metrics_port}{path}")
 
     def writes(self) -> list[int]:
         if not self.trace.exists():
@@ -223,6 +228,10 @@ def test_controller(cluster, tmp_path, wasm_path, start_mcp_server):
         assert wp["metadata"]["ownerReferences"][0]["kind"] == "Gateway"
         assert list(spec["pluginConfig"]["backends"]) == [ISTIO_SVC]
         wait_reasons(server, {"sum-and-echo": "Accepted", "no-env": "Accepted"})
+        assert controller.get("/healthz").status == 200 and controller.get("/readyz").status == 200
+        metrics = controller.get("/metrics").body.decode()
+        assert "toolgate_controller_plans_written_total 1" in metrics, metrics
+        assert 'toolgate_controller_policies{reason="Accepted"} 2' in metrics, metrics
         times = {i["metadata"]["name"]: i["status"]["ancestors"][0]["conditions"][0]["lastTransitionTime"]
                  for i in server.get("xaccesspolicies")["items"]}
 

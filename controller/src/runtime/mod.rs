@@ -6,6 +6,7 @@
 //! `toolgate`), and only what changed. Level-triggered: every pass recomputes everything from the
 //! stores, so fixing or deleting a policy re-admits the ones it blocked, and a restart converges.
 
+pub mod metrics;
 pub mod output;
 
 use std::collections::BTreeSet;
@@ -52,7 +53,10 @@ pub struct ControllerArgs {
     /// How long an ExternalAuth authorizer may take (e.g. 5s).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cli::parse_timeout_ms)]
     pub authz_timeout: u32,
-    /// Write a file per pass with what was written (for tests and debugging).
+    /// Prometheus /metrics, /healthz and /readyz.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9090")]
+    pub metrics_addr: std::net::SocketAddr,
+    /// Write a line per pass with the number of writes (for tests and debugging).
     #[arg(long, value_name = "FILE", hide = true)]
     pub trace: Option<PathBuf>,
 }
@@ -64,6 +68,19 @@ pub enum Error {
     Client(#[from] kube::Error),
     #[error("the watched resources are not served ({0}): are the CRDs installed?")]
     NotServed(String),
+    #[error("metrics endpoint: {0}")]
+    Metrics(#[from] std::io::Error),
+}
+
+impl Error {
+    /// The `error` label of `toolgate_controller_errors_total`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Client(_) => "client",
+            Error::NotServed(_) => "not_served",
+            Error::Metrics(_) => "metrics",
+        }
+    }
 }
 
 fn gvk(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -79,6 +96,7 @@ struct Watched {
 }
 
 struct Context {
+    metrics: Arc<metrics::Metrics>,
     client: Client,
     args: ControllerArgs,
     policy_api: ApiResource,
@@ -125,6 +143,13 @@ fn watch(client: &Client, ar: ApiResource, changed: Arc<Notify>, selector: Optio
 }
 
 async fn controller(args: ControllerArgs) -> Result<(), Error> {
+    let metrics = Arc::new(metrics::Metrics::default());
+    let listener = metrics::serve(args.metrics_addr, metrics.clone());
+    tokio::spawn(async move {
+        if let Err(e) = listener.await {
+            eprintln!("toolgate controller: metrics endpoint: {e}");
+        }
+    });
     let client = Client::try_default().await?;
     let changed = Arc::new(Notify::new());
     let policy_api = gvk("agentic.networking.x-k8s.io", "v1alpha1", "XAccessPolicy", "xaccesspolicies");
@@ -150,14 +175,24 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             .map_err(|_| Error::NotServed(name.to_string()))?;
     }
     eprintln!("toolgate controller: watching; writing {} objects", args.output.kind());
-    let ctx = Context { client, args, policy_api, output_api };
+    let ctx = Context { metrics, client, args, policy_api, output_api };
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         let started = Instant::now();
-        match reconcile(&ctx, &watched).await {
-            Ok(writes) if writes > 0 => eprintln!("toolgate controller: pass: {writes} writes in {:?}", started.elapsed()),
-            Ok(_) => {}
+        let result = reconcile(&ctx, &watched).await;
+        let m = &ctx.metrics;
+        m.reconciles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        m.duration_micros_sum.fetch_add(started.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+        match result {
+            Ok(writes) => {
+                m.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+                m.writes.fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
+                if writes > 0 {
+                    eprintln!("toolgate controller: pass: {writes} writes in {:?}", started.elapsed());
+                }
+            }
             Err(e) => {
+                m.error(e.label());
                 eprintln!("toolgate controller: pass failed: {e}; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 changed.notify_one();
@@ -254,6 +289,7 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         }
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, &ctx.output_api);
         api.patch(&d.name, &apply, &Patch::Apply(&d.object)).await?;
+        ctx.metrics.plans_written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         eprintln!("toolgate controller: applied {} {}/{}", ctx.args.output.kind(), d.namespace, d.name);
         writes += 1;
     }
@@ -274,6 +310,13 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     }
 
     // Status of every policy, written only when it changes.
+    let mut by_reason: std::collections::BTreeMap<String, u64> = Default::default();
+    for c in topo.statuses.iter().flat_map(|s| &s.ancestors).flat_map(|a| &a.conditions) {
+        *by_reason.entry(c.reason.clone()).or_default() += 1;
+    }
+    if let Ok(mut p) = ctx.metrics.policies.lock() {
+        *p = by_reason.into_iter().collect();
+    }
     let policies = w.policies.state();
     for status in &topo.statuses {
         let Some((ns, name)) = status.policy.split_once('/') else { continue };
