@@ -9,7 +9,7 @@ WASM     := target/wasm32-wasip1/release/toolgate_filter.wasm
 TOOLGATE := target/debug/toolgate
 MCP_SERVER := target/debug/toolgate-sample-mcp-server
 
-.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo bench bench-quick vm-profile crds clean
+.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo bench bench-quick vm-profile measure-controller crds clean
 
 help:
 	@echo "make demo   - build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
@@ -63,6 +63,10 @@ vm-profile: wasm
 	bash bench/setup.sh
 	@[ -f .work/bench/render/c/default.bench-gateway/lds.json ] || $(MAKE) bench-quick
 	$(VENV)/bin/python bench/vm-profile/profile.py
+
+# docs/controller.md: `toolgate controller` against a real API server (about 8 minutes).
+measure-controller: build
+	$(VENV)/bin/python scripts/measure-controller.py
 
 crds: build
 	$(TOOLGATE) crds -o crds

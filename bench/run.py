@@ -52,6 +52,7 @@ WASM_NAIVE = REPO / "target/wasm32-wasip1/release/toolgate_bench_naive_filter.wa
 TOOLGATE = REPO / "target/release/toolgate"
 UPSTREAM = REPO / "target/release/bench-upstream"
 AUTHZ = REPO / "target/release/bench-authz"
+AUTHZ_GRPC = REPO / "target/release/toolgate-test-authz"  # tests/authz-servers: the (g) rows' gRPC authorizer
 
 ENVOY_CPU = "0"
 LOAD_CPU = "1"
@@ -73,7 +74,16 @@ CONFIGS = {
     "c": ("Toolgate, 20 tools", "`toolgate render` output: 1 gateway-level XAccessPolicy, 2 rules (SPIFFE source, tools/call with 10 tools each)"),
     "d": ("Toolgate, 1,000 policies", "`toolgate render` output: 1,000 policies, 10,450 tools on two levels (the API allows 5 policies per target): on the Gateway 5 policies x 10 sourced rules x 10 tools, on each of the 199 XBackends 5 policies x 10 tools; the called tool is in the last rule of the last policy of each level"),
     "e": ("ext_authz (HTTP)", "envoy.filters.http.ext_authz to bench-authz (Rust, thread per connection) with the body and the caller (x-forwarded-client-cert URI); same rule"),
+    "f1": ("Toolgate, CEL tool_name", "`toolgate render` output: 1 gateway-level XAccessPolicy, 1 rule: SPIFFE source (as (c)) + CEL `request.mcp.tool_name == 'tool-00017'`"),
+    "f2": ("Toolgate, CEL argument", "as (f1), the CEL expression `request.mcp.tool_name == 'tool-00017' && request.mcp.params.arguments.path == '/srv/data/report.txt'` (the body carries `arguments.path`; `params` is captured for it)"),
+    "g1": ("Toolgate + ExternalAuth gRPC", "(c)'s plan plus a gateway-level `action: ExternalAuth` policy (`protocol: GRPC, grpc: {}`, no rules: every request) calling toolgate-test-authz (tests/authz-servers) over gRPC, then (c)'s Allow policy"),
+    "g2": ("ext_authz (gRPC)", "envoy.filters.http.ext_authz, `grpc_service.envoy_grpc` (HTTP/2 cluster), `with_request_body`, router only: the same authorizer and rule file as (g1)"),
 }
+# Opt-in (`--baseline REV`): (c)'s configuration with the filter .wasm built at another commit.
+BASELINE_KEY = "c0"
+# Rows timed with the 300 B body only (their targets are about 300 B calls; keeps `make bench` short).
+SMALL_ONLY = {"f1", "f2", "g1", "g2", BASELINE_KEY}
+ARG_PATH = "/srv/data/report.txt"  # `arguments.path` of every benchmark body (make_body), read by (f2)
 BODIES = {"300B": 300, "64KiB": 64 * 1024, "1MiB": 1024 * 1024}
 
 
@@ -191,6 +201,35 @@ def policies_c() -> str:
     return policy_yaml("agents", None, [(PRINCIPAL, TOOLS[:10]), (PRINCIPAL, TOOLS[10:])])
 
 
+def cel_policy_yaml(name: str, expression: str) -> str:
+    """One Allow XAccessPolicy on the Gateway with one rule: agent-a's SPIFFE ID (as (c)) + a CEL rule."""
+    return (f"---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\n"
+            f"metadata: {{name: {name}, namespace: {NS}}}\nspec:\n"
+            f"  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: {GATEWAY}}}]\n  action: Allow\n  rules:\n"
+            f"  - name: r0\n    source: {{type: SPIFFE, spiffe: \"{PRINCIPAL}\"}}\n"
+            f"    authorization:\n      type: CEL\n      cel: {{expression: {json.dumps(expression)}}}\n")
+
+
+def policies_f1() -> str:
+    return cel_policy_yaml("agents-cel", f"request.mcp.tool_name == '{TOOL}'")
+
+
+def policies_f2() -> str:
+    return cel_policy_yaml("agents-cel", f"request.mcp.tool_name == '{TOOL}' && request.mcp.params.arguments.path == '{ARG_PATH}'")
+
+
+AUTHZ_SERVICE = "authz"  # the ExternalAuth backendRef of (g1), resolved with `render --resolve`
+
+
+def policies_g1() -> str:
+    """(c)'s policy plus a gateway-level ExternalAuth policy without rules (every request calls it)."""
+    return policies_c() + (
+        f"---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\n"
+        f"metadata: {{name: tools-authz, namespace: {NS}}}\nspec:\n"
+        f"  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: {GATEWAY}}}]\n  action: ExternalAuth\n"
+        f"  externalAuth: {{protocol: GRPC, grpc: {{}}, backendRef: {{name: {AUTHZ_SERVICE}, port: 9000}}}}\n")
+
+
 def policies_many(backends: int) -> str:
     """Policies on two levels, as many as the API allows per target (5): on the Gateway, 5 policies of
     10 sourced rules x 10 tools (rules alternate between agent-a and other callers); on each of the
@@ -258,18 +297,26 @@ def rss_kib(pid: int) -> int:
 class Server:
     """bench-upstream / bench-authz, pinned to the load generator's CPU."""
 
-    def __init__(self, name: str, argv: list[str]):
+    def __init__(self, name: str, argv: list[str], listen: list[str] | None = None, json_key: str | None = None):
+        """`listen`: the arguments that make it listen on a free port (default `--listen 127.0.0.1:0`);
+        `json_key`: the first stdout line is a JSON object of addresses (toolgate-test-authz), not
+        `listening on ADDR`."""
         self.name = name
         err = open(WORK / f"{name}.stderr.log", "wb")
-        self.proc = subprocess.Popen(["taskset", "-c", LOAD_CPU, *argv, "--listen", "127.0.0.1:0"],
+        self.proc = subprocess.Popen(["taskset", "-c", LOAD_CPU, *argv, *(listen or ["--listen", "127.0.0.1:0"])],
                                      stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         err.close()
         line = self.proc.stdout.readline().decode()
-        if not line.startswith("listening on "):
+        try:
+            self.address = json.loads(line)[json_key] if json_key else None
+        except (ValueError, KeyError, TypeError):
+            self.address = None
+        if not json_key and line.startswith("listening on "):
+            self.address = line.split()[-1]
+        if not self.address:
             self.stop()
             raise RuntimeError(f"{name}: unexpected first line {line!r}")
-        self.address = line.split()[-1]
         self.port = int(self.address.rsplit(":", 1)[1])
 
     def stop(self) -> None:
@@ -338,7 +385,8 @@ class Envoy:
 # Configurations
 
 
-def render(name: str, policies: str, certs: Path, upstream: Server, port: int, backends: int) -> tuple[Path, float]:
+def render(name: str, policies: str, certs: Path, upstream: Server, port: int, backends: int,
+           resolve: list[str] = ()) -> tuple[Path, float]:
     """`toolgate render` of the bench Gateway with `policies`; returns the Gateway's folder and the
     wall time of the render."""
     src = WORK / "inputs" / name
@@ -351,7 +399,8 @@ def render(name: str, policies: str, certs: Path, upstream: Server, port: int, b
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
     sh([str(TOOLGATE), "render", "-f", str(src), "--wasm", str(WASM_TOOLGATE), "-o", str(out), "--bind", "127.0.0.1",
-        "--resolve", f"upstream.{NS}={upstream.address}", "--access-log", "/dev/null", "--strict"],
+        "--resolve", f"upstream.{NS}={upstream.address}", *(a for r in resolve for a in ("--resolve", r)),
+        "--access-log", "/dev/null", "--strict"],
        stdout=subprocess.DEVNULL)
     took = time.perf_counter() - t
     return out / f"{NS}.{GATEWAY}", took
@@ -474,6 +523,55 @@ def edit_ext_authz(authz: Server):
     return edit
 
 
+def edit_ext_authz_grpc(authz: Server):
+    """(g2): Envoy's own ext_authz filter calling toolgate-test-authz over gRPC (HTTP/2 cluster), with
+    the body (the rule needs `params.name`); the caller's SPIFFE ID reaches a gRPC authorizer as
+    `attributes.source.principal` without any setting."""
+    port = int(authz.address.rsplit(":", 1)[1])
+
+    def edit(lds, cds):
+        hcm_of(lds)["http_filters"] = [{
+            "name": "envoy.filters.http.ext_authz",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz",
+                "grpc_service": {"envoy_grpc": {"cluster_name": "bench_ext_authz_grpc"}, "timeout": "5s"},
+                "transport_api_version": "V3",
+                "with_request_body": {"max_request_bytes": 2 * 1024 * 1024, "allow_partial_message": False},
+                "failure_mode_allow": False,
+            },
+        }, ROUTER]
+        cds["resources"].append({
+            "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            "name": "bench_ext_authz_grpc", "type": "STATIC", "connect_timeout": "5s",
+            "typed_extension_protocol_options": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}}}},
+            "load_assignment": {"cluster_name": "bench_ext_authz_grpc", "endpoints": [{"lb_endpoints": [{"endpoint": {
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}}}}]}]},
+        })
+    return edit
+
+
+def edit_baseline(wasm: Path):
+    """(c0): (c)'s configuration with the filter .wasm of an earlier commit. That version predates the
+    plan settings `authzTimeoutMs`/`pauseHeaders` (its plan parser refuses unknown fields) and the
+    `allow_on_headers_stop_iteration` render sets now: both removed, the plan's hash recomputed
+    (SHA-256 of the compact plan with `hash` empty, as policy/src/plan.rs)."""
+    import hashlib
+
+    def edit(lds, cds):
+        cfg = hcm_of(lds)["http_filters"][0]["typed_config"]["config"]
+        cfg["vm_config"]["code"]["local"]["filename"] = str(wasm)
+        cfg.pop("allow_on_headers_stop_iteration", None)
+        plan = json.loads(cfg["configuration"]["value"])
+        for k in ("authzTimeoutMs", "pauseHeaders"):
+            plan.get("settings", {}).pop(k, None)
+        plan["hash"] = ""
+        plan["hash"] = hashlib.sha256(json.dumps(plan, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+        cfg["configuration"]["value"] = json.dumps(plan, separators=(",", ":"), ensure_ascii=False)
+    return edit
+
+
 def plan_bytes(gateway_dir: Path) -> int:
     for f in hcm_of(json.loads((gateway_dir / "lds.json").read_text()))["http_filters"]:
         conf = f["typed_config"].get("config", {}).get("configuration")
@@ -539,7 +637,13 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
     if not (denied(other) and denied(wrong)):
         raise RuntimeError(f"config {key}: the rule is not enforced: agent-b -> {other.status} {other.text[:100]}, "
                            f"{DENIED_TOOL} -> {wrong.status} {wrong.text[:100]}")
-    return f"allows agent-a/{TOOL}; denies agent-b ({other.status}) and {DENIED_TOOL} ({wrong.status})"
+    text = f"allows agent-a/{TOOL}; denies agent-b ({other.status}) and {DENIED_TOOL} ({wrong.status})"
+    if key == "f2":
+        arg = call("agent-a", TOOL, bodies["300B"].replace(ARG_PATH.encode(), ARG_PATH.replace("data", "dat2").encode()))
+        if not denied(arg):
+            raise RuntimeError(f"config f2: another arguments.path was not denied: {arg.status} {arg.text[:100]}")
+        text += f" and another `arguments.path` ({arg.status})"
+    return text
 
 
 # --------------------------------------------------------------------------------------------------
@@ -547,7 +651,7 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
 
 # Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
 # 1.5 MB module at valgrind speed), so they go first.
-CALLGRIND_CONFIGS = ("c", "d", "a", "n", "e")
+CALLGRIND_CONFIGS = ("c", BASELINE_KEY, "g1", "f1", "f2", "d", "a", "n", "e", "g2")
 
 
 def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int) -> dict:
@@ -661,12 +765,55 @@ def micro(quick: bool) -> dict:
 
 
 def build() -> None:
-    log("building: toolgate (release), bench servers, toolgate_filter.wasm, no-op and naive filters")
-    sh(["cargo", "build", "--locked", "-q", "--release", "-p", "toolgate", "-p", "toolgate-bench-servers"])
+    log("building: toolgate (release), bench servers, test authorizer, toolgate_filter.wasm, no-op and naive filters")
+    sh(["cargo", "build", "--locked", "-q", "--release", "-p", "toolgate", "-p", "toolgate-bench-servers",
+        "-p", "toolgate-test-authz"])
     sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1", "-p", "toolgate-filter",
         "-p", "toolgate-bench-noop-filter", "-p", "toolgate-bench-naive-filter"])
     sh([sys.executable, str(REPO / "scripts" / "wasm-keep-exports.py"), str(WASM_TOOLGATE), str(REPO / "filter" / "exports.txt")],
        stdout=subprocess.DEVNULL)
+
+
+def build_without_cel() -> int | None:
+    """Size of toolgate_filter.wasm built without CEL, when the filter crate has a `cel` feature
+    (`--no-default-features`, own target folder, exports trimmed as `make wasm` does); None when it has
+    none (then a build without CEL needs code changes)."""
+    manifest = (REPO / "filter" / "Cargo.toml").read_text()
+    if not re.search(r"^\s*cel\s*=", manifest, re.M):
+        return None
+    target = REPO / "target" / "bench-nocel"
+    log("building toolgate_filter.wasm without CEL (--no-default-features)")
+    try:
+        sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1", "-p", "toolgate-filter",
+            "--no-default-features", "--target-dir", str(target)])
+        wasm = target / "wasm32-wasip1" / "release" / "toolgate_filter.wasm"
+        sh([sys.executable, str(REPO / "scripts" / "wasm-keep-exports.py"), str(wasm), str(REPO / "filter" / "exports.txt")],
+           stdout=subprocess.DEVNULL)
+        return wasm.stat().st_size
+    except subprocess.CalledProcessError:
+        log("warning: the build without CEL failed; not reported")
+        return None
+
+
+def build_baseline(rev: str) -> tuple[Path, str]:
+    """The filter .wasm at commit `rev` (a git worktree under /tmp, built with that commit's lock file
+    and its own target folder; exports trimmed with that commit's script and list). Returns the .wasm
+    and the short commit."""
+    short = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", f"{rev}^{{commit}}"], check=True,
+                           capture_output=True, text=True).stdout.strip()
+    tree = Path("/tmp") / f"tg-{short}"
+    if not (tree / "Cargo.toml").exists():
+        sh(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), short], stdout=subprocess.DEVNULL)
+    log(f"building the filter .wasm at {short} in {tree}")
+    sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1", "-p", "toolgate-filter"], cwd=tree)
+    built = tree / "target" / "wasm32-wasip1" / "release" / "toolgate_filter.wasm"
+    wasm = WORK / "bin" / f"toolgate_filter-{short}.wasm"
+    wasm.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(built, wasm)
+    keep = tree / "scripts" / "wasm-keep-exports.py"
+    if keep.exists() and (tree / "filter" / "exports.txt").exists():
+        sh([sys.executable, str(keep), str(wasm), str(tree / "filter" / "exports.txt")], stdout=subprocess.DEVNULL)
+    return wasm, short
 
 
 def versions() -> dict:
@@ -708,11 +855,17 @@ def main() -> int:
     ap.add_argument("--callgrind-requests", type=int, default=0 if quick else 1000,
                     help="requests per configuration under callgrind (0: skip that stage)")
     ap.add_argument("--out-dir", type=Path, default=WORK / "quick" if quick else REPO / "docs")
+    ap.add_argument("--baseline", metavar="REV", default="",
+                    help=f"also run ({BASELINE_KEY}): (c) with the filter .wasm built at commit REV (git worktree under /tmp)")
     args = ap.parse_args()
     keys = [k for k in args.configs.split(",") if k]
+    if args.baseline and BASELINE_KEY not in keys:
+        keys.insert(keys.index("c") + 1 if "c" in keys else len(keys), BASELINE_KEY)
+    if BASELINE_KEY in keys and not args.baseline:
+        ap.error(f"({BASELINE_KEY}) needs --baseline REV")
     body_names = [b for b in args.bodies.split(",") if b]
     for k in keys:
-        if k not in CONFIGS:
+        if k not in CONFIGS and k != BASELINE_KEY:
             ap.error(f"unknown configuration {k!r} (known: {', '.join(CONFIGS)})")
     for b in body_names:
         if b not in BODIES:
@@ -724,7 +877,15 @@ def main() -> int:
     if not SHIM.exists():
         sh(["bash", str(BENCH / "setup.sh")])
     build()
+    nocel_size = build_without_cel()
+    baseline_wasm = None
+    if args.baseline:
+        baseline_wasm, short = build_baseline(args.baseline)
+        CONFIGS[BASELINE_KEY] = (f"Toolgate, 20 tools, filter at {short}",
+                                 f"(c)'s configuration and plan with the filter .wasm built at {short} "
+                                 "(before the lifecycle moved into the engine and the SDK was dropped)")
     info = versions()
+    info["baseline"] = args.baseline
     info["quick"] = quick
     info["params"] = {"duration_s": args.duration, "rounds": args.rounds, "connections": args.connections,
                       "warmup_s": args.warmup, "configs": keys, "bodies": body_names}
@@ -747,9 +908,16 @@ def main() -> int:
         procs.append(upstream)
         authz = Server("authz", [str(AUTHZ), "--principal", PRINCIPAL, "--tools", ",".join(TOOLS)])
         procs.append(authz)
+        # (g1)/(g2)'s gRPC authorizer: the same rule as everywhere (agent-a, the 20 tools), no request log.
+        rule = WORK / "authz-grpc-rule.json"
+        rule.write_text(json.dumps({"principals": [PRINCIPAL], "allow_tools": TOOLS, "default": "deny"}))
+        authz_grpc = Server("authz-grpc", [str(AUTHZ_GRPC), "--rule", str(rule)], listen=["--grpc", "127.0.0.1:0"],
+                            json_key="grpc")
+        procs.append(authz_grpc)
 
         # Rendered configurations (the real `toolgate render`), and the ones derived from (c)'s.
         ports = {k: harness.free_port() for k in CONFIGS}
+        ports[BASELINE_KEY] = harness.free_port()
         log("rendering (c) and (d) with `toolgate render`")
         dir_c, _ = render("c", policies_c(), certs, upstream, ports["c"], BACKENDS)
         dir_d, render_d_s = render("d", policies_many(BACKENDS), certs, upstream, ports["d"], BACKENDS)
@@ -769,6 +937,14 @@ def main() -> int:
         dirs["c"] = derive(dir_c, "cfg-c", edit_none)
         dirs["d"] = derive(dir_d, "cfg-d", edit_none)
         dirs["e"] = derive(dir_c, "cfg-e", rebased(ports["e"])(edit_ext_authz(authz)))
+        dirs["g2"] = derive(dir_c, "cfg-g2", rebased(ports["g2"])(edit_ext_authz_grpc(authz_grpc)))
+        if baseline_wasm:
+            dirs[BASELINE_KEY] = derive(dir_c, f"cfg-{BASELINE_KEY}", rebased(ports[BASELINE_KEY])(edit_baseline(baseline_wasm)))
+        for k, pol, extra in (("f1", policies_f1, []), ("f2", policies_f2, []),
+                              ("g1", policies_g1, [f"{AUTHZ_SERVICE}.{NS}={authz_grpc.address}"])):
+            if k in keys:
+                d, _ = render(k, pol(), certs, upstream, ports[k], BACKENDS, resolve=extra)
+                dirs[k] = derive(d, f"cfg-{k}", edit_none)
 
         # 10,000 policies: `toolgate compile` and `toolgate render` wall time, plan size, load in the VM.
         log("10,000 policies: toolgate compile / render, and the plan's load time in Envoy")
@@ -797,6 +973,8 @@ def main() -> int:
         sizes = {
             "wasm_toolgate": WASM_TOOLGATE.stat().st_size,
             "wasm_noop": WASM_NOOP.stat().st_size,
+            "wasm_toolgate_nocel": nocel_size,
+            "wasm_baseline": baseline_wasm.stat().st_size if baseline_wasm else None,
             "plan_c": plan_bytes(dir_c), "plan_d": plan_bytes(dir_d), "plan_x10k": plan_bytes(dir_x),
             "compile_x10k_s": compile_times, "render_x10k_s": render_x_s, "render_d_s": render_d_s,
         }
@@ -808,8 +986,11 @@ def main() -> int:
             envoys[k].wait_ready()
         loader = Loader(certs, args.connections, body_paths)
         checks = {}
+
+        def bodies_of(k):
+            return [b for b in body_names if k not in SMALL_ONLY or b == "300B"]
         for k in keys:
-            checks[k] = sanity(k, ports[k], certs, bodies)
+            checks[k] = sanity(k, ports[k], certs, {b: bodies[b] for b in BODIES if k not in SMALL_ONLY or b == "300B"})
             log(f"({k}) {CONFIGS[k][0]}: {checks[k]}")
         plan_loads = {}
         for k in (k for k in keys if k in ("c", "d")):
@@ -818,18 +999,18 @@ def main() -> int:
         if args.warmup:
             log("warm-up")
             for k in keys:
-                for b in body_names:
+                for b in bodies_of(k):
                     loader.run(ports[k], b, args.warmup)
 
         # Interleaved rounds.
         runs = []
-        total = args.rounds * len(body_names) * len(keys)
+        total = args.rounds * sum(len(bodies_of(k)) for k in keys)
         log(f"{total} runs of {args.duration} s, {args.connections} connections "
             f"(about {total * (args.duration + 1) // 60 + 1} min)")
-        aux = {"upstream": upstream.proc.pid, "authz": authz.proc.pid}
+        aux = {"upstream": upstream.proc.pid, "authz": authz.proc.pid, "authz_grpc": authz_grpc.proc.pid}
         for rnd in range(args.rounds):
             for b in body_names:
-                for k in keys:
+                for k in (k for k in keys if b in bodies_of(k)):
                     e = envoys[k]
                     c0, a0 = cpu_ns(e.pid), {n: process_cpu_ns(p) for n, p in aux.items()}
                     t0 = time.perf_counter()
