@@ -104,7 +104,9 @@ pub(crate) fn prepare(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Pre
 fn forwarded_body<'b>(authorizer: &AuthorizerPlan, body: &'b [u8]) -> (&'b [u8], bool) {
     let max = authorizer.forward_body_bytes as usize;
     let sent = body.get(..max.min(body.len())).unwrap_or_default();
-    (sent, sent.len() < body.len())
+    // Without forwardBody no body is sent at all, and the header would only mislead (Envoy's ext_authz
+    // sets it only when it sends a body).
+    (sent, max > 0 && sent.len() < body.len())
 }
 
 fn sent_headers<'r>(authorizer: &'r AuthorizerPlan, req: &'r HttpRequest<'_>) -> impl Iterator<Item = (&'r str, &'r str)> {
@@ -224,7 +226,10 @@ pub(crate) fn read_answer(authorizer: &AuthorizerPlan, answer: CallAnswer, timed
             Err(_) => Answer::Fail(AuthzFailure::Malformed),
         },
         (CallAnswer::Http { headers, body }, AuthorizerProtocol::Http { allowed_response_headers, .. }) => {
-            read_http_response(allowed_response_headers, headers, body)
+            match read_http_response(allowed_response_headers, headers, body) {
+                Answer::Fail(AuthzFailure::Unavailable) if timed_out => Answer::Fail(AuthzFailure::Timeout),
+                answer => answer,
+            }
         }
         // An answer of the other protocol: the host mixed up calls.
         _ => Answer::Fail(AuthzFailure::Malformed),
@@ -299,6 +304,13 @@ fn read_http_response(allowed: &[String], headers: Vec<(String, String)>, body: 
     };
     if !(100..600).contains(&status) {
         return Answer::Fail(AuthzFailure::Malformed);
+    }
+    // A 5xx is an error, not a decision (as in Envoy's ext_authz HTTP client). It is also what Envoy's
+    // async client answers itself when the call failed: 503 when the authorizer cannot be reached,
+    // 502 "... reset reason: protocol error" when its answer was not HTTP (measured, Envoy 1.40).
+    if status >= 500 {
+        let protocol_error = status == 502 && body.windows(14).any(|w| w == b"protocol error");
+        return Answer::Fail(if protocol_error { AuthzFailure::Malformed } else { AuthzFailure::Unavailable });
     }
     let passed = headers.into_iter().filter(|(k, v)| settable(k, v));
     if (200..300).contains(&status) {

@@ -3,6 +3,7 @@
   certs               session-wide test PKI from scripts/gen-certs.sh (Path of the directory)
   start_envoy         start_envoy(config, name="envoy", listeners=[ports], **kw) -> harness.Envoy
   start_mcp_server    start_mcp_server(name) -> harness.McpServer
+  start_authorizer    start_authorizer(name, rule={...}) -> harness.Authorizer (toolgate-test-authz, gRPC + HTTP)
   wasm_path           Path of the release filter build (skips the test when it was not built)
   gateway             gateway(*policies, ...) -> harness.ToolgateGateway: policy YAML -> `toolgate render`
                       -> Envoy in front of a fresh sample MCP server (the policy tests' fixture)
@@ -84,6 +85,25 @@ def start_mcp_server(request, tmp_path):
     yield start
     for srv in reversed(started):
         srv.stop()
+
+
+@pytest.fixture
+def start_authorizer(request, tmp_path):
+    started: list[harness.Authorizer] = []
+
+    def start(name: str = "authz", rule: dict | None = None, workdir=None) -> harness.Authorizer:
+        try:
+            harness.authz_binary()
+        except harness.HarnessError as exc:
+            pytest.fail(str(exc))
+        az = harness.Authorizer.start(name, workdir or tmp_path, rule)
+        started.append(az)
+        _register(request, az)
+        return az
+
+    yield start
+    for az in reversed(started):
+        az.stop()
 
 
 @pytest.fixture(scope="session")

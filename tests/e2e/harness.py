@@ -400,6 +400,87 @@ class McpServer:
             _stop_process(self.proc, timeout=5)
 
 
+def authz_binary() -> Path:
+    env = os.environ.get("TOOLGATE_TEST_AUTHZ")
+    path = Path(env) if env else REPO / "target/debug/toolgate-test-authz"
+    if not path.exists():
+        raise HarnessError(f"{path} not found: run `make build` (cargo build -p toolgate-test-authz)")
+    return path
+
+
+class Authorizer:
+    """toolgate-test-authz (tests/authz-servers): a real ext_authz authorizer, gRPC and HTTP at once.
+    `set_rule(...)` rewrites its rule file (re-read per request), `requests()` reads its request log
+    (one JSON object per request received), `clear_log()` empties it."""
+
+    def __init__(self, name: str, workdir: Path | str):
+        self.name = name
+        self.workdir = Path(workdir)
+        self.rule_file = self.workdir / f"{name}.rule.json"
+        self.log_file = self.workdir / f"{name}.requests.jsonl"
+        self.stderr_path = self.workdir / f"{name}.stderr.log"
+        self.proc: subprocess.Popen | None = None
+        self.grpc_address = ""  # "127.0.0.1:PORT"
+        self.http_address = ""
+
+    @classmethod
+    def start(cls, name: str, workdir: Path | str, rule: Mapping[str, Any] | None = None,
+              timeout: float = 10.0) -> "Authorizer":
+        az = cls(name, workdir)
+        az.workdir.mkdir(parents=True, exist_ok=True)
+        az.set_rule(**(rule or {}))
+        err = open(az.stderr_path, "ab")
+        try:
+            az.proc = subprocess.Popen(
+                [str(authz_binary()), "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0",
+                 "--rule", str(az.rule_file), "--log", str(az.log_file)],
+                stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            err.close()
+        line = _readline_with_timeout(az.proc, timeout)
+        try:
+            bound = json.loads(line)
+            az.grpc_address, az.http_address = bound["grpc"], bound["http"]
+        except (ValueError, KeyError, TypeError):
+            az.stop()
+            raise HarnessError(f"authorizer {name}: unexpected first line {line!r}\n{tail(az.stderr_path)}")
+        threading.Thread(target=_drain, args=(az.proc.stdout,), daemon=True).start()
+        return az
+
+    def address(self, protocol: str = "GRPC") -> str:
+        return self.grpc_address if protocol.upper() == "GRPC" else self.http_address
+
+    def resolve_arg(self, protocol: str = "GRPC", service: str = "authz", namespace: str = "default") -> list[str]:
+        """`toolgate render` arguments mapping the Service `service` to this authorizer's port."""
+        return ["--resolve", f"{service}.{namespace}={self.address(protocol)}"]
+
+    def set_rule(self, **rule: Any) -> None:
+        """The rule (README: allow_tools, deny_tools, default, principals, deny_status, deny_headers,
+        deny_body, ok_headers, delay_ms, garbage, close_mid_reply); no argument allows everything."""
+        write_json(self.rule_file, rule)
+
+    def requests(self) -> list[dict]:
+        """Every request received so far (log entries, oldest first)."""
+        return read_exec_log(self.log_file)
+
+    def clear_log(self) -> None:
+        if self.log_file.exists():
+            with open(self.log_file, "r+b") as f:
+                f.truncate(0)
+
+    def log_tail(self, lines: int = 30) -> str:
+        reqs = tail(self.log_file, 10)
+        return tail(self.stderr_path, lines) + ("\n--- requests ---\n" + reqs if reqs else "")
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop_process(self.proc, timeout=5)
+
+
 def _readline_with_timeout(proc: subprocess.Popen, timeout: float) -> str:
     result: list[str] = []
 
@@ -690,6 +771,26 @@ def policy(name: str, *rules: dict, target: str = "gateway", section: str | None
         spec["rules"] = list(rules)
     return {"apiVersion": "agentic.networking.x-k8s.io/v1alpha1", "kind": "XAccessPolicy", "metadata": meta,
             "spec": spec}
+
+
+def external_auth_policy(name: str, *rules: dict, protocol: str = "GRPC", service: str = "authz",
+                         port: int = 9000, target: str = "gateway", namespace: str = "default",
+                         creation: str | None = None, grpc: dict | None = None, http: dict | None = None,
+                         forward_body: int | None = None) -> dict:
+    """An `action: ExternalAuth` XAccessPolicy calling the Service `service` (map it to an Authorizer
+    with `Authorizer.resolve_arg()`); `grpc`/`http` are spec.externalAuth.grpc/http, `forward_body`
+    sets forwardBody.maxSize."""
+    p = policy(name, *rules, target=target, namespace=namespace, creation=creation)
+    ea: dict[str, Any] = {"protocol": protocol, "backendRef": {"name": service, "port": port}}
+    if grpc is not None:
+        ea["grpc"] = grpc
+    if http is not None:
+        ea["http"] = http
+    if forward_body is not None:
+        ea["forwardBody"] = {"maxSize": forward_body}
+    p["spec"]["action"] = "ExternalAuth"
+    p["spec"]["externalAuth"] = ea
+    return p
 
 
 @dataclass

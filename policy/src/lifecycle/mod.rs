@@ -18,6 +18,10 @@ use crate::mcp::{self, NotMcp, ReadOptions};
 use crate::response;
 use headers::{Classified, Needs, RequestHeaders, WantedHeaders};
 
+/// How much earlier than the plan's timeout a failed call still counts as timed out (see
+/// `on_call_answer`).
+const TIMEOUT_SLACK_MS: u64 = 20;
+
 /// What a callback tells the host to do with the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -392,7 +396,9 @@ impl Request {
         let Some(loaded) = self.loaded.clone() else { return };
         let ev = &loaded.evaluator;
         let timeout = u64::from(ev.plan().settings.authz_timeout_ms);
-        let elapsed = host.now_ms().saturating_sub(pending.started_ms);
+        // Envoy ends a call at its timeout by its own (coarse, cached) clock: measured against ours the
+        // call can end a few ms "early" (298 ms for a 300 ms timeout, Envoy 1.40), hence the slack.
+        let elapsed = host.now_ms().saturating_sub(pending.started_ms) + TIMEOUT_SLACK_MS;
         // The call is re-derived (the walk is deterministic): the authorizer it went to and the
         // decision so far.
         let debug_reasons = ev.plan().settings.debug_reasons;
@@ -513,6 +519,8 @@ impl Request {
                 Action::Pause
             }
             Next::Call(prepared) => {
+                // Before the call: the host's timeout runs from its start.
+                let started_ms = host.now_ms();
                 let token = match &prepared.call {
                     authz::PreparedCall::Grpc { upstream, message } => host.call(&Callout::Grpc {
                         cluster: &prepared.cluster,
@@ -527,7 +535,6 @@ impl Request {
                         host.call(&Callout::Http { cluster: &prepared.cluster, headers: &pairs, body, timeout_ms })
                     }
                 };
-                let started_ms = host.now_ms();
                 match token {
                     Some(token) if token != REFUSED => self.state = State::Calling(held, Pending { token, started_ms }),
                     // The host refused to start the call (e.g. no such cluster): as if it failed.
