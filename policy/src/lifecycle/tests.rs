@@ -643,8 +643,9 @@ fn http_calls_carry_the_request_and_a_2xx_allows() {
     r.on_call_answer(&mut host, 101, ok);
     assert_eq!(host.edits, vec!["set x-user: alice"]);
     assert_eq!(host.resumed, 1);
-    // Any other status denies: 403 as Toolgate's denial, others passed through.
-    for (status, expected) in [("403", 200), ("401", 401), ("500", 500)] {
+    // Any other status denies: 403 as Toolgate's denial, others passed through; a 5xx is the
+    // authorizer (or Envoy's call) failing, answered as Toolgate's denial.
+    for (status, expected) in [("403", 200), ("401", 401), ("302", 302), ("500", 200), ("503", 200)] {
         let mut host = Fake::post(&body);
         let (mut r, _) = send(&p, &mut host);
         let answer = CallAnswer::Http { headers: pairs(&[(":status", status), ("www-authenticate", "Basic"), ("content-length", "2")]), body: b"no".to_vec() };
