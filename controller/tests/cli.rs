@@ -217,3 +217,35 @@ fn explain_runs_the_filters_lifecycle() {
     let out = explain(&format!("listener: http\nbody: \"{big}\"\n"));
     assert!(out.contains("decision: DENY (deny: body over the limit); reply HTTP 413"), "{}", &out[..out.len().min(2000)]);
 }
+
+#[test]
+fn validate_rejects_regular_expressions_re2_rejects() {
+    // `a)|(b` used to validate (the ^(?:...)$ wrapper balanced it) and then match any value starting
+    // with a; RE2 rejects it, and so does Toolgate (SPEC §3).
+    let dir = tmp("validate-re2");
+    let header = |re: &str| {
+        format!("  rules:\n  - name: r\n    authorization:\n      type: Inline\n      headers: [{{name: x-team, type: RegularExpression, value: '{re}'}}]\n")
+    };
+    let input = write_inputs(&dir, &[policy("bad", "2026-01-01T00:00:00Z", GW, &header("a)|(b"))]);
+    let o = toolgate(&["validate", "-f", input.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(r#"XAccessPolicy default/bad: Invalid: spec.rules[0].authorization.headers[0].value: invalid regular expression "a)|(b": unopened group"#),
+        "{out}"
+    );
+    for (re, why) in [
+        ("a{1001}", "repetition count 1001 exceeds RE2's limit of 1000"),
+        (r"\p{Alphabetic}", r"\p{Alphabetic} is not a Unicode class RE2 knows"),
+        ("[a-z&&[^aeiou]]", "is ambiguous"),
+    ] {
+        let input = write_inputs(&dir, &[policy("bad", "2026-01-01T00:00:00Z", GW, &header(re))]);
+        let o = toolgate(&["validate", "-f", input.to_str().unwrap()]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        assert!(out.contains(&format!("invalid regular expression {re:?}: ")) && out.contains(why), "{out}");
+    }
+    let input = write_inputs(&dir, &[policy("good", "2026-01-01T00:00:00Z", GW, &header(r"\d+|(?i)blue"))]);
+    let o = toolgate(&["validate", "-f", input.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+}

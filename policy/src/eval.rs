@@ -1008,18 +1008,8 @@ enum CompiledValue {
     Regex(Regex),
 }
 
-/// Compiles an RE2-syntax expression that must match the whole input.
-pub fn full_match_regex(expr: &str) -> Result<Regex, String> {
-    regex::RegexBuilder::new(&format!("^(?:{expr})$"))
-        .size_limit(1 << 20)
-        .build()
-        .map_err(|e| {
-            // The parser's message spans lines and shows our ^(?:...)$ wrapper: keep its last line.
-            let text = e.to_string();
-            let reason = text.lines().last().unwrap_or("").trim().trim_start_matches("error: ").to_string();
-            format!("invalid regular expression {expr:?}: {reason}")
-        })
-}
+/// Compiles an RE2 expression that must match the whole input: see [`crate::re2`].
+pub use crate::re2::full_match_regex;
 
 impl CompiledHttp {
     fn compile(m: &HttpMatch) -> Result<Self, String> {

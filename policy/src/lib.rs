@@ -9,6 +9,7 @@
 //! - [`lifecycle`]: the per-request state machine over a `Host` trait (the filter implements it).
 //! - [`cel_rule`]: CEL authorization rules (checked at compile time, evaluated per tools/call).
 //! - [`authz`]: calls to external authorizers (Envoy's ext_authz API) and their answers.
+//! - [`re2`]: policy regular expressions with RE2's syntax and semantics.
 //! - [`response`]: the denial replies.
 //! - [`str_map`]: the string-keyed hash map the evaluator and the filter index names with.
 //! - [`log_safe`]: request-derived text shown in summaries and logs, escaped.
@@ -22,5 +23,6 @@ pub mod lifecycle;
 pub mod log_safe;
 pub mod mcp;
 pub mod plan;
+pub mod re2;
 pub mod response;
 pub mod str_map;
