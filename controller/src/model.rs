@@ -190,6 +190,18 @@ pub struct RouteRule {
     pub filters: Vec<RouteFilter>,
     #[serde(default)]
     pub backend_refs: Vec<BackendRef>,
+    #[serde(default)]
+    pub timeouts: Option<RouteTimeouts>,
+}
+
+/// Gateway API `HTTPRouteTimeouts` (durations like `10s`, `1m30s`, `500ms`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteTimeouts {
+    #[serde(default)]
+    pub request: Option<String>,
+    #[serde(default)]
+    pub backend_request: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

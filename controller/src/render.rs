@@ -48,6 +48,10 @@ pub struct RenderArgs {
     /// Client CA (PEM) for HTTPS listeners without a spec.tls.frontend CA, as a trust bundle.
     #[arg(long, value_name = "FILE")]
     pub client_ca: Option<PathBuf>,
+    /// How long a stream (an SSE response, a GET stream, a slow tool call) may stay without any data
+    /// before Envoy resets it; MCP routes have no request timeout unless the HTTPRoute sets one.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub stream_idle_timeout: String,
     /// Envoy log file for the access log (default: stdout).
     #[arg(long, value_name = "FILE")]
     pub access_log: Option<PathBuf>,
@@ -57,6 +61,10 @@ pub fn run(args: &RenderArgs) -> Result<(), Failure> {
     let inv = cli::load_inventory(&args.input)?;
     let topo = cli::build_topology(&inv, &args.plan, true)?;
     let resolve = parse_resolve(&args.resolve)?;
+    if envoy_duration(&args.stream_idle_timeout).is_none() {
+        eprintln!("error: --stream-idle-timeout {:?}: a duration like 1h, 30m, 90s or 500ms", args.stream_idle_timeout);
+        return Err(Failure::Usage);
+    }
     let wasm = absolute(&args.wasm)?;
     if !wasm.is_file() {
         eprintln!("error: --wasm {}: no such file (build it with `make wasm`)", wasm.display());
@@ -176,6 +184,7 @@ impl Ctx<'_> {
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
                 "stat_prefix": format!("toolgate_{}_{}_{}", gw.gateway.namespace, gw.gateway.name, listener.name),
+                "stream_idle_timeout": envoy_duration(&self.args.stream_idle_timeout).unwrap_or_else(|| "3600.000s".into()),
                 // The path the routes and the Toolgate filter see must be the path the upstream gets:
                 // without normalisation, `/mcp/public/../private` passes a PathPrefix /mcp/public rule
                 // and an upstream that resolves dot segments serves /mcp/private. Envoy's edge best
@@ -342,7 +351,7 @@ impl Ctx<'_> {
                         json!({
                             "name": format!("{}/rule{r}", route.name),
                             "match": route_match(m),
-                            "route": route_action(rule.rewrite.as_ref(), m, &rule.backends),
+                            "route": route_action(rule.rewrite.as_ref(), m, &rule.backends, rule.timeout.as_deref()),
                         }),
                     ));
                 }
@@ -487,11 +496,39 @@ fn route_match(m: &RouteMatch) -> Value {
     out
 }
 
-fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstream, u32)]) -> Value {
+/// A Gateway API duration (`1h`, `1m30s`, `500ms`, `0s`) as Envoy's (`5400s`, `0.500s`).
+fn envoy_duration(gateway_api: &str) -> Option<String> {
+    let mut ms: u64 = 0;
+    let mut rest = gateway_api;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        let (n, tail) = rest.split_at(digits);
+        let n: u64 = n.parse().ok()?;
+        let (scale, tail) = if let Some(t) = tail.strip_prefix("ms") {
+            (1, t)
+        } else if let Some(t) = tail.strip_prefix('h') {
+            (3_600_000, t)
+        } else if let Some(t) = tail.strip_prefix('m') {
+            (60_000, t)
+        } else if let Some(t) = tail.strip_prefix('s') {
+            (1000, t)
+        } else {
+            return None;
+        };
+        ms = ms.checked_add(n.checked_mul(scale)?)?;
+        rest = tail;
+    }
+    Some(format!("{}.{:03}s", ms / 1000, ms % 1000))
+}
+
+fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstream, u32)], timeout: Option<&str>) -> Value {
     let mut action = match backends {
         [(u, _)] => json!({ "cluster": u.cluster_name() }),
         many => json!({ "weighted_clusters": { "clusters": many.iter().map(|(u, w)| json!({ "name": u.cluster_name(), "weight": w })).collect::<Vec<_>>() } }),
     };
+    // No request timeout unless the HTTPRoute gives one (SPEC §9.14): Envoy's default 15 s would cut
+    // long tool calls and SSE streams; the connection manager's stream idle timeout applies instead.
+    action["timeout"] = json!(timeout.and_then(envoy_duration).unwrap_or_else(|| "0s".to_string()));
     if let Some(rw) = rewrite {
         if let Some(host) = &rw.hostname {
             action["host_rewrite_literal"] = json!(host);

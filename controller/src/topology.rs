@@ -54,6 +54,8 @@ impl Upstream {
 pub struct RouteRuleOut {
     pub matches: Vec<RouteMatch>,
     pub rewrite: Option<UrlRewrite>,
+    /// `timeouts.request` (else `backendRequest`) of the HTTPRoute rule, as written.
+    pub timeout: Option<String>,
     /// Weighted upstreams; empty = the rule has no usable backend (answered 500, as Gateway API asks).
     pub backends: Vec<(Upstream, u32)>,
 }
@@ -416,6 +418,7 @@ fn attached_routes(
                 .map(|rule| RouteRuleOut {
                     matches: rule.matches.clone(),
                     rewrite: rule.filters.iter().find(|f| f.filter_type == "URLRewrite").and_then(|f| f.url_rewrite.clone()),
+                    timeout: rule.timeouts.as_ref().and_then(|t| t.request.clone().or_else(|| t.backend_request.clone())),
                     backends: rule
                         .backend_refs
                         .iter()

@@ -404,7 +404,7 @@ pub struct McpMethod {
         schemars(extend("enum" = [
             "tools", "prompts", "resources", "prompts/list", "tools/list", "resources/list",
             "resources/templates/list", "prompts/get", "tools/call", "resources/subscribe",
-            "resources/unsubscribe", "resources/read"
+            "resources/unsubscribe", "resources/read", "server/discover", "subscriptions/listen"
         ]))
     )]
     pub name: String,

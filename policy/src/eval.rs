@@ -628,16 +628,31 @@ pub const HEADERS_READ: [&str; 3] = ["mcp-method", "mcp-name", "mcp-session-id"]
 /// (`params.uri` for resources methods); `Mcp-Name` on a message with neither is a mismatch.
 fn check_mcp_headers(req: &HttpRequest<'_>, msg: &McpMessage<'_>) -> Result<(), &'static str> {
     if let Some(h) = req.header("mcp-method") {
-        if msg.method.as_deref() != Some(h) {
+        if msg.method.as_deref() != mcp_header_value("mcp-method", h).as_deref() {
             return Err("Mcp-Method");
         }
     }
     if let Some(h) = req.header("mcp-name") {
-        if param_of(msg) != Some(h) {
+        if param_of(msg) != mcp_header_value("mcp-name", h).as_deref() {
             return Err("Mcp-Name");
         }
     }
     Ok(())
+}
+
+/// A request header's value as policies and the body check see it (SPEC §4): `Mcp-*` values sent
+/// as `=?base64?…?=` (MCP 2026-07-28, SEP-2243, for values that are not plain ASCII) decoded; None
+/// when such a value does not decode to UTF-8 (it then matches nothing: a mismatch).
+pub fn mcp_header_value<'v>(lower_name: &str, value: &'v str) -> Option<std::borrow::Cow<'v, str>> {
+    use base64::Engine as _;
+    let encoded = lower_name.starts_with("mcp-").then(|| value.strip_prefix("=?base64?")?.strip_suffix("?=")).flatten();
+    match encoded {
+        None => Some(std::borrow::Cow::Borrowed(value)),
+        Some(b64) => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+            String::from_utf8(bytes).ok().map(std::borrow::Cow::Owned)
+        }
+    }
 }
 
 /// The value `params` matchers compare: `params.uri` for resources methods, else `params.name`.
@@ -650,7 +665,9 @@ fn param_of<'m>(msg: &'m McpMessage<'_>) -> Option<&'m str> {
 
 /// SPEC §3: the methods MATCH_BASE_PROTOCOL_METHODS adds.
 fn is_base_method(method: &str) -> bool {
-    matches!(method, "initialize" | "ping" | "tools/list")
+    // `server/discover` (MCP 2026-07-28) replaces `initialize`. `subscriptions/listen` is not here:
+    // its resource subscriptions must each be allowed as a `resources/subscribe` (SPEC §3).
+    matches!(method, "initialize" | "ping" | "tools/list" | "server/discover")
         || method.starts_with("completion/")
         || method.starts_with("logging/")
         || method.starts_with("notifications/")
@@ -1100,9 +1117,9 @@ impl CompiledHttp {
             }
         }
         let headers_ok = self.headers.iter().all(|(name, v)| {
-            req.header_values(name).any(|value| match v {
-                CompiledValue::Exact(e) => value == e,
-                CompiledValue::Regex(r) => r.is_match(value),
+            req.header_values(name).filter_map(|value| mcp_header_value(name, value)).any(|value| match v {
+                CompiledValue::Exact(e) => *value == **e,
+                CompiledValue::Regex(r) => r.is_match(&value),
             })
         });
         (!headers_ok).then_some("headers")

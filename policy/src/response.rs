@@ -1,7 +1,7 @@
 //! Denial responses (SPEC §5). Nothing about the policies goes into them unless the plan's
 //! `debug_reasons` asks for it.
 
-use crate::eval::{BodyInput, Decision};
+use crate::eval::{BodyInput, Decision, DenyReason, Verdict};
 use crate::mcp::MessageKind;
 
 pub const FORBIDDEN_MESSAGE: &str = "Access to this tool is forbidden.";
@@ -18,6 +18,9 @@ pub struct Reply {
 /// The reply for a denied request: a JSON-RPC error with HTTP 200 for a single JSON-RPC request
 /// (string `method`, non-null `id`, echoed with its type), HTTP 403 with `"id":null` otherwise.
 pub fn denial(body: BodyInput<'_, '_>, decision: &Decision<'_>, debug_reasons: bool) -> Reply {
+    if let Verdict::Deny(DenyReason::McpHeaderMismatch { header }) = &decision.verdict {
+        return header_mismatch(body, decision, header);
+    }
     let request_id = match body {
         BodyInput::Mcp(mcp) if !mcp.is_batch() => mcp
             .messages()
@@ -38,6 +41,24 @@ pub fn denial(body: BodyInput<'_, '_>, decision: &Decision<'_>, debug_reasons: b
         None => Reply { status: 403, body: format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{error}}}") },
     }
 }
+
+/// MCP 2026-07-28's HeaderMismatch (SPEC §5): HTTP 400 (an intermediary must answer a 4xx), code
+/// -32020, the id of the message that disagreed with the headers (or null).
+fn header_mismatch(body: BodyInput<'_, '_>, decision: &Decision<'_>, header: &str) -> Reply {
+    let id = match body {
+        BodyInput::Mcp(mcp) => mcp.messages().get(decision.message.unwrap_or(0)).and_then(|m| m.id).unwrap_or("null"),
+        _ => "null",
+    };
+    Reply {
+        status: 400,
+        body: format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":{HEADER_MISMATCH_CODE},\"message\":\"Header mismatch: the {header} header does not match the body\"}}}}"
+        ),
+    }
+}
+
+/// JSON-RPC error code of MCP 2026-07-28's HeaderMismatch.
+pub const HEADER_MISMATCH_CODE: i32 = -32020;
 
 /// The reply for a body over the plan's limit.
 pub fn too_large() -> Reply {

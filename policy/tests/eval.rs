@@ -345,6 +345,34 @@ fn mcp_headers_must_agree_with_the_body() {
     let mut req = Req::post(None);
     req.headers.push(("mcp-name", "x"));
     assert!(!allowed(&ev, &req, msg("ping", Some("1"), None, None)), "Mcp-Name on a message without a name");
+    // MCP 2026-07-28: values that are not plain ASCII come base64-encoded; compared decoded.
+    let mut req = Req::post(None);
+    req.headers.push(("mcp-name", "=?base64?d2V0dGVyLWfDpHN0?=")); // "wetter-gäst"
+    assert!(allowed(&ev, &req, call("wetter-gäst")));
+    assert!(!allowed(&ev, &req, call("wetter-gast")));
+    let mut req = Req::post(None);
+    req.headers.push(("mcp-name", "=?base64?not base64!?="));
+    assert!(!allowed(&ev, &req, call("echo")), "undecodable: a mismatch");
+    // A mismatch is answered 400 with -32020 and the request id.
+    let body = McpBody::Single(msg("tools/call", Some("5"), Some("echo"), None));
+    let mut req = Req::post(None);
+    req.headers.push(("mcp-method", "tools/list"));
+    let d = ev.route(None).decide(&req.http(), BodyInput::Mcp(&body));
+    let reply = response::denial(BodyInput::Mcp(&body), &d, false);
+    assert_eq!(reply.status, 400);
+    assert_eq!(
+        reply.body,
+        r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32020,"message":"Header mismatch: the Mcp-Method header does not match the body"}}"#
+    );
+}
+
+#[test]
+fn header_matchers_see_decoded_mcp_values() {
+    let rule = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"r","authorization":{"type":"Inline","headers":[{"name":"mcp-name","value":"wetter-gäst"}]}}]}"#;
+    let ev = plan(vec![policy("p", rule)], vec![]);
+    let mut req = Req::post(None);
+    req.headers.push(("mcp-name", "=?base64?d2V0dGVyLWfDpHN0?="));
+    assert!(allowed(&ev, &req, call("wetter-gäst")));
 }
 
 #[test]

@@ -132,16 +132,38 @@ def test_not_json(sum_only):
                            content_type="Application/JSON; charset=utf-8", **HTTP))
 
 
+def assert_mismatch(sent, header: str, id):
+    """MCP 2026-07-28's HeaderMismatch: HTTP 400, -32020, never executed nor sent upstream."""
+    assert sent.status == 400, sent
+    assert sent.json() == {"jsonrpc": "2.0", "id": id, "error": {
+        "code": -32020, "message": f"Header mismatch: the {header} header does not match the body"}}, sent
+    assert sent.executed == [] and sent.upstream_requests == 0, sent
+
+
 def test_mcp_method_and_name_headers(sum_only):
     gw = sum_only
     assert_allowed(gw.call("get-sum", headers={"mcp-method": "tools/call", "mcp-name": "get-sum"}, **HTTP))
-    assert_denied(gw.call("get-sum", headers={"mcp-method": "tools/list"}, **HTTP))
-    assert_denied(gw.call("get-sum", headers={"mcp-name": "echo"}, **HTTP))
-    assert_denied(gw.call("get-sum", headers={"Mcp-Method": "tools/call", "Mcp-Name": "get-env"}, **HTTP))
-    assert_denied(gw.rpc("ping", headers={"mcp-name": "get-sum"}, **HTTP))  # Mcp-Name on a message with none
+    r = gw.call("get-sum", headers={"mcp-method": "tools/list"}, **HTTP)
+    assert_mismatch(r, "Mcp-Method", r.id)
+    r = gw.call("get-sum", headers={"mcp-name": "echo"}, **HTTP)
+    assert_mismatch(r, "Mcp-Name", r.id)
+    r = gw.call("get-sum", headers={"Mcp-Method": "tools/call", "Mcp-Name": "get-env"}, **HTTP)
+    assert_mismatch(r, "Mcp-Name", r.id)
+    r = gw.rpc("ping", headers={"mcp-name": "get-sum"}, **HTTP)  # Mcp-Name on a message with none
+    assert_mismatch(r, "Mcp-Name", r.id)
+    # The header check comes before any policy: echo is denied by policy, but the answer is the 400.
+    r = gw.call("echo", headers={"mcp-method": "tools/list"}, **HTTP)
+    assert_mismatch(r, "Mcp-Method", r.id)
     s = {"jsonrpc": "2.0", "id": 60, "method": "tools/call", "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}}}
-    assert_denied(gw.post([s, {**s, "id": 61, "method": "tools/list"}], headers={"mcp-method": "tools/call"}, **HTTP),
-                  id=None)
+    assert_mismatch(gw.post([s, {**s, "id": 61, "method": "tools/list"}], headers={"mcp-method": "tools/call"}, **HTTP),
+                    "Mcp-Method", 61)
+    # Base64-encoded values (MCP 2026-07-28) are compared decoded.
+    import base64
+    b64 = lambda v: "=?base64?" + base64.b64encode(v.encode()).decode() + "?="  # noqa: E731
+    assert_allowed(gw.call("get-sum", headers={"mcp-method": b64("tools/call"), "mcp-name": b64("get-sum")}, **HTTP))
+    r = gw.call("get-sum", headers={"mcp-name": b64("get-env")}, **HTTP)
+    assert_mismatch(r, "Mcp-Name", r.id)
+    assert gw.counters()["toolgate.decision.deny.mcp_header_mismatch"] >= 7
 
 
 def test_denied_request_never_reaches_the_server(sum_only):
@@ -216,5 +238,7 @@ def test_mcp_name_header_uses_uri_for_resources(gateway):
     params = {"uri": "memo://insights"}
     assert_allowed(gw.rpc("resources/read", params, headers={"mcp-method": "resources/read",
                                                              "mcp-name": "memo://insights"}, **HTTP))
-    assert_denied(gw.rpc("resources/read", params, headers={"mcp-name": "file:///data/report.txt"}, **HTTP))
-    assert_denied(gw.rpc("resources/read", {**params, "name": "n"}, headers={"mcp-name": "n"}, **HTTP))
+    r = gw.rpc("resources/read", params, headers={"mcp-name": "file:///data/report.txt"}, **HTTP)
+    assert_mismatch(r, "Mcp-Name", r.id)
+    r = gw.rpc("resources/read", {**params, "name": "n"}, headers={"mcp-name": "n"}, **HTTP)
+    assert_mismatch(r, "Mcp-Name", r.id)
