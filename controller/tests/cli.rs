@@ -152,6 +152,10 @@ fn render_writes_a_runnable_configuration() {
     let rewrite = routes.as_array().unwrap().iter().find(|r| r["match"]["path_separated_prefix"] == "/plain").unwrap();
     assert_eq!(rewrite["route"]["prefix_rewrite"], "/mcp");
     assert_eq!(rewrite["route"]["cluster"], "service/default/plain/9001");
+    // No request timeout (Envoy's 15 s default would cut long tool calls and SSE streams); a stream
+    // idle timeout instead.
+    assert!(routes.as_array().unwrap().iter().all(|r| r["route"]["timeout"] == "0s"), "{routes}");
+    assert_eq!(hcm["stream_idle_timeout"], "3600.000s");
     let xb = cds["resources"].as_array().unwrap().iter().find(|c| c["name"] == "xbackend/default/tools").unwrap();
     let addr = &xb["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"];
     assert_eq!((addr["address"].as_str(), addr["port_value"].as_u64()), (Some("127.0.0.1"), Some(7001)));
@@ -248,4 +252,33 @@ fn validate_rejects_regular_expressions_re2_rejects() {
     let input = write_inputs(&dir, &[policy("good", "2026-01-01T00:00:00Z", GW, &header(r"\d+|(?i)blue"))]);
     let o = toolgate(&["validate", "-f", input.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+fn render_honours_httproute_timeouts() {
+    let dir = tmp("render-timeouts");
+    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
+    let text = std::fs::read_to_string(&input).unwrap().replacen(
+        "  - matches: [{path: {type: PathPrefix, value: /mcp}}]\n",
+        "  - matches: [{path: {type: PathPrefix, value: /mcp}}]\n    timeouts: {request: 1m30s}\n",
+        1,
+    );
+    assert!(text.contains("timeouts"), "the fixture changed: {text}");
+    std::fs::write(&input, text).unwrap();
+    let wasm = dir.join("filter.wasm");
+    std::fs::write(&wasm, b"\0asm").unwrap();
+    let out = dir.join("out");
+    let o = toolgate(&[
+        "render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "-o", out.to_str().unwrap(),
+        "--stream-idle-timeout", "10m",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lds = read_json(&out.join("default.gw/lds.json"));
+    let hcm = &lds["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+    assert_eq!(hcm["stream_idle_timeout"], "600.000s");
+    let routes = hcm["route_config"]["virtual_hosts"][0]["routes"].as_array().unwrap();
+    let mcp = routes.iter().find(|r| r["route"]["cluster"] == "xbackend/default/tools").unwrap();
+    assert_eq!(mcp["route"]["timeout"], "90.000s");
+    let bad = toolgate(&["render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "-o", out.to_str().unwrap(), "--stream-idle-timeout", "soon"]);
+    assert_eq!(bad.status.code(), Some(2));
 }
