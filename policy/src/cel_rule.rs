@@ -99,6 +99,9 @@ mod imp {
     use std::sync::Arc;
 
     use cel::common::ast::{Expr, IdedExpr};
+    use cel::common::types::{CelBool, CelString, STRING_TYPE};
+    use cel::common::value::CowVal;
+    use cel::ExecutionError;
     use cel::parser::PrattParser;
     use cel::{Context, Env, Value};
 
@@ -109,8 +112,9 @@ mod imp {
         /// `split`, `trim`, ...).
         static ENV: Arc<Env> = {
             let mut env = Env::stdlib();
-            // Declaring the extension into a fresh standard environment cannot conflict.
+            // Declaring these into a fresh standard environment cannot conflict.
             let _ = env.add_extension(cel::extensions::strings);
+            let _ = env.add_overload(RE2_MATCHES, "toolgate_re2_matches_string_string", vec![STRING_TYPE, STRING_TYPE], re2_matches);
             Arc::new(env)
         };
     }
@@ -128,16 +132,68 @@ mod imp {
         // The crate's hand-written (Pratt) parser, with the standard macros: its ANTLR parser, the
         // default, is most of the crate's size in the Wasm module (4.0 MB against 2.x MB measured with
         // `make wasm`), and the filter parses every expression of a plan when it loads.
-        let expression = PrattParser::new().parse(expression).map_err(|e| {
+        let mut expression = PrattParser::new().parse(expression).map_err(|e| {
             let text = e.to_string();
             format!("syntax error: {}", text.lines().next().unwrap_or("").trim())
         })?;
+        use_re2_matches(&mut expression);
         let mut check = Check { uses: Uses::default(), nodes: 0, scope: Vec::new(), depth: 0, problem: None };
         check.walk(&expression);
         match check.problem {
             Some(problem) => Err(problem),
             None if check.nodes > MAX_NODES => Err(format!("the expression has {} nodes; at most {MAX_NODES} are allowed", check.nodes)),
             None => Ok(CelRule { expression, uses: check.uses }),
+        }
+    }
+
+    /// The name `matches` calls are given: CEL's `matches` with RE2's semantics (SPEC §3: RE2's grammar,
+    /// ASCII `\d`, `\w`, `\s`, `\b`), through Toolgate's one RE2 home (`crate::re2`); the `cel` crate's
+    /// own `matches` uses the Rust `regex` crate's Unicode classes.
+    const RE2_MATCHES: &str = "toolgate.re2_matches";
+
+    fn re2_matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+        let text = |i: usize| args.get(i).and_then(|a| a.downcast_ref::<CelString>()).map(|s| s.inner().to_string());
+        let (Some(subject), Some(pattern)) = (text(0), text(1)) else {
+            return Err(ExecutionError::function_error("matches", "expects two strings"));
+        };
+        // Unanchored, as CEL's matches is: a search.
+        let regex = crate::re2::to_rust_syntax(&pattern)
+            .and_then(|rust| regex::RegexBuilder::new(&rust).size_limit(1 << 20).build().map_err(|e| e.to_string()))
+            .map_err(|e| ExecutionError::function_error("matches", format!("{pattern:?}: {e}")))?;
+        Ok(CowVal::owned(CelBool::from(regex.is_match(&subject))))
+    }
+
+    /// Every `s.matches(re)` and `matches(s, re)` of the expression calls [`re2_matches`].
+    fn use_re2_matches(e: &mut IdedExpr) {
+        match &mut e.expr {
+            Expr::Call(call) => {
+                if call.func_name == "matches" {
+                    if let Some(target) = call.target.take() {
+                        call.args.insert(0, *target);
+                    }
+                    call.func_name = RE2_MATCHES.to_string();
+                }
+                if let Some(t) = call.target.as_mut() {
+                    use_re2_matches(t);
+                }
+                call.args.iter_mut().for_each(use_re2_matches);
+            }
+            Expr::Select(s) => use_re2_matches(&mut s.operand),
+            Expr::Comprehension(c) => {
+                for part in [&mut c.iter_range, &mut c.accu_init, &mut c.loop_cond, &mut c.loop_step, &mut c.result] {
+                    use_re2_matches(part);
+                }
+            }
+            Expr::List(l) => l.elements.iter_mut().for_each(use_re2_matches),
+            Expr::Map(m) => {
+                for entry in &mut m.entries {
+                    if let cel::common::ast::EntryExpr::MapEntry(me) = &mut entry.expr {
+                        use_re2_matches(&mut me.key);
+                        use_re2_matches(&mut me.value);
+                    }
+                }
+            }
+            _ => {}
         }
     }
 

@@ -96,3 +96,16 @@ fn unknown_variables_syntax_errors_and_oversized_expressions_are_rejected() {
     let long = (0..300).map(|i| format!("request.mcp.tool_name == 't{i}'")).collect::<Vec<_>>().join(" || ");
     assert!(compile(&long).unwrap_err().contains("nodes"));
 }
+
+#[test]
+fn matches_has_re2_semantics() {
+    // The digit classes are ASCII, as in RE2 (and in policy regular expressions).
+    assert!(eval(r"request.mcp.tool_name.matches('^t\\d+$')", "t42", "{}"));
+    assert!(!eval(r"request.mcp.tool_name.matches('^t\\d+$')", "t٣٣", "{}"));
+    assert!(!eval(r"request.mcp.tool_name.matches('^t\\w+$')", "tété", "{}"));
+    // The global form, and a search rather than a full match.
+    assert!(eval(r"matches(request.mcp.tool_name, 'et-w')", "get-weather", "{}"));
+    // What RE2 rejects is an evaluation error: no match.
+    assert!(!eval(r"request.mcp.tool_name.matches('a)|(b')", "a", "{}"));
+    assert!(!eval(r"request.mcp.tool_name.matches('a{1001}')", "a", "{}"));
+}
