@@ -367,6 +367,23 @@ impl<'e> Route<'e> {
                     if let Some(step) = self.decide_one(req, &Subject::Message(msg), Some(i), &mut walk) {
                         return step;
                     }
+                    // SPEC §3: `subscriptions/listen` is judged as a set: its list-change parts are base
+                    // methods (above), and each resource URI must be allowed as a `resources/subscribe`.
+                    if msg.method.as_deref() == Some("subscriptions/listen") {
+                        for uri in &msg.subscriptions {
+                            let subscribe = McpMessage {
+                                method: Some(std::borrow::Cow::Borrowed("resources/subscribe")),
+                                id: msg.id,
+                                name: None,
+                                uri: Some(std::borrow::Cow::Borrowed(uri.as_ref())),
+                                subscriptions: Vec::new(),
+                                params: None,
+                            };
+                            if let Some(step) = self.decide_one(req, &Subject::Message(&subscribe), Some(i), &mut walk) {
+                                return step;
+                            }
+                        }
+                    }
                 }
                 walk.decision.message = None;
             }
@@ -665,9 +682,9 @@ fn param_of<'m>(msg: &'m McpMessage<'_>) -> Option<&'m str> {
 
 /// SPEC §3: the methods MATCH_BASE_PROTOCOL_METHODS adds.
 fn is_base_method(method: &str) -> bool {
-    // `server/discover` (MCP 2026-07-28) replaces `initialize`. `subscriptions/listen` is not here:
-    // its resource subscriptions must each be allowed as a `resources/subscribe` (SPEC §3).
-    matches!(method, "initialize" | "ping" | "tools/list" | "server/discover")
+    // MCP 2026-07-28: `server/discover` replaces `initialize`; `subscriptions/listen` is base for its
+    // list-change parts (its resource subscriptions are checked one by one: `Route::step`).
+    matches!(method, "initialize" | "ping" | "tools/list" | "server/discover" | "subscriptions/listen")
         || method.starts_with("completion/")
         || method.starts_with("logging/")
         || method.starts_with("notifications/")

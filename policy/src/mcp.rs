@@ -65,6 +65,9 @@ pub struct McpMessage<'a> {
     pub name: Option<Cow<'a, str>>,
     /// `params.uri` when it is a string (escapes decoded), else `None`.
     pub uri: Option<Cow<'a, str>>,
+    /// The URIs of `params.notifications.resourceSubscriptions` (MCP 2026-07-28
+    /// `subscriptions/listen`; escapes decoded). Empty when absent.
+    pub subscriptions: Vec<Cow<'a, str>>,
     /// Raw JSON text of `params`, only with [`ReadOptions::capture_params`].
     pub params: Option<&'a str>,
 }
@@ -131,6 +134,8 @@ pub enum NotMcp {
     BadId,
     #[error("message has neither method nor result/error")]
     NeitherMethodNorResult,
+    #[error("params.notifications.resourceSubscriptions is not a list of strings")]
+    BadSubscriptions,
     /// Classified by the filter before reading: a JSON POST without a body.
     #[error("empty body")]
     EmptyBody,
@@ -166,6 +171,10 @@ enum Role {
     Message,
     /// The `params` object of a message.
     Params,
+    /// `params.notifications` (MCP 2026-07-28 `subscriptions/listen`).
+    Notifications,
+    /// `params.notifications.resourceSubscriptions`: a list of resource URIs.
+    Subscriptions,
 }
 
 /// Which extracted field the value after the current key belongs to.
@@ -179,6 +188,8 @@ enum Field {
     ResultOrError,
     Name,
     Uri,
+    Notifications,
+    ResourceSubscriptions,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -292,6 +303,8 @@ struct MsgBuilder<'a> {
     uri: Option<Cow<'a, str>>,
     params: Option<&'a str>,
     has_result: bool,
+    subscriptions: Vec<Cow<'a, str>>,
+    bad_subscriptions: bool,
 }
 
 struct Parser<'a> {
@@ -620,7 +633,9 @@ fn key_bytes<'x>(body: &'x [u8], arena: &'x [u8], k: &Key) -> &'x [u8] {
 /// The keys of a message object the reader extracts (SPEC §4).
 const MESSAGE_FIELDS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 /// The keys of `params` the reader extracts.
-const PARAMS_FIELDS: [&str; 2] = ["name", "uri"];
+const PARAMS_FIELDS: [&str; 3] = ["name", "uri", "notifications"];
+/// The keys of `params.notifications` the reader extracts (folded: compared in lower case).
+const NOTIFICATIONS_FIELDS: [&str; 1] = ["resourcesubscriptions"];
 
 /// The field of `fields` (lower-case ASCII names) that `key` equals under case folding, if any
 /// (`key` is not one of them exactly: the caller checked). The folding is the union of what the
@@ -633,11 +648,11 @@ const PARAMS_FIELDS: [&str; 2] = ["name", "uri"];
 ///
 /// Refusing a key one decoder would not fold costs nothing: no client sends such keys.
 fn folded_field(key: &[u8], fields: &[&'static str]) -> Option<&'static str> {
-    // The longest field is 7 letters; each folds from at most 3 UTF-8 bytes (the Kelvin sign).
-    if fields.is_empty() || key.len() > 21 {
+    // The longest field is 21 letters; each folds from at most 3 UTF-8 bytes (the Kelvin sign).
+    if fields.is_empty() || key.len() > 63 {
         return None;
     }
-    let mut folded = [0u8; 7];
+    let mut folded = [0u8; 21];
     let mut n = 0;
     for c in std::str::from_utf8(key).ok()?.chars() {
         let ascii = match c {
@@ -807,6 +822,8 @@ impl<'a> Parser<'a> {
             Some(p) => match (p.role, p.field, is_obj) {
                 (Role::Batch, _, true) => Role::Message,
                 (Role::Message, Field::Params, true) => Role::Params,
+                (Role::Params, Field::Notifications, true) => Role::Notifications,
+                (Role::Notifications, Field::ResourceSubscriptions, false) => Role::Subscriptions,
                 _ => Role::Other,
             },
         };
@@ -931,7 +948,22 @@ impl<'a> Parser<'a> {
                 ) => {
                     self.cur.uri = Some(self.string_value(content, close, escaped));
                 }
+                (Field::Notifications, Val::Obj) => {}
+                // A `notifications` that is not an object cannot say what it subscribes to.
+                (Field::Notifications, _) => self.cur.bad_subscriptions = true,
                 _ => {}
+            },
+            Role::Notifications => match (top.field, val) {
+                (Field::ResourceSubscriptions, Val::Arr) => {}
+                (Field::ResourceSubscriptions, _) => self.cur.bad_subscriptions = true,
+                _ => {}
+            },
+            Role::Subscriptions => match val {
+                Val::Str { content, close, escaped } => {
+                    let uri = self.string_value(content, close, escaped);
+                    self.cur.subscriptions.push(uri);
+                }
+                _ => self.cur.bad_subscriptions = true,
             },
         }
     }
@@ -955,6 +987,9 @@ impl<'a> Parser<'a> {
         if !m.method_seen && !m.has_result {
             self.semantic(NotMcp::NeitherMethodNorResult);
         }
+        if m.bad_subscriptions {
+            self.semantic(NotMcp::BadSubscriptions);
+        }
         if self.semantic.is_some() {
             return; // the body will be rejected; don't bother building messages
         }
@@ -963,6 +998,7 @@ impl<'a> Parser<'a> {
             id: m.id,
             name: m.name,
             uri: m.uri,
+            subscriptions: m.subscriptions,
             params: m.params,
         };
         if self.frames.is_empty() {
@@ -1004,9 +1040,17 @@ impl<'a> Parser<'a> {
                         match kb {
                             b"name" => Field::Name,
                             b"uri" => Field::Uri,
+                            b"notifications" => Field::Notifications,
                             _ => Field::None,
                         },
                         PARAMS_FIELDS.as_slice(),
+                    ),
+                    Role::Notifications => (
+                        match kb {
+                            b"resourceSubscriptions" => Field::ResourceSubscriptions,
+                            _ => Field::None,
+                        },
+                        NOTIFICATIONS_FIELDS.as_slice(),
                     ),
                     _ => (Field::None, [].as_slice()),
                 };

@@ -39,6 +39,7 @@ fn msg<'a>(method: &'a str, id: Option<&'a str>, name: Option<&'a str>, uri: Opt
         id,
         name: name.map(Cow::Borrowed),
         uri: uri.map(Cow::Borrowed),
+        subscriptions: vec![],
         params: None,
     }
 }
@@ -161,7 +162,7 @@ fn base_protocol_match_and_skip() {
     assert!(!allowed(&ev, &Req::post(Some(A)), call("get-sum")), "base only: no tools/call");
     assert!(!allowed(&ev, &Req::post(Some(A)), msg("prompts/list", Some("1"), None, None)));
     // A client-sent JSON-RPC response is a base-protocol message.
-    let response = McpMessage { method: None, id: Some("4"), name: None, uri: None, params: None };
+    let response = McpMessage { method: None, id: Some("4"), name: None, uri: None, subscriptions: vec![], params: None };
     assert!(allowed(&ev, &Req::post(Some(A)), response.clone()));
     assert!(!allowed(&ev, &Req::post(Some(B)), response));
 
@@ -463,7 +464,7 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
         call("get-env"),
         msg("initialize", Some("1"), None, None),
         msg("prompts/get", Some("1"), Some("greeting"), None),
-        McpMessage { method: None, id: Some("1"), name: None, uri: None, params: None },
+        McpMessage { method: None, id: Some("1"), name: None, uri: None, subscriptions: vec![], params: None },
     ];
     let mut denied_with_reason = 0;
     for principal in [Some(A), Some(B), None] {
@@ -503,4 +504,24 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
     let gw = &e[0].levels[0].rules;
     assert_eq!(gw[0].outcome, Err(format!("source: caller {B} is not {A}")));
     assert_eq!(gw[1].outcome, Err("paths: the request does not match".to_string()));
+}
+
+#[test]
+fn subscriptions_listen_is_judged_as_a_set() {
+    // MATCH base protocol, and resources/subscribe of one URI.
+    let rules = r#"{"targetRefs":[],"action":"Allow","rules":[
+        {"name":"base","authorization":{"type":"Inline","mcp":{"mcpBaseProtocolMethodsOption":"MATCH_BASE_PROTOCOL_METHODS"}}},
+        {"name":"memo","authorization":{"type":"Inline","mcp":{"methods":[{"name":"resources/subscribe","params":["memo://a"]}]}}}]}"#;
+    let ev = plan(vec![policy("p", rules)], vec![]);
+    let req = Req::post(None);
+    let listen = |uris: &[&'static str]| {
+        let mut m = msg("subscriptions/listen", Some("1"), None, None);
+        m.subscriptions = uris.iter().map(|u| Cow::Borrowed(*u)).collect();
+        m
+    };
+    assert!(allowed(&ev, &req, msg("server/discover", Some("1"), None, None)));
+    assert!(allowed(&ev, &req, listen(&[])), "list changes only: base");
+    assert!(allowed(&ev, &req, listen(&["memo://a"])));
+    assert!(!allowed(&ev, &req, listen(&["memo://b"])));
+    assert!(!allowed(&ev, &req, listen(&["memo://a", "memo://b"])), "one forbidden URI denies the whole listen");
 }

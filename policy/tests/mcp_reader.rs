@@ -1333,3 +1333,29 @@ fn case_folded_field_names_are_not_mcp() {
     // Kelvin sign folds to k: no field has a k, so it is an ordinary key.
     assert!(read("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"\u{212a}\":1}").is_ok());
 }
+
+#[test]
+fn subscription_uris_are_read() {
+    let body = r#"{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"notifications":{"resourcesListChanged":true,"resourceSubscriptions":["memo://a","memo:\/\/b"]}}}"#;
+    let m = single(body);
+    assert_eq!(m.subscriptions, vec!["memo://a", "memo://b"]);
+    // Anything but a list of strings cannot be judged: not MCP.
+    for bad in [
+        r#"{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["a",1]}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":"a"}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[{"uri":"a"}]}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"notifications":["a"]}}"#,
+    ] {
+        assert_eq!(err(bad), NotMcp::BadSubscriptions, "{bad}");
+    }
+    // Case variants of the keys a case-insensitive decoder would read.
+    for (bad, key) in [
+        (r#"{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["a"],"ResourceSubscriptions":["b"]}}}"#, "ResourceSubscriptions"),
+        (r#"{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"Notifications":{"resourceSubscriptions":["b"]}}}"#, "Notifications"),
+    ] {
+        assert!(matches!(err(bad), NotMcp::FoldedKey { key: k, .. } if k == key), "{bad}");
+    }
+    // Elsewhere the keys mean nothing.
+    let m = single(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t","arguments":{"notifications":{"resourceSubscriptions":[1]}}}}"#);
+    assert!(m.subscriptions.is_empty());
+}
