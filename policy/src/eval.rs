@@ -377,6 +377,7 @@ impl<'e> Route<'e> {
                                 name: None,
                                 uri: Some(std::borrow::Cow::Borrowed(uri.as_ref())),
                                 subscriptions: Vec::new(),
+                                protocol_version: None,
                                 params: None,
                             };
                             if let Some(step) = self.decide_one(req, &Subject::Message(&subscribe), Some(i), &mut walk) {
@@ -639,7 +640,7 @@ impl IndexedRule {
 /// matchers ([`crate::plan::HeaderMatch`]). A caller may pass only these (plus the matchers' names) in
 /// [`HttpRequest::headers`] and get the same decisions: the Envoy filter copies no other header out of
 /// the host. Keep in sync with every `req.header(..)` in this module.
-pub const HEADERS_READ: [&str; 3] = ["mcp-method", "mcp-name", "mcp-session-id"];
+pub const HEADERS_READ: [&str; 4] = ["mcp-method", "mcp-name", "mcp-session-id", "mcp-protocol-version"];
 
 /// SPEC §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
 /// (`params.uri` for resources methods); `Mcp-Name` on a message with neither is a mismatch.
@@ -652,6 +653,12 @@ fn check_mcp_headers(req: &HttpRequest<'_>, msg: &McpMessage<'_>) -> Result<(), 
     if let Some(h) = req.header("mcp-name") {
         if param_of(msg) != mcp_header_value("mcp-name", h).as_deref() {
             return Err("Mcp-Name");
+        }
+    }
+    // Where both say which revision the message is, they must agree.
+    if let (Some(h), Some(v)) = (req.header("mcp-protocol-version"), msg.protocol_version.as_deref()) {
+        if h.trim() != v {
+            return Err("MCP-Protocol-Version");
         }
     }
     Ok(())

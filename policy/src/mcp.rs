@@ -68,6 +68,8 @@ pub struct McpMessage<'a> {
     /// The URIs of `params.notifications.resourceSubscriptions` (MCP 2026-07-28
     /// `subscriptions/listen`; escapes decoded). Empty when absent.
     pub subscriptions: Vec<Cow<'a, str>>,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]` when it is a string (MCP 2026-07-28).
+    pub protocol_version: Option<Cow<'a, str>>,
     /// Raw JSON text of `params`, only with [`ReadOptions::capture_params`].
     pub params: Option<&'a str>,
 }
@@ -175,6 +177,8 @@ enum Role {
     Notifications,
     /// `params.notifications.resourceSubscriptions`: a list of resource URIs.
     Subscriptions,
+    /// `params._meta`.
+    Meta,
 }
 
 /// Which extracted field the value after the current key belongs to.
@@ -190,6 +194,8 @@ enum Field {
     Uri,
     Notifications,
     ResourceSubscriptions,
+    Meta,
+    ProtocolVersion,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -305,6 +311,7 @@ struct MsgBuilder<'a> {
     has_result: bool,
     subscriptions: Vec<Cow<'a, str>>,
     bad_subscriptions: bool,
+    protocol_version: Option<Cow<'a, str>>,
 }
 
 struct Parser<'a> {
@@ -633,7 +640,7 @@ fn key_bytes<'x>(body: &'x [u8], arena: &'x [u8], k: &Key) -> &'x [u8] {
 /// The keys of a message object the reader extracts (SPEC §4).
 const MESSAGE_FIELDS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 /// The keys of `params` the reader extracts.
-const PARAMS_FIELDS: [&str; 3] = ["name", "uri", "notifications"];
+const PARAMS_FIELDS: [&str; 4] = ["name", "uri", "notifications", "_meta"];
 /// The keys of `params.notifications` the reader extracts (folded: compared in lower case).
 const NOTIFICATIONS_FIELDS: [&str; 1] = ["resourcesubscriptions"];
 
@@ -824,6 +831,7 @@ impl<'a> Parser<'a> {
                 (Role::Message, Field::Params, true) => Role::Params,
                 (Role::Params, Field::Notifications, true) => Role::Notifications,
                 (Role::Notifications, Field::ResourceSubscriptions, false) => Role::Subscriptions,
+                (Role::Params, Field::Meta, true) => Role::Meta,
                 _ => Role::Other,
             },
         };
@@ -958,6 +966,11 @@ impl<'a> Parser<'a> {
                 (Field::ResourceSubscriptions, _) => self.cur.bad_subscriptions = true,
                 _ => {}
             },
+            Role::Meta => {
+                if let (Field::ProtocolVersion, Val::Str { content, close, escaped }) = (top.field, val) {
+                    self.cur.protocol_version = Some(self.string_value(content, close, escaped));
+                }
+            }
             Role::Subscriptions => match val {
                 Val::Str { content, close, escaped } => {
                     let uri = self.string_value(content, close, escaped);
@@ -999,6 +1012,7 @@ impl<'a> Parser<'a> {
             name: m.name,
             uri: m.uri,
             subscriptions: m.subscriptions,
+            protocol_version: m.protocol_version,
             params: m.params,
         };
         if self.frames.is_empty() {
@@ -1041,9 +1055,18 @@ impl<'a> Parser<'a> {
                             b"name" => Field::Name,
                             b"uri" => Field::Uri,
                             b"notifications" => Field::Notifications,
+                            b"_meta" => Field::Meta,
                             _ => Field::None,
                         },
                         PARAMS_FIELDS.as_slice(),
+                    ),
+                    // Keys with a namespace: no decoder folds them to another (they hold `.` and `/`).
+                    Role::Meta => (
+                        match kb {
+                            b"io.modelcontextprotocol/protocolVersion" => Field::ProtocolVersion,
+                            _ => Field::None,
+                        },
+                        [].as_slice(),
                     ),
                     Role::Notifications => (
                         match kb {

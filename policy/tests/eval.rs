@@ -40,6 +40,7 @@ fn msg<'a>(method: &'a str, id: Option<&'a str>, name: Option<&'a str>, uri: Opt
         name: name.map(Cow::Borrowed),
         uri: uri.map(Cow::Borrowed),
         subscriptions: vec![],
+        protocol_version: None,
         params: None,
     }
 }
@@ -162,7 +163,7 @@ fn base_protocol_match_and_skip() {
     assert!(!allowed(&ev, &Req::post(Some(A)), call("get-sum")), "base only: no tools/call");
     assert!(!allowed(&ev, &Req::post(Some(A)), msg("prompts/list", Some("1"), None, None)));
     // A client-sent JSON-RPC response is a base-protocol message.
-    let response = McpMessage { method: None, id: Some("4"), name: None, uri: None, subscriptions: vec![], params: None };
+    let response = McpMessage { method: None, id: Some("4"), name: None, uri: None, subscriptions: vec![], protocol_version: None, params: None };
     assert!(allowed(&ev, &Req::post(Some(A)), response.clone()));
     assert!(!allowed(&ev, &Req::post(Some(B)), response));
 
@@ -464,7 +465,7 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
         call("get-env"),
         msg("initialize", Some("1"), None, None),
         msg("prompts/get", Some("1"), Some("greeting"), None),
-        McpMessage { method: None, id: Some("1"), name: None, uri: None, subscriptions: vec![], params: None },
+        McpMessage { method: None, id: Some("1"), name: None, uri: None, subscriptions: vec![], protocol_version: None, params: None },
     ];
     let mut denied_with_reason = 0;
     for principal in [Some(A), Some(B), None] {
@@ -524,4 +525,20 @@ fn subscriptions_listen_is_judged_as_a_set() {
     assert!(allowed(&ev, &req, listen(&["memo://a"])));
     assert!(!allowed(&ev, &req, listen(&["memo://b"])));
     assert!(!allowed(&ev, &req, listen(&["memo://a", "memo://b"])), "one forbidden URI denies the whole listen");
+}
+
+#[test]
+fn protocol_version_header_and_meta_must_agree() {
+    let empty = r#"{"targetRefs":[],"action":"Allow"}"#;
+    let ev = plan(vec![policy("open", empty)], vec![]);
+    let mut m = call("echo");
+    m.protocol_version = Some(Cow::Borrowed("2026-07-28"));
+    let mut req = Req::post(None);
+    req.headers.push(("mcp-protocol-version", "2026-07-28"));
+    assert!(allowed(&ev, &req, m.clone()));
+    let mut req = Req::post(None);
+    req.headers.push(("mcp-protocol-version", "2025-11-25"));
+    assert_eq!(decide(&ev, None, &req, m.clone()), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "MCP-Protocol-Version" }));
+    // Only one of them: nothing to compare.
+    assert!(allowed(&ev, &req, call("echo")));
 }

@@ -1359,3 +1359,12 @@ fn subscription_uris_are_read() {
     let m = single(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t","arguments":{"notifications":{"resourceSubscriptions":[1]}}}}"#);
     assert!(m.subscriptions.is_empty());
 }
+
+#[test]
+fn the_protocol_version_in_meta_is_read() {
+    let m = single(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","other":{"x":1}}}}"#);
+    assert_eq!(m.protocol_version.as_deref(), Some("2026-07-28"));
+    let m = single(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":7}}}"#);
+    assert_eq!(m.protocol_version, None);
+    assert!(matches!(err(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_META":{}}}"#), NotMcp::FoldedKey { .. }));
+}

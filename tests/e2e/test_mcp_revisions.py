@@ -55,3 +55,16 @@ def test_listen_with_unreadable_subscriptions_is_not_mcp(gateway):
     bad["params"]["notifications"]["resourceSubscriptions"] = [{"uri": "memo://a"}]
     assert_denied(gw.post(bad, **HTTP), id=None)
     assert "resourceSubscriptions is not a list of strings" in gw.decision(gw.post(bad, **HTTP))
+
+
+def test_protocol_version_header_and_body_must_agree(gateway):
+    gw = gateway(policy("p", rule("any")), listeners={"http": "HTTP"})
+    call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2},
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}
+    forwarded(gw.post(call, headers={"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+                                     "mcp-name": "get-sum"}, **HTTP))
+    r = gw.post(call, headers={"mcp-protocol-version": "2025-11-25"}, **HTTP)
+    assert r.status == 400 and r.json()["error"]["code"] == -32020, r
+    assert "MCP-Protocol-Version" in r.json()["error"]["message"]
+    assert r.executed == [] and r.upstream_requests == 0, r
