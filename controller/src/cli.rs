@@ -99,7 +99,7 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
             authz_timeout_ms: args.authz_timeout,
             pause_headers,
         },
-        gateway_class: args.gateway_class.clone(),
+        gateway_classes: args.gateway_class.iter().cloned().collect(),
     };
     if args.max_body_bytes == 0 || args.max_body_bytes > toolgate_policy::eval::MAX_BODY_LIMIT {
         eprintln!("error: --max-body-bytes must be in 1..={}", toolgate_policy::eval::MAX_BODY_LIMIT);

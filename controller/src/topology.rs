@@ -23,7 +23,8 @@ pub struct TopologyOptions {
     pub compile: CompileOptions,
     pub settings: PlanSettings,
     /// Only Gateways of this class (all when None).
-    pub gateway_class: Option<String>,
+    /// Only Gateways of these classes (all when empty).
+    pub gateway_classes: Vec<String>,
 }
 
 /// Where a route sends traffic. The cluster name is the key the filter sees as `xds.cluster_name`.
@@ -224,7 +225,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     };
 
     for gw in &inv.gateways {
-        if opts.gateway_class.as_deref().is_some_and(|c| c != gw.spec.gateway_class_name) {
+        if !(opts.gateway_classes.is_empty() || opts.gateway_classes.contains(&gw.spec.gateway_class_name)) {
             continue;
         }
         let key = TargetKey::Gateway { namespace: gw.namespace.clone(), name: gw.name.clone() };

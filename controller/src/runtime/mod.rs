@@ -32,9 +32,9 @@ use output::{Desired, Module, OutputKind, FIELD_MANAGER, MANAGED_BY};
 
 #[derive(Args, Debug, Clone)]
 pub struct ControllerArgs {
-    /// Only Gateways of this GatewayClass (default: every Gateway).
+    /// Only Gateways of this GatewayClass (repeatable; default: every Gateway).
     #[arg(long, value_name = "NAME")]
-    pub gateway_class: Option<String>,
+    pub gateway_class: Vec<String>,
     /// Trust domain of ServiceAccount sources.
     #[arg(long, default_value = DEFAULT_TRUST_DOMAIN)]
     pub trust_domain: String,
@@ -50,6 +50,10 @@ pub struct ControllerArgs {
     /// The Istio resource written per Gateway listener.
     #[arg(long, value_enum, default_value = "wasmplugin")]
     pub output: OutputKind,
+    /// Also write each listener's plan as a ConfigMap (`toolgate-plan-<gateway>-<listener>`, key
+    /// `plan.json`) for Envoy deployments without Istio.
+    #[arg(long)]
+    pub plan_configmaps: bool,
     /// How long an ExternalAuth authorizer may take (e.g. 5s).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cli::parse_timeout_ms)]
     pub authz_timeout: u32,
@@ -93,6 +97,8 @@ struct Watched {
     gateways: Store<DynamicObject>,
     routes: Store<DynamicObject>,
     outputs: Store<DynamicObject>,
+    /// With `--plan-configmaps`.
+    configmaps: Option<Store<DynamicObject>>,
 }
 
 struct Context {
@@ -161,6 +167,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         gateways: watch(&client, gvk("gateway.networking.k8s.io", "v1", "Gateway", "gateways"), changed.clone(), None),
         routes: watch(&client, gvk("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"), changed.clone(), None),
         outputs: watch(&client, output_api.clone(), changed.clone(), Some(&managed)),
+        configmaps: args.plan_configmaps.then(|| watch(&client, configmap_api(), changed.clone(), Some(&managed))),
     };
     for (name, store) in [
         ("XAccessPolicy", &watched.policies),
@@ -173,6 +180,12 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             .await
             .map_err(|_| Error::NotServed(name.to_string()))?
             .map_err(|_| Error::NotServed(name.to_string()))?;
+    }
+    if let Some(store) = &watched.configmaps {
+        tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready())
+            .await
+            .map_err(|_| Error::NotServed("ConfigMap".into()))?
+            .map_err(|_| Error::NotServed("ConfigMap".into()))?;
     }
     eprintln!("toolgate controller: watching; writing {} objects", args.output.kind());
     let ctx = Context { metrics, client, args, policy_api, output_api };
@@ -243,6 +256,46 @@ fn raw(store: &Store<DynamicObject>, kind: &str, api_version: &str) -> Vec<RawOb
         .collect()
 }
 
+fn configmap_api() -> ApiResource {
+    gvk("", "v1", "ConfigMap", "configmaps")
+}
+
+/// Makes the managed objects of one kind what `desired` says: applies the missing or different
+/// ones, deletes the others. Returns the writes made.
+async fn sync(ctx: &Context, ar: &ApiResource, kind: &str, desired: &[Desired], store: &Store<DynamicObject>) -> Result<usize, Error> {
+    let existing = store.state();
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    let mut writes = 0;
+    for d in desired {
+        let current = existing
+            .iter()
+            .find(|o| o.metadata.namespace.as_deref() == Some(&d.namespace) && o.metadata.name.as_deref() == Some(&d.name));
+        if current.and_then(|c| serde_json::to_value(c.as_ref()).ok()).is_some_and(|c| output::up_to_date(&c, &d.object)) {
+            continue;
+        }
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, ar);
+        api.patch(&d.name, &apply, &Patch::Apply(&d.object)).await?;
+        eprintln!("toolgate controller: applied {kind} {}/{}", d.namespace, d.name);
+        writes += 1;
+    }
+    let wanted: BTreeSet<(String, String)> = desired.iter().map(|d| (d.namespace.clone(), d.name.clone())).collect();
+    for o in existing.iter() {
+        let (Some(ns), Some(name)) = (o.metadata.namespace.clone(), o.metadata.name.clone()) else { continue };
+        if !wanted.contains(&(ns.clone(), name.clone())) {
+            let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, ar);
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    eprintln!("toolgate controller: deleted {kind} {ns}/{name}");
+                    writes += 1;
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(writes)
+}
+
 /// One level-triggered pass: returns the number of writes made.
 async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     let mut objects = raw(&w.gateways, "Gateway", "gateway.networking.k8s.io/v1");
@@ -259,7 +312,7 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
             clusters: ClusterNaming::Istio { cluster_domain: ctx.args.cluster_domain.clone() },
         },
         settings: PlanSettings { authz_timeout_ms: ctx.args.authz_timeout, ..PlanSettings::default() },
-        gateway_class: ctx.args.gateway_class.clone(),
+        gateway_classes: ctx.args.gateway_class.clone(),
     };
     let topo = topology::build(&inv, &opts);
     let module = Module { url: ctx.args.wasm_url.clone(), sha256: ctx.args.wasm_sha256.clone() };
@@ -278,36 +331,17 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         .iter()
         .flat_map(|gw| output::desired(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(), &module, ctx.args.output))
         .collect();
-    let existing = w.outputs.state();
-    let apply = PatchParams::apply(FIELD_MANAGER).force();
-    for d in &desired {
-        let current = existing
+    writes += sync(ctx, &ctx.output_api, ctx.args.output.kind(), &desired, &w.outputs).await?;
+    ctx.metrics.plans_written.fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
+    if let Some(store) = &w.configmaps {
+        let maps: Vec<Desired> = topo
+            .gateways
             .iter()
-            .find(|o| o.metadata.namespace.as_deref() == Some(&d.namespace) && o.metadata.name.as_deref() == Some(&d.name));
-        if current.and_then(|c| serde_json::to_value(c.as_ref()).ok()).is_some_and(|c| output::up_to_date(&c, &d.object)) {
-            continue;
-        }
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, &ctx.output_api);
-        api.patch(&d.name, &apply, &Patch::Apply(&d.object)).await?;
-        ctx.metrics.plans_written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        eprintln!("toolgate controller: applied {} {}/{}", ctx.args.output.kind(), d.namespace, d.name);
-        writes += 1;
+            .flat_map(|gw| output::desired_configmaps(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref()))
+            .collect();
+        writes += sync(ctx, &configmap_api(), "ConfigMap", &maps, store).await?;
     }
-    let wanted: BTreeSet<(String, String)> = desired.iter().map(|d| (d.namespace.clone(), d.name.clone())).collect();
-    for o in existing.iter() {
-        let (Some(ns), Some(name)) = (o.metadata.namespace.clone(), o.metadata.name.clone()) else { continue };
-        if !wanted.contains(&(ns.clone(), name.clone())) {
-            let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ctx.output_api);
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {
-                    eprintln!("toolgate controller: deleted {} {ns}/{name}", ctx.args.output.kind());
-                    writes += 1;
-                }
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
 
     // Status of every policy, written only when it changes.
     let mut by_reason: std::collections::BTreeMap<String, u64> = Default::default();

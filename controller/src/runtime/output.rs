@@ -111,10 +111,36 @@ pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind
         .collect()
 }
 
+/// The plans as ConfigMaps (`--plan-configmaps`), for Envoy deployments without Istio: one per
+/// Gateway listener with a policy, `toolgate-plan-<gateway>-<listener>`, key `plan.json`.
+pub fn desired_configmaps(gw: &GatewayOut, gateway_uid: Option<&str>) -> Vec<Desired> {
+    let (ns, gateway) = (&gw.gateway.namespace, &gw.gateway.name);
+    gw.listeners
+        .iter()
+        .filter(|l| !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
+        .map(|l| {
+            let name = format!("toolgate-plan-{gateway}-{}", l.listener.name);
+            let mut metadata = json!({"name": name, "namespace": ns, "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway}});
+            if let Some(uid) = gateway_uid {
+                metadata["ownerReferences"] = json!([{
+                    "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid,
+                }]);
+            }
+            let plan = serde_json::to_string(&l.plan).unwrap_or_default();
+            Desired {
+                namespace: ns.clone(),
+                name,
+                object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"plan.json": plan}}),
+            }
+        })
+        .collect()
+}
+
 /// Whether an object in the cluster already is what `desired` asks for (the fields we own).
 pub fn up_to_date(existing: &Value, desired: &Value) -> bool {
     let owner = |v: &Value| v.pointer("/metadata/ownerReferences/0/uid").cloned();
     existing.get("spec") == desired.get("spec")
+        && existing.get("data") == desired.get("data")
         && existing.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL)) == desired.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL))
         && owner(existing) == owner(desired)
 }
@@ -166,6 +192,31 @@ mod tests {
                 }],
             }],
         }
+    }
+
+    #[test]
+    fn plans_as_configmaps() {
+        use crate::inputs::RawObject;
+        let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\nspec: {gatewayClassName: istio, listeners: [{name: http, port: 8080, protocol: HTTP}, {name: idle, port: 9090, protocol: HTTP}]}\n---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p, namespace: ns}\nspec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], action: Allow}\n";
+        let raw: Vec<RawObject> = yaml
+            .split("---\n")
+            .enumerate()
+            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: serde_yaml::from_str(text).unwrap() })
+            .collect();
+        let (inv, errors) = crate::model::Inventory::from_raw(raw, "default");
+        assert!(errors.is_empty());
+        let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
+        let maps = desired_configmaps(&topo.gateways[0], Some("uid-1"));
+        assert_eq!(maps.len(), 1, "only the listener with a policy");
+        let m = &maps[0];
+        assert_eq!((m.namespace.as_str(), m.name.as_str()), ("ns", "toolgate-plan-gw-http"));
+        assert_eq!(m.object["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        let plan = toolgate_policy::eval::Evaluator::load(m.object["data"]["plan.json"].as_str().unwrap().as_bytes()).unwrap();
+        assert_eq!(plan.plan().listener, "ns/gw/http");
+        assert!(up_to_date(&m.object, &m.object));
+        let mut changed = m.object.clone();
+        changed["data"]["plan.json"] = json!("{}");
+        assert!(!up_to_date(&changed, &m.object));
     }
 
     #[test]
