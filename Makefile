@@ -36,7 +36,7 @@ test-unit: setup
 	$(CARGO) test --locked --workspace
 
 test-e2e: build wasm
-	$(PYTEST) tests/e2e -q -ra
+	$(PYTEST) tests/e2e tests/bypass -q -ra
 
 test-k8s: build wasm
 	bash tests/k8s/run.sh
