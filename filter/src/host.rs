@@ -50,6 +50,7 @@ extern "C" {
     ) -> u32;
     fn proxy_log(level: u32, message: *const u8, message_size: usize) -> u32;
     fn proxy_get_log_level(return_level: *mut u32) -> u32;
+    fn proxy_set_tick_period_milliseconds(period: u32) -> u32;
     fn proxy_define_metric(metric_type: u32, name: *const u8, name_size: usize, return_id: *mut u32) -> u32;
     fn proxy_increment_metric(metric_id: u32, offset: i64) -> u32;
     #[allow(clippy::too_many_arguments)]
@@ -162,13 +163,25 @@ pub fn buffer(buffer_type: u32, size: usize) -> Option<Vec<u8>> {
     unsafe { owned(proxy_get_buffer_bytes(buffer_type, 0, size, &mut data, &mut len), data, len) }
 }
 
-/// Whether the host logs at `level` now (Envoy: the `wasm` log component's level, which
-/// `--component-log-level wasm:debug` or the admin `/logging` endpoint set). No allocation.
-pub fn logs_at(level: u32) -> bool {
+/// The host's log level now (Envoy: the `wasm` log component's, which `--component-log-level
+/// wasm:debug` or the admin `/logging` endpoint set); `u32::MAX` (nothing) if it cannot be read.
+pub fn log_level() -> u32 {
     let mut current = u32::MAX;
     // SAFETY: `current` is valid for the call.
     let status = unsafe { proxy_get_log_level(&mut current) };
-    status == OK && current <= level
+    if status == OK {
+        current
+    } else {
+        u32::MAX
+    }
+}
+
+/// Asks the host to call `proxy_on_tick` of the current root context every `ms` milliseconds.
+pub fn set_tick_period(ms: u32) {
+    // SAFETY: a plain value.
+    unsafe {
+        proxy_set_tick_period_milliseconds(ms);
+    }
 }
 
 /// Writes a line to the host's log; a refusal is ignored.

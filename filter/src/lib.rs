@@ -49,7 +49,13 @@ struct Stream {
     counters: Counters,
 }
 
+/// How often the host's log level is read again (a per-request host call for it measurably cost
+/// (c) in `make bench`); a change through Envoy's `/logging` takes effect within this time.
+const LOG_LEVEL_REFRESH_MS: u32 = 1000;
+
 thread_local! {
+    /// The host's log level as last read (at plan load, then every [`LOG_LEVEL_REFRESH_MS`]).
+    static LOG_LEVEL: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
     static ROOTS: RefCell<HashMap<u32, Root>> = RefCell::new(HashMap::new());
     static STREAMS: RefCell<HashMap<u32, Stream>> = RefCell::new(HashMap::new());
     /// Call token → the context that made the call.
@@ -134,6 +140,8 @@ pub extern "C" fn proxy_on_context_create(context_id: u32, parent_context_id: u3
 
 #[no_mangle]
 pub extern "C" fn proxy_on_configure(root_context_id: u32, configuration_size: usize) -> u32 {
+    LOG_LEVEL.with(|l| l.set(host::log_level()));
+    host::set_tick_period(LOG_LEVEL_REFRESH_MS);
     let config = host::buffer(host::PLUGIN_CONFIGURATION, configuration_size).unwrap_or_default();
     ROOTS.with(|roots| {
         let Ok(mut roots) = roots.try_borrow_mut() else { return 1 };
@@ -144,6 +152,11 @@ pub extern "C" fn proxy_on_configure(root_context_id: u32, configuration_size: u
         let mut host = FilterRootHost { counters: root.counters };
         u32::from(root.plugin.configure(&mut host, &config))
     })
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_tick(_root_context_id: u32) {
+    LOG_LEVEL.with(|l| l.set(host::log_level()));
 }
 
 #[no_mangle]
@@ -301,7 +314,7 @@ impl Host for FilterHost {
     }
 
     fn logs_at(&mut self, l: LogLevel) -> bool {
-        host::logs_at(level(l))
+        LOG_LEVEL.with(|current| current.get() <= level(l))
     }
 
     fn log(&mut self, l: LogLevel, message: &str) {

@@ -108,9 +108,13 @@ def test_one_debug_line_per_decision(gateway):
     # At info level (the default) no decision line is written.
     quiet = gw.call("get-sum", **HTTP)
     assert_allowed(quiet)
-    # Switching Envoy's wasm logger to debug at run time takes effect at once.
+    # Switching Envoy's wasm logger to debug at run time takes effect within a second (the filter
+    # reads the level once a second, not per request).
     status, _, _ = env.admin_post("/logging?wasm=debug")
     assert status == 200
+    probes = []
+    wait_for(lambda: probes.append(gw.call("get-sum", **HTTP).tag) or any(debug_lines(f"?{t}'") for t in probes) or None,
+             timeout=10, interval=0.2, what="debug lines after /logging?wasm=debug")
     allowed = gw.call("get-sum", **HTTP)
     denied = gw.call("echo", **HTTP)
     too_large = gw.post(raw('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"get-sum","pad":"'
@@ -125,6 +129,8 @@ def test_one_debug_line_per_decision(gateway):
         assert want in lines[0], lines
     assert debug_lines(f"?{quiet.tag}'") == []
     env.admin_post("/logging?wasm=info")
+    import time
+    time.sleep(1.5)
     after = gw.call("get-sum", **HTTP)
     assert_allowed(after)
     assert debug_lines(f"?{after.tag}'") == []
