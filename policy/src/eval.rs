@@ -645,6 +645,13 @@ pub const HEADERS_READ: [&str; 4] = ["mcp-method", "mcp-name", "mcp-session-id",
 /// SPEC §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
 /// (`params.uri` for resources methods); `Mcp-Name` on a message with neither is a mismatch.
 fn check_mcp_headers(req: &HttpRequest<'_>, msg: &McpMessage<'_>) -> Result<(), &'static str> {
+    // Each may come once: with two fields, a server reading the last one (or the joined value) and
+    // this check reading the first would disagree (the bypass corpus found it).
+    for (name, header) in [("mcp-method", "Mcp-Method"), ("mcp-name", "Mcp-Name"), ("mcp-protocol-version", "MCP-Protocol-Version")] {
+        if req.header_values(name).nth(1).is_some() {
+            return Err(header);
+        }
+    }
     if let Some(h) = req.header("mcp-method") {
         if msg.method.as_deref() != mcp_header_value("mcp-method", h).as_deref() {
             return Err("Mcp-Method");

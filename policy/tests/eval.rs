@@ -542,3 +542,16 @@ fn protocol_version_header_and_meta_must_agree() {
     // Only one of them: nothing to compare.
     assert!(allowed(&ev, &req, call("echo")));
 }
+
+#[test]
+fn repeated_mcp_headers_are_a_mismatch() {
+    // A server reading the last (or the joined) value would see another tool than the check did.
+    let empty = r#"{"targetRefs":[],"action":"Allow"}"#;
+    let ev = plan(vec![policy("open", empty)], vec![]);
+    for (name, first, second) in [("mcp-name", "echo", "get-env"), ("mcp-method", "tools/call", "tools/list"), ("mcp-name", "echo", "echo")] {
+        let mut req = Req::post(None);
+        req.headers.push((name, first));
+        req.headers.push((name, second));
+        assert!(matches!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { .. })), "{name}");
+    }
+}

@@ -197,12 +197,10 @@ case("mcp-name-header-case", HDR, "mismatch", body=b(GET_SUM), headers=[("mcp-na
 case("mcp-name-header-base64", HDR, "mismatch", body=b(GET_SUM), headers=[("mcp-name", "=?base64?Z2V0LWVudg==?=")])
 # Two Mcp-Name (Mcp-Method) fields: only the first is compared with the body; the upstream receives both
 # ("get-sum, get-env"), so a server that dispatches on the header's last value runs get-env.
-DUP = ("only the first of repeated Mcp-Name/Mcp-Method fields is compared with the body; the request is allowed "
-       "and reaches the server with both values (a last-value-wins server dispatches on the second)")
-case("mcp-name-header-twice", HDR, ("mismatch", 400), body=b(GET_SUM), headers=[("mcp-name", "get-sum"), ("mcp-name", "get-env")],
-     xfail=DUP)
+case("mcp-name-header-twice", HDR, ("mismatch", 400), body=b(GET_SUM), headers=[("mcp-name", "get-sum"), ("mcp-name", "get-env")])
 case("mcp-method-header-twice", HDR, ("mismatch", 400), body=b(GET_SUM),
-     headers=[("mcp-method", "tools/call"), ("mcp-method", "tools/list")], xfail=DUP)
+     headers=[("mcp-method", "tools/call"), ("mcp-method", "tools/list")])
+case("mcp-name-header-twice-same", HDR, ("mismatch", 400), body=b(GET_SUM), headers=[("mcp-name", "get-sum"), ("mcp-name", "get-sum")])
 case("mcp-name-header-one-joined-field", HDR, "mismatch", body=b(GET_SUM), headers=[("mcp-name", "get-sum, get-env")])
 case("mcp-name-header-twice-denied-first", HDR, ("mismatch", 400), body=b(GET_SUM),
      headers=[("mcp-name", "get-env"), ("mcp-name", "get-sum")])
