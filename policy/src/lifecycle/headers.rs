@@ -8,7 +8,8 @@ use crate::eval::HEADERS_READ;
 use crate::plan::{AuthorizerPlan, CompiledPlan, LevelPlan, RulePlan};
 use crate::str_map::StrMap;
 
-/// Request headers the lifecycle reads itself, in this order (indexes: [`METHOD`] ...).
+/// Request headers the lifecycle reads itself, in this order (indexes: [`METHOD`] ...). The last
+/// [`AUTHZ_ONLY`] are only read for authorizer calls (not wanted by plans without ExternalAuth).
 pub(crate) const LIFECYCLE_HEADERS: [&str; 7] =
     [":method", ":path", ":authority", "content-type", "content-encoding", ":scheme", "x-request-id"];
 pub(crate) const METHOD: usize = 0;
@@ -18,6 +19,7 @@ pub(crate) const CONTENT_TYPE: usize = 3;
 pub(crate) const CONTENT_ENCODING: usize = 4;
 pub(crate) const SCHEME: usize = 5;
 pub(crate) const REQUEST_ID: usize = 6;
+const AUTHZ_ONLY: usize = 2;
 
 /// The request attributes the loaded plan can look at. Every attribute no rule looks at is a host
 /// call (plus a call back into the VM to allocate its copy) saved on every request: the largest part
@@ -81,6 +83,8 @@ pub(crate) fn authorizers(plan: &CompiledPlan) -> impl Iterator<Item = &Authoriz
 pub(crate) struct WantedHeaders {
     names: StrMap<usize>,
     all: bool,
+    /// The last [`AUTHZ_ONLY`] of [`LIFECYCLE_HEADERS`] keep their numbers but are not collected.
+    skip_authz_only: bool,
 }
 
 impl WantedHeaders {
@@ -91,6 +95,9 @@ impl WantedHeaders {
         // HTTP authorizers are always sent `authorization` (as Envoy's ext_authz does).
         let always = authorizers(plan).next().map(|_| "authorization");
         let mut wanted = Self::with(matchers.chain(sent).chain(always));
+        // `:scheme` and `x-request-id` only go to authorizers: without any, they keep their numbers
+        // (the lifecycle indexes by them) but are not collected.
+        wanted.skip_authz_only = authorizers(plan).next().is_none();
         wanted.all = cel.headers
             || authorizers(plan).any(|a| a.allowed_headers.is_empty() && a.protocol == crate::plan::AuthorizerProtocol::Grpc);
         wanted
@@ -103,13 +110,19 @@ impl WantedHeaders {
             let next = map.len();
             map.get_or_insert_with(name, || next);
         }
-        WantedHeaders { names: map, all: false }
+        WantedHeaders { names: map, all: false, skip_authz_only: false }
     }
 
     /// Index of a wanted header; `usize::MAX` for one kept only because every header is.
     fn position(&self, name: &[u8]) -> Option<usize> {
         let found = std::str::from_utf8(name).ok().and_then(|n| self.names.get(n)).copied();
-        found.or(self.all.then_some(usize::MAX))
+        match found {
+            Some(i) if self.skip_authz_only && (LIFECYCLE_HEADERS.len() - AUTHZ_ONLY..LIFECYCLE_HEADERS.len()).contains(&i) => {
+                self.all.then_some(i)
+            }
+            Some(i) => Some(i),
+            None => self.all.then_some(usize::MAX),
+        }
     }
 }
 
@@ -223,7 +236,7 @@ pub fn serialize_map(pairs: &[(&str, &str)]) -> Vec<u8> {
 
 /// The pairs of a serialised header map (lossy UTF-8; what could be read of a malformed one).
 pub fn deserialize_map(bytes: &[u8]) -> Vec<(String, String)> {
-    let all = WantedHeaders { names: StrMap::default(), all: true };
+    let all = WantedHeaders { names: StrMap::default(), all: true, skip_authz_only: false };
     let headers = RequestHeaders::from_block(bytes.to_vec(), &all);
     headers.pairs().into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }

@@ -500,21 +500,21 @@ impl Request {
                 Next::Call(authz::prepare(call.authorizer, &input))
             }
         });
-        let (method, path) = (held.headers.get(headers::METHOD).to_string(), held.headers.get(headers::PATH).to_string());
+        let (method, path) = (held.headers.get(headers::METHOD), held.headers.get(headers::PATH));
         match next {
             Next::Allowed(summary) => {
-                self.state = State::Done;
                 host.count(Counter::Allow);
-                record(host, &method, &path, &summary);
+                record(host, method, path, &summary);
+                self.state = State::Done;
                 if context == Context::Answer {
                     host.resume();
                 }
                 Action::Continue
             }
             Next::Denied(summary, counter, reply) => {
-                self.state = State::Done;
                 host.count(counter);
-                record(host, &method, &path, &summary);
+                record(host, method, path, &summary);
+                self.state = State::Done;
                 host.send_reply(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
                 Action::Pause
             }
