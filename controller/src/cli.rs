@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use toolgate_policy::compile::{CompileOptions, DEFAULT_TRUST_DOMAIN};
-use toolgate_policy::plan::{PlanSettings, DEFAULT_AUTHZ_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES};
+use toolgate_policy::plan::{PlanSettings, DEFAULT_MAX_BODY_BYTES};
 
 use crate::inputs;
 use crate::model::Inventory;
@@ -57,7 +57,6 @@ pub fn parse_timeout_ms(text: &str) -> Result<u32, String> {
     if ms == 0 || ms > 600_000 {
         return Err(format!("{text:?}: must be between 1ms and 10m"));
     }
-    debug_assert!(DEFAULT_AUTHZ_TIMEOUT_MS == 5000, "the default above is 5s");
     Ok(ms as u32)
 }
 

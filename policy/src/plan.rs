@@ -51,8 +51,8 @@ pub struct PlanSettings {
     #[serde(default = "default_authz_timeout", deserialize_with = "whole::u32")]
     pub authz_timeout_ms: u32,
     /// The host keeps delivering the body after the filter pauses on the request headers (Envoy
-    /// >= 1.35 with the Wasm PluginConfig's `allow_on_headers_stop_iteration`, which `render`
-    /// sets). Then a JSON POST under an ExternalAuth policy is held from its headers on, so that
+    /// 1.35 and later, with the Wasm PluginConfig's `allow_on_headers_stop_iteration`, which
+    /// `render` sets). Then a JSON POST under an ExternalAuth policy is held from its headers on, so that
     /// the header changes an authorizer asks for can still be made (Envoy stops taking header
     /// changes once the filter lets the headers continue).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

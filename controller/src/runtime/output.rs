@@ -167,7 +167,7 @@ pub fn status_update(new: &PolicyStatus, existing_status: Option<&Value>) -> Opt
     }
     // Ancestors of other controllers are left alone (server-side apply merges by our field manager).
     let ours: Vec<&PolicyAncestorStatus> = old.iter().filter(|o| o.controller_name == crate::topology::CONTROLLER_NAME).collect();
-    let unchanged = ours.len() == ancestors.len() && ancestors.iter().all(|a| ours.iter().any(|o| *o == a));
+    let unchanged = ours.len() == ancestors.len() && ancestors.iter().all(|a| ours.contains(&a));
     (!unchanged).then(|| json!({"ancestors": ancestors}))
 }
 

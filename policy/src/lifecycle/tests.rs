@@ -26,6 +26,9 @@ enum Made {
     Http { cluster: String, headers: Vec<(String, String)>, body: Vec<u8> },
 }
 
+/// A local reply: status, headers, body.
+type Sent = (u32, Vec<(String, String)>, Vec<u8>);
+
 #[derive(Default)]
 struct Fake {
     headers: Vec<(String, String)>,
@@ -36,7 +39,7 @@ struct Fake {
     refuse_calls: bool,
     now: u64,
     // What the lifecycle did:
-    replies: Vec<(u32, Vec<(String, String)>, Vec<u8>)>,
+    replies: Vec<Sent>,
     resumed: u32,
     calls: Vec<Made>,
     edits: Vec<String>,
@@ -72,10 +75,6 @@ impl Fake {
     fn reply(&self) -> (u32, String) {
         let (status, _, body) = self.replies.last().expect("a reply");
         (*status, String::from_utf8_lossy(body).into_owned())
-    }
-
-    fn counted(&self, c: Counter) -> usize {
-        self.counts.iter().filter(|x| **x == c).count()
     }
 
     fn check_request(&self, i: usize) -> CheckRequest {
