@@ -1,30 +1,13 @@
-"""Fixtures for the bypass corpus: the e2e fixtures (tests/e2e/conftest.py, loaded as tests/k8s does) plus
-one module-wide gateway with three HTTP listeners, one rule each:
+"""Fixtures for the bypass corpus: besides those of tests/conftest.py, one module-wide gateway with
+three HTTP listeners, one rule each:
 
   sum   tools/call get-sum only (+ the base protocol, so responses/ping are meaningful), body limit 4096
   path  PathPrefix /mcp/public (no MCP constraint)
   host  hosts [api.example.com] (no MCP constraint)
 """
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-E2E = Path(__file__).resolve().parents[1] / "e2e"
-sys.path.insert(0, str(E2E))
-_spec = importlib.util.spec_from_file_location("e2e_conftest", E2E / "conftest.py")
-_e2e = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_e2e)
-
-certs = _e2e.certs
-start_envoy = _e2e.start_envoy
-start_mcp_server = _e2e.start_mcp_server
-wasm_path = _e2e.wasm_path
-gateway = _e2e.gateway
-pytest_runtest_makereport = _e2e.pytest_runtest_makereport
-
-import harness  # noqa: E402
+import harness
 
 MAX_BODY = 4096
 LISTENERS = {"sum": "HTTP", "path": "HTTP", "host": "HTTP"}

@@ -1,4 +1,5 @@
-"""Fixtures for Toolgate's end-to-end tests (helpers live in harness.py).
+"""Fixtures for Toolgate's Envoy tests: tests/e2e, tests/bypass and tests/k8s (helpers live in
+tests/e2e/harness.py).
 
   certs               session-wide test PKI from scripts/gen-certs.sh (Path of the directory)
   start_envoy         start_envoy(config, name="envoy", listeners=[ports], **kw) -> harness.Envoy
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 
 import harness  # noqa: E402
 
