@@ -1,0 +1,338 @@
+//! One level's rules, indexed: candidate lists keyed by MCP method, `params.name`/`params.uri` and
+//! caller principal, so that deciding a message costs a few hash lookups whatever the plan's size.
+
+use super::http::CompiledHttp;
+use super::{is_base_method, param_of, HttpRequest, Level, PlanError, Subject};
+use crate::cel_rule::{CelRule, Uses};
+use crate::plan::{AuthorizerPlan, LevelPlan, MethodPattern, PolicyPlan};
+use crate::str_map::StrMap;
+
+pub(super) const CATEGORIES: [&str; 3] = ["tools", "prompts", "resources"];
+
+/// One level's rules, flattened in evaluation order, plus candidate lists.
+#[derive(Debug)]
+pub(super) struct LevelIndex {
+    pub(super) level: Level,
+    /// The policies' and rules' names, one after the other (one allocation per level).
+    pub(super) names: String,
+    /// Each policy's name in `names`.
+    pub(super) policies: Vec<Name>,
+    pub(super) rules: Vec<IndexedRule>,
+    /// The principals rules name, numbered from 1 ([`ANY_SOURCE`] is 0): buckets list them by number.
+    pub(super) principals: StrMap<u32>,
+    /// Rules without an MCP restriction: candidates for everything.
+    pub(super) unrestricted: Bucket,
+    /// Rules with MATCH_BASE_PROTOCOL_METHODS.
+    pub(super) base: Bucket,
+    /// `Exact(method)` matchers.
+    pub(super) by_method: StrMap<MethodIndex>,
+    /// `Category(c)`.
+    pub(super) by_category: StrMap<Bucket>,
+    /// The level's ExternalAuth policy.
+    pub(super) external_auth: Option<Box<AuthIndex>>,
+    /// What the level's CEL rules read.
+    pub(super) cel_uses: Uses,
+}
+
+/// An ExternalAuth policy: its rules (when to call) indexed like a level of one Allow policy.
+#[derive(Debug)]
+pub(super) struct AuthIndex {
+    pub(super) policy: String,
+    pub(super) authorizer: AuthorizerPlan,
+    pub(super) index: LevelIndex,
+}
+
+/// What deciding needs of a rule; `explain` reads the rest from the plan.
+#[derive(Debug)]
+pub(super) struct IndexedRule {
+    /// Index in `LevelIndex::policies`.
+    pub(super) policy: usize,
+    pub(super) name: Name,
+    /// None: no HTTP matcher (most rules).
+    pub(super) http: Option<Box<CompiledHttp>>,
+    /// A CEL expression (rules of type CEL).
+    pub(super) cel: Option<Box<CelRule>>,
+}
+
+impl IndexedRule {
+    pub(super) fn matches(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> bool {
+        self.http.as_ref().is_none_or(|http| http.matches(req)) && self.cel.as_ref().is_none_or(|cel| cel_matches(cel, req, subject))
+    }
+}
+
+/// A CEL rule applies to `tools/call` messages only (the index offers it nothing else).
+pub(super) fn cel_matches(cel: &CelRule, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> bool {
+    let Subject::Message(m) = subject else { return false };
+    let input = crate::cel_rule::Input { req, method: m.method.as_deref(), tool_name: m.name.as_deref(), params: m.params };
+    cel.matches(&input)
+}
+
+/// A range of `LevelIndex::names`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Name {
+    pub(super) start: usize,
+    pub(super) end: usize,
+}
+
+/// The rules naming one MCP method.
+#[derive(Debug)]
+pub(super) struct MethodIndex {
+    /// Without params.
+    pub(super) any_param: Bucket,
+    /// With params: param -> rules.
+    pub(super) by_param: StrMap<Bucket>,
+}
+
+/// [`Bucket`] principal number of rules without a principal.
+pub(super) const ANY_SOURCE: u32 = 0;
+
+/// Candidate rules: (principal number, rule ordinal), sorted, so that a caller only scans the rules
+/// that name it or name no one, each in evaluation order (ascending ordinals).
+#[derive(Debug, Default)]
+pub(super) enum Bucket {
+    #[default]
+    Empty,
+    /// Most buckets (a tool named by one rule): no allocation.
+    One((u32, u32)),
+    Many(Vec<(u32, u32)>),
+}
+
+impl Bucket {
+    /// Ordinals arrive ascending; [`LevelIndex::build`] sorts by principal at the end.
+    pub(super) fn push(&mut self, principal: u32, ordinal: u32) {
+        let entry = (principal, ordinal);
+        match self {
+            Bucket::Empty => *self = Bucket::One(entry),
+            Bucket::One(first) if *first != entry => *self = Bucket::Many(vec![*first, entry]),
+            Bucket::One(_) => {}
+            Bucket::Many(list) => {
+                if list.last() != Some(&entry) {
+                    list.push(entry);
+                }
+            }
+        }
+    }
+
+    pub(super) fn entries(&self) -> &[(u32, u32)] {
+        match self {
+            Bucket::Empty => &[],
+            Bucket::One(entry) => std::slice::from_ref(entry),
+            Bucket::Many(list) => list,
+        }
+    }
+
+    /// Smallest ordinal of this bucket whose rule matches, if smaller than `best`. `caller`: the
+    /// caller's principal number, if a rule of the level names it.
+    pub(super) fn first_match(
+        &self,
+        rules: &[IndexedRule],
+        req: &HttpRequest<'_>,
+        subject: &Subject<'_, '_>,
+        caller: Option<u32>,
+        best: &mut Option<u32>,
+    ) {
+        // `list` starts with `principal`'s entries (in evaluation order); they end where another's start.
+        let mut scan = |principal: u32, list: &[(u32, u32)]| {
+            for &(p, o) in list {
+                if p != principal || best.is_some_and(|b| o >= b) {
+                    return;
+                }
+                if rules.get(o as usize).is_some_and(|r| r.matches(req, subject)) {
+                    *best = Some(o);
+                    return;
+                }
+            }
+        };
+        let entries = self.entries();
+        scan(ANY_SOURCE, entries);
+        if let Some(c) = caller {
+            scan(c, entries.get(entries.partition_point(|&(p, _)| p < c)..).unwrap_or_default());
+        }
+    }
+}
+
+impl LevelIndex {
+    pub(super) fn build(level: Level, plan: &LevelPlan) -> Result<Self, PlanError> {
+        let rule_names = plan.allow.iter().flat_map(|p| &p.rules).map(|r| r.name.len());
+        let mut index = LevelIndex {
+            level,
+            names: String::with_capacity(plan.allow.iter().map(|p| p.name.len()).chain(rule_names).sum()),
+            policies: Vec::with_capacity(plan.allow.len()),
+            rules: Vec::with_capacity(plan.allow.iter().map(|p| p.rules.len()).sum()),
+            principals: StrMap::default(),
+            unrestricted: Bucket::default(),
+            base: Bucket::default(),
+            by_method: StrMap::default(),
+            by_category: StrMap::default(),
+            external_auth: None,
+            cel_uses: Uses::default(),
+        };
+        if let Some(ea) = &plan.external_auth {
+            let rules = LevelPlan {
+                external_auth: None,
+                allow: vec![PolicyPlan { name: ea.policy.clone(), rules: ea.rules.clone() }],
+            };
+            let ea_index = LevelIndex::build(level, &rules)?;
+            index.cel_uses = ea_index.cel_uses;
+            index.external_auth = Some(Box::new(AuthIndex {
+                policy: ea.policy.clone(),
+                authorizer: ea.authorizer.clone(),
+                index: ea_index,
+            }));
+        }
+        // Each method's params (how many, how many bytes), to size its map up front: growing a
+        // map rehashes every key in it.
+        let mut params: StrMap<(usize, usize)> = StrMap::default();
+        for m in plan.allow.iter().flat_map(|p| &p.rules).filter_map(|r| r.mcp.as_ref()).flat_map(|mcp| &mcp.methods) {
+            if let MethodPattern::Exact(method) = &m.method {
+                let (keys, bytes) = params.get_or_insert_with(method, || (0, 0));
+                *keys += m.params.len();
+                *bytes += m.params.iter().map(String::len).sum::<usize>();
+            }
+        }
+        for (policy_number, policy) in plan.allow.iter().enumerate() {
+            let err = |problem: String| PlanError::Policy {
+                level: level.as_str().to_string(),
+                policy: policy.name.clone(),
+                problem,
+            };
+            if policy.name.is_empty() {
+                return Err(err("policy name is empty".into()));
+            }
+            if policy.rules.is_empty() {
+                return Err(err("policy has no rules (a policy without rules compiles to one implicit rule)".into()));
+            }
+            let name = index.push_name(&policy.name);
+            index.policies.push(name);
+            for rule in &policy.rules {
+                let ordinal = u32::try_from(index.rules.len()).map_err(|_| err("too many rules".into()))?;
+                let rerr = |problem: String| err(format!("rule {:?}: {problem}", rule.name));
+                let http = if rule.http.is_any() {
+                    None
+                } else {
+                    Some(Box::new(CompiledHttp::compile(&rule.http).map_err(rerr)?))
+                };
+                let principal = match rule.principal.as_deref() {
+                    None => ANY_SOURCE,
+                    Some(p) if !p.starts_with("spiffe://") => {
+                        return Err(rerr(format!("principal {:?} is not a SPIFFE ID", rule.principal.as_deref())))
+                    }
+                    Some(p) => {
+                        let next =
+                            u32::try_from(index.principals.len() + 1).map_err(|_| err("too many principals".into()))?;
+                        *index.principals.get_or_insert_with(p, || next)
+                    }
+                };
+                match &rule.mcp {
+                    None => index.unrestricted.push(principal, ordinal),
+                    Some(mcp) => {
+                        if !mcp.base_protocol && mcp.methods.is_empty() {
+                            return Err(rerr("mcp matcher with no methods and no base protocol matches nothing; omit it instead".into()));
+                        }
+                        if mcp.base_protocol {
+                            index.base.push(principal, ordinal);
+                        }
+                        for m in &mcp.methods {
+                            match &m.method {
+                                MethodPattern::Category(c) => {
+                                    if !CATEGORIES.contains(&c.as_str()) {
+                                        return Err(rerr(format!("unknown MCP method category {c:?}")));
+                                    }
+                                    if !m.params.is_empty() {
+                                        return Err(rerr(format!("params are not allowed on category {c:?}")));
+                                    }
+                                    index.by_category.get_or_insert_with(c, Bucket::default).push(principal, ordinal);
+                                }
+                                MethodPattern::Exact(method) => {
+                                    let mi = index.by_method.get_or_insert_with(method, || {
+                                        let (keys, bytes) = params.get(method).copied().unwrap_or_default();
+                                        let by_param = StrMap::with_capacity(keys, bytes);
+                                        MethodIndex { any_param: Bucket::default(), by_param }
+                                    });
+                                    if m.params.is_empty() {
+                                        mi.any_param.push(principal, ordinal);
+                                    }
+                                    for param in &m.params {
+                                        mi.by_param.get_or_insert_with(param, Bucket::default).push(principal, ordinal);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                let cel = match &rule.cel {
+                    None => None,
+                    Some(expression) => {
+                        let compiled = crate::cel_rule::compile(expression)
+                            .map_err(|e| rerr(format!("CEL expression {expression:?}: {e}")))?;
+                        index.cel_uses = index.cel_uses.union(compiled.uses);
+                        Some(Box::new(compiled))
+                    }
+                };
+                let name = index.push_name(&rule.name);
+                index.rules.push(IndexedRule { policy: policy_number, name, http, cel });
+            }
+        }
+        for bucket in index.buckets_mut() {
+            if let Bucket::Many(list) = bucket {
+                list.sort_unstable();
+            }
+        }
+        Ok(index)
+    }
+
+    pub(super) fn buckets_mut(&mut self) -> impl Iterator<Item = &mut Bucket> {
+        let by_method =
+            self.by_method.values_mut().flat_map(|m| [&mut m.any_param].into_iter().chain(m.by_param.values_mut()));
+        [&mut self.unrestricted, &mut self.base].into_iter().chain(self.by_category.values_mut()).chain(by_method)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.policies.is_empty() && self.external_auth.is_none()
+    }
+
+    pub(super) fn push_name(&mut self, name: &str) -> Name {
+        let start = self.names.len();
+        self.names.push_str(name);
+        Name { start, end: self.names.len() }
+    }
+
+    pub(super) fn name(&self, name: Name) -> &str {
+        self.names.get(name.start..name.end).unwrap_or_default()
+    }
+
+    pub(super) fn policy_name(&self, rule: &IndexedRule) -> &str {
+        self.policies.get(rule.policy).map_or("", |&p| self.name(p))
+    }
+
+    pub(super) fn first_match(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Option<&IndexedRule> {
+        let mut best = None;
+        let caller = req.principal.and_then(|p| self.principals.get(p)).copied();
+        let mut probe = |bucket: &Bucket| bucket.first_match(&self.rules, req, subject, caller, &mut best);
+        probe(&self.unrestricted);
+        match subject {
+            Subject::Http => {}
+            Subject::BaseHttp => probe(&self.base),
+            Subject::Message(msg) => match msg.method.as_deref() {
+                // A client-sent JSON-RPC response (sampling, elicitation): base protocol.
+                None => probe(&self.base),
+                Some(method) => {
+                    if is_base_method(method) {
+                        probe(&self.base);
+                    }
+                    if let Some(m) = self.by_method.get(method) {
+                        probe(&m.any_param);
+                        if let Some(b) = param_of(msg).and_then(|param| m.by_param.get(param)) {
+                            probe(b);
+                        }
+                    }
+                    if let Some(b) = method.split_once('/').and_then(|(c, _)| self.by_category.get(c)) {
+                        probe(b);
+                    }
+                }
+            },
+        }
+        best.and_then(|o| self.rules.get(o as usize))
+    }
+}
+
