@@ -14,7 +14,7 @@ use crate::eval::HttpRequest;
 
 pub use imp::{compile, CelRule};
 
-/// The variables an expression may use; below [`OPEN`] ones any field or key may be read.
+/// The variables an expression may use; below `OPEN` ones any field or key may be read.
 pub const VARIABLES: [&str; 10] = [
     "request.mcp.tool_name",
     "request.mcp.method",

@@ -6,7 +6,7 @@
 //! allocates nothing in proportion to the plan.
 //!
 //! Here: loading, the levels in force for a route, and deciding step by step up to authorizer calls.
-//! [`decision`] holds what a decision yields, `index` the per-level candidate lists, `http` the
+//! `decision` holds what a decision yields, `index` the per-level candidate lists, `http` the
 //! compiled HTTP matchers, `explain` the slow path behind `toolgate explain`.
 
 mod decision;
