@@ -202,6 +202,16 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
 /// A plan-loading host that keeps nothing.
 struct Quiet;
 
+impl lifecycle::HostBase for Quiet {
+    fn log(&mut self, _: LogLevel, _: &str) {}
+
+    fn count(&mut self, _: Counter) {}
+
+    fn now_ms(&mut self) -> u64 {
+        0
+    }
+}
+
 impl lifecycle::RootHost for Quiet {
     fn plugin_name(&mut self) -> String {
         "explain".into()
@@ -210,11 +220,6 @@ impl lifecycle::RootHost for Quiet {
         None
     }
     fn shared_set(&mut self, _: &str, _: &[u8]) {}
-    fn log(&mut self, _: LogLevel, _: &str) {}
-    fn count(&mut self, _: Counter) {}
-    fn now_ms(&mut self) -> u64 {
-        0
-    }
 }
 
 /// The described request as the filter's host would present it.
@@ -234,6 +239,16 @@ struct Simulated {
     record: Option<String>,
     outcome: Option<(u32, String)>,
     resumed: bool,
+}
+
+impl lifecycle::HostBase for Simulated {
+    fn log(&mut self, _: LogLevel, _: &str) {}
+
+    fn count(&mut self, _: Counter) {}
+
+    fn now_ms(&mut self) -> u64 {
+        0
+    }
 }
 
 impl lifecycle::Host for Simulated {
@@ -280,10 +295,5 @@ impl lifecycle::Host for Simulated {
     }
     fn logs_at(&mut self, _: LogLevel) -> bool {
         false
-    }
-    fn log(&mut self, _: LogLevel, _: &str) {}
-    fn count(&mut self, _: Counter) {}
-    fn now_ms(&mut self) -> u64 {
-        0
     }
 }

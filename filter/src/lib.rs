@@ -15,7 +15,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use toolgate_policy::lifecycle::headers::{deserialize_map, serialize_map};
-use toolgate_policy::lifecycle::{Action, CallAnswer, Callout, Counter, Host, LogLevel, Plugin, Property, Request, RootHost};
+use toolgate_policy::lifecycle::{
+    Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, Plugin, Property, Request, RootHost,
+};
 
 /// A root context: one plugin instance (one listener's plan) in this VM.
 struct Root {
@@ -149,7 +151,7 @@ pub extern "C" fn proxy_on_configure(root_context_id: u32, configuration_size: u
         if root.counters.0.iter().all(|id| *id == 0) {
             root.counters = Counters::define();
         }
-        let mut host = FilterRootHost { counters: root.counters };
+        let mut host = FilterHost { context_id: root_context_id, counters: root.counters };
         u32::from(root.plugin.configure(&mut host, &config))
     })
 }
@@ -236,6 +238,7 @@ pub extern "C" fn proxy_on_delete(context_id: u32) {
 
 // ---- the lifecycle's host -----------------------------------------------------------------------
 
+/// The host of a request (or, for loading plans, of a root context).
 struct FilterHost {
     context_id: u32,
     counters: Counters,
@@ -254,6 +257,20 @@ fn level(l: LogLevel) -> u32 {
         LogLevel::Info => host::INFO,
         LogLevel::Warn => host::WARN,
         LogLevel::Error => host::ERROR,
+    }
+}
+
+impl HostBase for FilterHost {
+    fn log(&mut self, l: LogLevel, message: &str) {
+        host::log(level(l), message);
+    }
+
+    fn count(&mut self, counter: Counter) {
+        self.counters.increment(counter);
+    }
+
+    fn now_ms(&mut self) -> u64 {
+        host::now_ms()
     }
 }
 
@@ -316,25 +333,9 @@ impl Host for FilterHost {
     fn logs_at(&mut self, l: LogLevel) -> bool {
         LOG_LEVEL.with(|current| current.get() <= level(l))
     }
-
-    fn log(&mut self, l: LogLevel, message: &str) {
-        host::log(level(l), message);
-    }
-
-    fn count(&mut self, counter: Counter) {
-        self.counters.increment(counter);
-    }
-
-    fn now_ms(&mut self) -> u64 {
-        host::now_ms()
-    }
 }
 
-struct FilterRootHost {
-    counters: Counters,
-}
-
-impl RootHost for FilterRootHost {
+impl RootHost for FilterHost {
     fn plugin_name(&mut self) -> String {
         host::property(host::PLUGIN_NAME).and_then(|b| String::from_utf8(b).ok()).unwrap_or_else(|| "toolgate".to_string())
     }
@@ -345,17 +346,5 @@ impl RootHost for FilterRootHost {
 
     fn shared_set(&mut self, key: &str, value: &[u8]) {
         host::set_shared_data(key, value);
-    }
-
-    fn log(&mut self, l: LogLevel, message: &str) {
-        host::log(level(l), message);
-    }
-
-    fn count(&mut self, counter: Counter) {
-        self.counters.increment(counter);
-    }
-
-    fn now_ms(&mut self) -> u64 {
-        host::now_ms()
     }
 }

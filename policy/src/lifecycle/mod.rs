@@ -128,9 +128,18 @@ pub enum CallAnswer {
 /// The token of a call the host refused to start.
 const REFUSED: u32 = u32::MAX;
 
+/// What loading a plan and deciding a request both need of the proxy: its log, its counters, its
+/// clock.
+pub trait HostBase {
+    fn log(&mut self, level: LogLevel, message: &str);
+    fn count(&mut self, counter: Counter);
+    /// Milliseconds on the host's (wall) clock.
+    fn now_ms(&mut self) -> u64;
+}
+
 /// What the lifecycle needs of the proxy for one request. Every method is infallible from the
 /// lifecycle's point of view: a value that cannot be read is `None` (and fails closed).
-pub trait Host {
+pub trait Host: HostBase {
     /// The request headers, serialised as the proxy-wasm ABI does ([`headers::serialize_map`]).
     fn request_headers(&mut self) -> Option<Vec<u8>>;
     fn property(&mut self, property: Property) -> Option<Vec<u8>>;
@@ -151,20 +160,13 @@ pub trait Host {
     fn record(&mut self, summary: &str);
     /// Whether the host logs at `level` now.
     fn logs_at(&mut self, level: LogLevel) -> bool;
-    fn log(&mut self, level: LogLevel, message: &str);
-    fn count(&mut self, counter: Counter);
-    /// Milliseconds on a monotonic (or wall) clock.
-    fn now_ms(&mut self) -> u64;
 }
 
 /// What loading a plan needs of the proxy.
-pub trait RootHost {
+pub trait RootHost: HostBase {
     fn plugin_name(&mut self) -> String;
     fn shared_get(&mut self, key: &str) -> Option<Vec<u8>>;
     fn shared_set(&mut self, key: &str, value: &[u8]);
-    fn log(&mut self, level: LogLevel, message: &str);
-    fn count(&mut self, counter: Counter);
-    fn now_ms(&mut self) -> u64;
 }
 
 /// One filter instance: the plan in force and what it needs of each request.

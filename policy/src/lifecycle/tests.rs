@@ -89,6 +89,20 @@ fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
     p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
+impl HostBase for Fake {
+    fn log(&mut self, level: LogLevel, message: &str) {
+        self.logs.push((level, message.into()));
+    }
+
+    fn count(&mut self, counter: Counter) {
+        self.counts.push(counter);
+    }
+
+    fn now_ms(&mut self) -> u64 {
+        self.now
+    }
+}
+
 impl Host for Fake {
     fn request_headers(&mut self) -> Option<Vec<u8>> {
         let p: Vec<(&str, &str)> = self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -147,15 +161,6 @@ impl Host for Fake {
     fn logs_at(&mut self, level: LogLevel) -> bool {
         self.debug || level > LogLevel::Debug
     }
-    fn log(&mut self, level: LogLevel, message: &str) {
-        self.logs.push((level, message.into()));
-    }
-    fn count(&mut self, counter: Counter) {
-        self.counts.push(counter);
-    }
-    fn now_ms(&mut self) -> u64 {
-        self.now
-    }
 }
 
 #[derive(Default)]
@@ -163,6 +168,20 @@ struct FakeRoot {
     shared: std::collections::HashMap<String, Vec<u8>>,
     logs: Vec<String>,
     counts: Vec<Counter>,
+}
+
+impl HostBase for FakeRoot {
+    fn log(&mut self, _level: LogLevel, message: &str) {
+        self.logs.push(message.into());
+    }
+
+    fn count(&mut self, counter: Counter) {
+        self.counts.push(counter);
+    }
+
+    fn now_ms(&mut self) -> u64 {
+        0
+    }
 }
 
 impl RootHost for FakeRoot {
@@ -174,15 +193,6 @@ impl RootHost for FakeRoot {
     }
     fn shared_set(&mut self, key: &str, value: &[u8]) {
         self.shared.insert(key.into(), value.to_vec());
-    }
-    fn log(&mut self, _level: LogLevel, message: &str) {
-        self.logs.push(message.into());
-    }
-    fn count(&mut self, counter: Counter) {
-        self.counts.push(counter);
-    }
-    fn now_ms(&mut self) -> u64 {
-        0
     }
 }
 
