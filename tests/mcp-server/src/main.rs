@@ -6,6 +6,7 @@
 
 mod http;
 mod mcp;
+mod modern;
 
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
@@ -15,10 +16,11 @@ use std::io::{self, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 
 use http::{ReadError, Request, Response};
 use mcp::Message;
@@ -30,7 +32,17 @@ usage: toolgate-sample-mcp-server --listen ADDR [--log FILE] [--name NAME]
                   free port); the first stdout line is `listening on ADDR`
   --log FILE      append one JSON line per executed request to FILE
   --name NAME     server name (serverInfo.name and the log's `server` field)
+
+Speaks MCP 2025-11-25 (initialize, sessions, GET stream) and 2026-07-28
+(server/discover, per-request _meta, Mcp-Method/Mcp-Name header checks,
+subscriptions/listen as an SSE stream) on the same endpoint. Test hook:
+POST /notify {\"tools\": true, \"uri\": \"memo://insights\"} sends
+notifications/tools/list_changed and notifications/resources/updated to the
+open subscriptions/listen streams that asked for them (answer: {\"delivered\": n}).
 ";
+
+/// How often an open SSE stream (listen or GET) gets a keep-alive comment.
+const KEEPALIVE: Duration = Duration::from_secs(5);
 
 /// How long a connection may sit idle (or stall mid-request).
 const IO_TIMEOUT: Duration = Duration::from_secs(600);
@@ -78,6 +90,32 @@ fn parse_args() -> Result<Config, String> {
 struct Server {
     name: String,
     log: Option<Mutex<File>>,
+    /// Open `subscriptions/listen` streams.
+    listeners: Mutex<Vec<Listener>>,
+}
+
+struct Listener {
+    key: u64,
+    sub_id: Value,
+    filter: modern::Filter,
+    tx: Sender<Value>,
+}
+
+/// What to answer a request with.
+enum Reply {
+    Once(Response),
+    /// A `subscriptions/listen` SSE stream: the head, then events until the client goes away.
+    Listen {
+        key: u64,
+        first: Value,
+        events: mpsc::Receiver<Value>,
+    },
+}
+
+impl From<Response> for Reply {
+    fn from(r: Response) -> Self {
+        Reply::Once(r)
+    }
 }
 
 impl Server {
@@ -136,8 +174,18 @@ impl Server {
         let _ = writeln!(io::stderr(), "{line}");
     }
 
-    fn handle(&self, req: &Request) -> Response {
+    fn handle(&self, req: &Request) -> Reply {
+        let version = req.header("mcp-protocol-version");
+        if req.target == "/notify" || req.target.starts_with("/notify?") {
+            return self.notify(req).into();
+        }
         match req.method.as_str() {
+            "GET" | "DELETE" if modern::header_is_modern(version) => Response::text(
+                405,
+                "no GET stream or session in MCP 2026-07-28 (use subscriptions/listen)",
+            )
+            .header("allow", "POST")
+            .into(),
             "POST" => self.handle_post(req),
             "GET" => {
                 self.log_exec(req, None, None, None);
@@ -145,53 +193,188 @@ impl Server {
                     .header("content-type", "text/event-stream")
                     .header("cache-control", "no-cache")
                     .body(": stream open\n\n")
+                    .into()
             }
             "DELETE" => match req.header("mcp-session-id") {
                 Some(sid) if !sid.is_empty() => {
                     self.log_exec(req, None, None, None);
-                    Response::text(200, "session closed")
+                    Response::text(200, "session closed").into()
                 }
-                _ => Response::text(400, "missing mcp-session-id header"),
+                _ => Response::text(400, "missing mcp-session-id header").into(),
             },
-            _ => Response::text(405, "method not allowed").header("allow", "GET, POST, DELETE"),
+            _ => Response::text(405, "method not allowed")
+                .header("allow", "GET, POST, DELETE")
+                .into(),
         }
     }
 
-    fn handle_post(&self, req: &Request) -> Response {
+    /// The test hook: deliver list-change / resource-update notifications to open listen streams.
+    fn notify(&self, req: &Request) -> Response {
+        if req.method != "POST" {
+            return Response::text(405, "POST only").header("allow", "POST");
+        }
+        let what: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let flag = |k: &str| what.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let uri = what.get("uri").and_then(Value::as_str);
+        let mut delivered = 0;
+        let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        for l in listeners.iter() {
+            let mut send = |method: &str, params: Map<String, Value>| {
+                if l.tx
+                    .send(modern::stream_notification(&l.sub_id, method, params))
+                    .is_ok()
+                {
+                    delivered += 1;
+                }
+            };
+            for (on, mine, method) in [
+                (
+                    flag("tools"),
+                    l.filter.tools,
+                    "notifications/tools/list_changed",
+                ),
+                (
+                    flag("prompts"),
+                    l.filter.prompts,
+                    "notifications/prompts/list_changed",
+                ),
+                (
+                    flag("resources"),
+                    l.filter.resources,
+                    "notifications/resources/list_changed",
+                ),
+            ] {
+                if on && mine {
+                    send(method, Map::new());
+                }
+            }
+            if let Some(u) = uri {
+                if l.filter.uris.iter().any(|x| x == u) {
+                    let mut p = Map::new();
+                    p.insert("uri".into(), json!(u));
+                    send("notifications/resources/updated", p);
+                }
+            }
+        }
+        Response::json(200, &json!({"delivered": delivered}))
+    }
+
+    fn handle_post(&self, req: &Request) -> Reply {
         let body: Value = match serde_json::from_slice(&req.body) {
             Ok(v) => v,
             Err(e) => {
                 let err = mcp::RpcError::new(mcp::PARSE_ERROR, format!("Parse error: {e}"));
-                return Response::json(400, &mcp::error_response(Value::Null, &err));
+                return Response::json(400, &mcp::error_response(Value::Null, &err)).into();
             }
         };
+        if modern::is_modern(req.header("mcp-protocol-version"), &body) {
+            return self.handle_modern(req, &body);
+        }
         let mut session = None;
         match &body {
             Value::Array(items) => {
                 if items.is_empty() {
                     let err =
                         mcp::RpcError::new(mcp::INVALID_REQUEST, "Invalid Request: empty batch");
-                    return Response::json(400, &mcp::error_response(Value::Null, &err));
+                    return Response::json(400, &mcp::error_response(Value::Null, &err)).into();
                 }
                 let responses: Vec<Value> = items
                     .iter()
                     .filter_map(|m| self.handle_message(req, m, &mut session))
                     .collect();
                 if responses.is_empty() {
-                    return Response::new(202);
+                    return Response::new(202).into();
                 }
-                with_session(Response::json(200, &Value::Array(responses)), session)
+                with_session(Response::json(200, &Value::Array(responses)), session).into()
             }
             single => {
                 if let Message::Invalid(err) = mcp::classify(single) {
-                    return Response::json(400, &mcp::error_response(mcp::id_of(single), &err));
+                    return Response::json(400, &mcp::error_response(mcp::id_of(single), &err))
+                        .into();
                 }
                 match self.handle_message(req, single, &mut session) {
-                    Some(resp) => with_session(Response::json(200, &resp), session),
-                    None => Response::new(202),
+                    Some(resp) => with_session(Response::json(200, &resp), session).into(),
+                    None => Response::new(202).into(),
                 }
             }
         }
+    }
+
+    /// A 2026-07-28 POST: one message, headers checked against it before anything runs.
+    fn handle_modern(&self, req: &Request, body: &Value) -> Reply {
+        let err = |status: u16, id: Value, e: &mcp::RpcError| -> Reply {
+            Response::json(status, &mcp::error_response(id, e)).into()
+        };
+        let (method, id, params) = match mcp::classify(body) {
+            Message::Request { method, id, params } => (method, Some(id), params),
+            Message::Notification { method } => (method, None, body.get("params")),
+            Message::Invalid(e) => return err(400, mcp::id_of(body), &e),
+            Message::Response => {
+                let e = mcp::RpcError::new(
+                    mcp::INVALID_REQUEST,
+                    "Invalid Request: clients send no JSON-RPC responses in 2026-07-28",
+                );
+                return err(400, Value::Null, &e);
+            }
+        };
+        let rid = id.cloned().unwrap_or(Value::Null);
+        let values = |name: &str| -> Vec<&str> {
+            req.headers
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .collect()
+        };
+        if let Err(why) = modern::check_headers(values, method, params, modern::meta_version(body))
+        {
+            return err(400, rid, &modern::mismatch(&why));
+        }
+        let version = modern::meta_version(body)
+            .or(req.header("mcp-protocol-version"))
+            .unwrap_or_default();
+        if version != modern::VERSION {
+            return err(400, rid, &modern::unsupported(version));
+        }
+        self.log_exec(req, Some(method), id, params);
+        let Some(id) = id else {
+            return Response::new(202).into();
+        };
+        if method == "subscriptions/listen" {
+            return match modern::Filter::from_params(params) {
+                Ok(filter) => self.open_listen(id.clone(), filter),
+                Err(e) => err(200, rid, &e),
+            };
+        }
+        match modern::handle(&self.name, method, params) {
+            Ok(result) => Response::json(200, &mcp::result_response(rid, result)).into(),
+            Err(e) if e.code == mcp::METHOD_NOT_FOUND => err(404, rid, &e),
+            Err(e) => err(200, rid, &e),
+        }
+    }
+
+    fn open_listen(&self, sub_id: Value, filter: modern::Filter) -> Reply {
+        static KEYS: AtomicU64 = AtomicU64::new(1);
+        let key = KEYS.fetch_add(1, Ordering::Relaxed);
+        let honoured = filter.honoured(mcp::resource_exists);
+        let first = modern::acknowledged(&sub_id, &honoured);
+        let (tx, events) = mpsc::channel();
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Listener {
+                key,
+                sub_id,
+                filter: honoured,
+                tx,
+            });
+        Reply::Listen { key, first, events }
+    }
+
+    fn close_listen(&self, key: u64) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|l| l.key != key);
     }
 
     /// Handles one JSON-RPC message; returns the response to send, if any.
@@ -270,12 +453,18 @@ fn serve_connection(server: &Server, stream: TcpStream) {
     let mut reader = BufReader::new(stream);
     loop {
         match http::read_request(&mut reader, &mut writer) {
-            Ok(req) => {
-                let resp = server.handle(&req);
-                if resp.write_to(&mut writer, req.keep_alive).is_err() || !req.keep_alive {
+            Ok(req) => match server.handle(&req) {
+                Reply::Once(resp) => {
+                    if resp.write_to(&mut writer, req.keep_alive).is_err() || !req.keep_alive {
+                        break;
+                    }
+                }
+                Reply::Listen { key, first, events } => {
+                    stream_listen(&mut writer, &first, &events);
+                    server.close_listen(key);
                     break;
                 }
-            }
+            },
             Err(ReadError::Closed) | Err(ReadError::Io) => break,
             Err(ReadError::Bad(status, why)) => {
                 let _ = Response::text(status, why).write_to(&mut writer, false);
@@ -285,6 +474,30 @@ fn serve_connection(server: &Server, stream: TcpStream) {
         }
     }
     let _ = writer.shutdown(std::net::Shutdown::Both);
+}
+
+/// Writes a `subscriptions/listen` SSE response (chunked): the acknowledgment, then each event,
+/// with a keep-alive comment when idle, until a write fails (the client closed the stream).
+fn stream_listen(w: &mut TcpStream, first: &Value, events: &mpsc::Receiver<Value>) {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
+                x-accel-buffering: no\r\ntransfer-encoding: chunked\r\n\r\n";
+    let chunk = |w: &mut TcpStream, data: &str| -> io::Result<()> {
+        write!(w, "{:x}\r\n{data}\r\n", data.len())?;
+        w.flush()
+    };
+    if w.write_all(head.as_bytes()).is_err() || chunk(w, &modern::sse_event(first)).is_err() {
+        return;
+    }
+    loop {
+        let sent = match events.recv_timeout(KEEPALIVE) {
+            Ok(msg) => chunk(w, &modern::sse_event(&msg)),
+            Err(RecvTimeoutError::Timeout) => chunk(w, ": keep-alive\n\n"),
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
 }
 
 /// Closes after an error response without discarding it: closing a socket
@@ -340,6 +553,7 @@ fn main() -> ExitCode {
     let server = Arc::new(Server {
         name: config.name,
         log,
+        listeners: Mutex::new(Vec::new()),
     });
     for conn in listener.incoming() {
         let stream = match conn {

@@ -2,7 +2,8 @@
 
 use serde_json::{json, Map, Value};
 
-pub const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The handshake-era version answered when the client asks for one this server does not know.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -11,6 +12,7 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// A JSON-RPC error object.
+#[derive(Debug)]
 pub struct RpcError {
     pub code: i64,
     pub message: String,
@@ -193,6 +195,11 @@ const RESOURCES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// Whether this server has a resource with this URI.
+pub fn resource_exists(uri: &str) -> bool {
+    RESOURCES.iter().any(|r| r.0 == uri)
+}
+
 fn format_number(x: f64) -> String {
     if x.is_finite() && x.fract() == 0.0 && x.abs() < 9.0e15 {
         format!("{}", x as i64)
@@ -312,7 +319,11 @@ fn read_resource(params: Option<&Value>) -> Result<Value, RpcError> {
 pub fn handle(server_name: &str, method: &str, params: Option<&Value>) -> Result<Value, RpcError> {
     match method {
         "initialize" => Ok(json!({
-            "protocolVersion": PROTOCOL_VERSION,
+            // The client's version when this server speaks it (2024-11-05 .. 2025-11-25).
+            "protocolVersion": match param(params, "protocolVersion").and_then(Value::as_str) {
+                Some(v) if crate::modern::LEGACY_VERSIONS.contains(&v) => v,
+                _ => PROTOCOL_VERSION,
+            },
             "capabilities": {
                 "tools": {"listChanged": false},
                 "prompts": {"listChanged": false},
