@@ -15,6 +15,8 @@ use hyper_util::rt::TokioIo;
 #[derive(Default)]
 pub struct Metrics {
     pub ready: AtomicBool,
+    /// This replica writes (always, without --leader-elect).
+    pub leader: AtomicBool,
     pub reconciles: AtomicU64,
     pub writes: AtomicU64,
     pub plans_written: AtomicU64,
@@ -43,6 +45,10 @@ impl Metrics {
         counter("toolgate_controller_reconciles_total", "Reconcile passes.", self.reconciles.load(Ordering::Relaxed));
         counter("toolgate_controller_writes_total", "API writes (applies, deletes, status).", self.writes.load(Ordering::Relaxed));
         counter("toolgate_controller_plans_written_total", "WasmPlugins/TrafficExtensions applied or deleted.", self.plans_written.load(Ordering::Relaxed));
+        out.push_str(&format!(
+            "# HELP toolgate_controller_leader Whether this replica writes (holds the Lease with --leader-elect).\n# TYPE toolgate_controller_leader gauge\ntoolgate_controller_leader {}\n",
+            u8::from(self.leader.load(Ordering::Relaxed))
+        ));
         let sum = self.duration_micros_sum.load(Ordering::Relaxed) as f64 / 1e6;
         out.push_str(&format!(
             "# HELP toolgate_controller_reconcile_duration_seconds Time spent in passes.\n# TYPE toolgate_controller_reconcile_duration_seconds summary\ntoolgate_controller_reconcile_duration_seconds_sum {sum}\ntoolgate_controller_reconcile_duration_seconds_count {}\n",

@@ -6,8 +6,10 @@
 //! `toolgate`), and only what changed. Level-triggered: every pass recomputes everything from the
 //! stores, so fixing or deleting a policy re-admits the ones it blocked, and a restart converges.
 
+pub mod lease;
 pub mod metrics;
 pub mod output;
+pub mod shared_port;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -21,7 +23,7 @@ use kube::runtime::reflector::{self, store::Writer, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::json;
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, watch, Notify};
 use toolgate_policy::compile::{ClusterNaming, CompileOptions, DEFAULT_CLUSTER_DOMAIN, DEFAULT_TRUST_DOMAIN};
 use toolgate_policy::plan::PlanSettings;
 
@@ -60,6 +62,28 @@ pub struct ControllerArgs {
     /// Prometheus /metrics, /healthz and /readyz.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9090")]
     pub metrics_addr: std::net::SocketAddr,
+    /// Run as one of several replicas: only the holder of a coordination.k8s.io/v1 Lease writes;
+    /// the others watch and take over when its lease expires (or at once when it shuts down).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, value_name = "NAME", default_value = "toolgate-controller")]
+    pub leader_elect_lease: String,
+    /// The Lease's namespace (default: the client's: in a pod, the pod's namespace).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub leader_elect_namespace: Option<String>,
+    /// This replica's name in the Lease (default: $POD_NAME, else the host name).
+    #[arg(long, value_name = "NAME")]
+    pub leader_elect_identity: Option<String>,
+    /// How long followers wait after the Lease record last changed before taking it.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = crate::cli::parse_timeout_ms)]
+    pub leader_elect_lease_duration: u32,
+    /// How long the leader keeps writing without renewing the Lease (shorter than the lease duration).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cli::parse_timeout_ms)]
+    pub leader_elect_renew_deadline: u32,
+    /// How often the Lease is tried or renewed.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::cli::parse_timeout_ms)]
+    pub leader_elect_retry_period: u32,
     /// Write a line per pass with the number of writes (for tests and debugging).
     #[arg(long, value_name = "FILE", hide = true)]
     pub trace: Option<PathBuf>,
@@ -74,6 +98,8 @@ pub enum Error {
     NotServed(String),
     #[error("metrics endpoint: {0}")]
     Metrics(#[from] std::io::Error),
+    #[error("leader election: {0}")]
+    Lease(#[from] lease::LeaseError),
 }
 
 impl Error {
@@ -83,6 +109,7 @@ impl Error {
             Error::Client(_) => "client",
             Error::NotServed(_) => "not_served",
             Error::Metrics(_) => "metrics",
+            Error::Lease(_) => "lease",
         }
     }
 }
@@ -188,39 +215,82 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             .map_err(|_| Error::NotServed("ConfigMap".into()))?;
     }
     eprintln!("toolgate controller: watching; writing {} objects", args.output.kind());
+    // Leadership: always leading without --leader-elect; with it, as the Lease says (the candidate
+    // starts once the caches are synced, so a new leader's first pass sees everything).
+    let (leading_tx, mut leading) = watch::channel(!args.leader_elect);
+    let mut elector = None;
+    let mut _unused_sender = None;
+    if args.leader_elect {
+        let config = lease_config(&args, &client)?;
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(lease::Elector::new(client.clone(), config).run(leading_tx, stopped));
+        elector = Some((stop, task));
+    } else {
+        // Kept to the end: a dropped sender would end `leading.changed()` at once.
+        _unused_sender = Some(leading_tx);
+    }
     let ctx = Context { metrics, client, args, policy_api, output_api };
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
-        let started = Instant::now();
-        let result = reconcile(&ctx, &watched).await;
+        let is_leader = *leading.borrow_and_update();
         let m = &ctx.metrics;
-        m.reconciles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        m.duration_micros_sum.fetch_add(started.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
-        match result {
-            Ok(writes) => {
-                m.ready.store(true, std::sync::atomic::Ordering::Relaxed);
-                m.writes.fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
-                if writes > 0 {
-                    eprintln!("toolgate controller: pass: {writes} writes in {:?}", started.elapsed());
+        m.leader.store(is_leader, std::sync::atomic::Ordering::Relaxed);
+        if !is_leader {
+            // A follower watches (its caches stay current) and writes nothing.
+            m.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            let started = Instant::now();
+            let result = reconcile(&ctx, &watched).await;
+            m.reconciles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            m.duration_micros_sum.fetch_add(started.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+            match result {
+                Ok(writes) => {
+                    m.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+                    m.writes.fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
+                    if writes > 0 {
+                        eprintln!("toolgate controller: pass: {writes} writes in {:?}", started.elapsed());
+                    }
                 }
-            }
-            Err(e) => {
-                m.error(e.label());
-                eprintln!("toolgate controller: pass failed: {e}; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                changed.notify_one();
+                Err(e) => {
+                    m.error(e.label());
+                    eprintln!("toolgate controller: pass failed: {e}; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    changed.notify_one();
+                }
             }
         }
         tokio::select! {
             _ = changed.notified() => {}
+            // Leadership gained (a first pass at once) or lost.
+            _ = leading.changed() => {}
             _ = &mut shutdown => {
                 eprintln!("toolgate controller: shutting down");
-                return Ok(());
+                break;
             }
         }
         // Coalesce bursts of events into one pass.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    if let Some((stop, task)) = elector {
+        // The candidate stops and, if it leads, releases the Lease (no pass runs any more).
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    }
+    Ok(())
+}
+
+fn lease_config(args: &ControllerArgs, client: &Client) -> Result<lease::LeaseConfig, Error> {
+    let ms = |v: u32| Duration::from_millis(u64::from(v));
+    let config = lease::LeaseConfig {
+        name: args.leader_elect_lease.clone(),
+        namespace: args.leader_elect_namespace.clone().unwrap_or_else(|| client.default_namespace().to_string()),
+        identity: args.leader_elect_identity.clone().unwrap_or_else(lease::default_identity),
+        lease_duration: ms(args.leader_elect_lease_duration),
+        renew_deadline: ms(args.leader_elect_renew_deadline),
+        retry_period: ms(args.leader_elect_retry_period),
+    };
+    config.validate()?;
+    Ok(config)
 }
 
 async fn shutdown_signal() {

@@ -55,7 +55,8 @@ pub struct Desired {
 
 /// The objects for one Gateway: one per listener whose plan has a policy, selected by the listener's
 /// port (Istio counts a gateway's listeners as CLIENT traffic, so no `mode`), the listener's plan as
-/// `pluginConfig`, owned by the Gateway (`gateway_uid`, when known).
+/// `pluginConfig` (scoped to its hostname where listeners share the port: see `shared_port`), owned
+/// by the Gateway (`gateway_uid`, when known).
 pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind: OutputKind) -> Vec<Desired> {
     let (ns, gateway) = (&gw.gateway.namespace, &gw.gateway.name);
     gw.listeners
@@ -67,7 +68,8 @@ pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind
                 "url": module.url,
                 "failStrategy": "FAIL_CLOSE",
                 "pluginName": format!("toolgate:{ns}/{gateway}/{}", l.listener.name),
-                "pluginConfig": serde_json::to_value(&l.plan).unwrap_or(Value::Null),
+                // Istio selects by port: where listeners share it, the plan lets the others' requests through.
+                "pluginConfig": serde_json::to_value(super::shared_port::plan_for(gw, &l.listener, &l.plan)).unwrap_or(Value::Null),
             });
             if let Some(sha) = &module.sha256 {
                 wasm["sha256"] = json!(sha);
