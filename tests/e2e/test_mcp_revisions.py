@@ -4,7 +4,12 @@ resources/subscribe), and 2025-11-25 base methods keep working."""
 
 from __future__ import annotations
 
-from harness import assert_denied, mcp_match, policy, rule
+import base64
+import http.client
+import json
+
+import harness
+from harness import assert_allowed, assert_denied, mcp_match, policy, rule
 
 HTTP = dict(listener="http", agent=None)
 
@@ -42,7 +47,6 @@ def test_discover_and_listen_under_match_and_subscribe_rules(gateway):
     assert_denied(gw.rpc("resources/subscribe", {"uri": "memo://b"}, **HTTP))
     # Without MATCH, neither revision's base methods pass.
     gw.rerender([policy("p", rule("memo", mcp=mcp_match(("resources/subscribe", ["memo://a"]))))])
-    import harness
     harness.wait_for(lambda: gw.rpc("server/discover", {}, **HTTP).upstream_requests == 0, timeout=10,
                      interval=0.1, what="the new plan")
     assert_denied(gw.rpc("server/discover", {}, **HTTP))
@@ -68,3 +72,139 @@ def test_protocol_version_header_and_body_must_agree(gateway):
     assert r.status == 400 and r.json()["error"]["code"] == -32020, r
     assert "MCP-Protocol-Version" in r.json()["error"]["message"]
     assert r.executed == [] and r.upstream_requests == 0, r
+
+
+# ---- A real 2026-07-28 exchange with the sample server (which checks the headers itself) --------
+
+V26 = "2026-07-28"
+
+
+def modern(method: str, params: dict | None = None, id=None) -> dict:
+    p = dict(params or {})
+    p["_meta"] = {"io.modelcontextprotocol/protocolVersion": V26,
+                  "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
+                  "io.modelcontextprotocol/clientCapabilities": {}}
+    msg = {"jsonrpc": "2.0", "method": method, "params": p}
+    if id is not None:
+        msg["id"] = id
+    return msg
+
+
+def b64(value: str) -> str:
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+def headers(method: str, name: str | None = None) -> dict:
+    h = {"mcp-protocol-version": V26, "mcp-method": method}
+    if name is not None:
+        h["mcp-name"] = name if name.isascii() else b64(name)
+    return h
+
+
+def test_2026_client_and_2025_session_on_one_listener(gateway):
+    gw = gateway(policy("p", rule("sum", mcp=mcp_match(("tools/call", ["get-sum"]), base=True))),
+                 listeners={"http": "HTTP"})
+    r = gw.post(modern("server/discover", id="d1"), headers=headers("server/discover"), **HTTP)
+    assert_allowed(r)
+    assert r.json()["result"]["supportedVersions"] == [V26], r
+    r = gw.post(modern("tools/list", id=2), headers=headers("tools/list"), **HTTP)
+    assert_allowed(r)
+    assert r.json()["result"]["resultType"] == "complete" and "ttlMs" in r.json()["result"], r
+    r = gw.post(modern("tools/call", {"name": "get-sum", "arguments": {"a": 2, "b": 3}}, id=3),
+                headers=headers("tools/call", "get-sum"), **HTTP)
+    assert_allowed(r)
+    assert r.json()["result"]["content"][0]["text"] == "5", r
+    for tool in ("echo", "get-env"):
+        assert_denied(gw.post(modern("tools/call", {"name": tool, "arguments": {"message": "x", "name": "HOME"}},
+                                     id=4), headers=headers("tools/call", tool), **HTTP))
+    # A 2025-11-25 client on the same listener, with the same policy: handshake, session, GET, DELETE.
+    r = gw.rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                              "clientInfo": {"name": "old", "version": "1"}}, **HTTP)
+    assert_allowed(r)
+    sid = r.response.headers["mcp-session-id"]
+    assert r.json()["result"]["protocolVersion"] == "2025-11-25"
+    session = {"mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+    assert_allowed(gw.rpc("notifications/initialized", id=None, headers=session, **HTTP))
+    assert_allowed(gw.call("get-sum", {"a": 1, "b": 1}, headers=session, **HTTP))
+    assert_denied(gw.call("echo", {"message": "x"}, headers=session, **HTTP))
+    assert_allowed(gw.rpc("ping", headers=session, **HTTP))
+    assert_allowed(gw.send("GET", headers=session, **HTTP))
+    assert_allowed(gw.send("DELETE", headers=session, **HTTP))
+
+
+def test_non_ascii_tool_name_in_base64_and_mcp_param_headers(gateway):
+    tool = "ünïcødé-sum"
+    gw = gateway(policy("p", rule("t", mcp=mcp_match(("tools/call", [tool, "get-sum"]), base=True))),
+                 listeners={"http": "HTTP"})
+    call = modern("tools/call", {"name": tool, "arguments": {}}, id=5)
+    # Allowed by Toolgate (decoded Mcp-Name equals the body) and by the sample server's own check, which
+    # then answers that it has no such tool.
+    r = gw.post(call, headers=headers("tools/call", tool), **HTTP)
+    assert_allowed(r)
+    assert r.json()["error"]["code"] == -32602 and "Unknown tool" in r.json()["error"]["message"], r
+    # A base64 name that does not match the body: 400 -32020 from Toolgate, nothing sent upstream.
+    for other in ("get-sum", "ünïcødé-sun", "get-env"):
+        r = gw.post(call, headers={**headers("tools/call"), "mcp-name": b64(other)}, **HTTP)
+        assert r.status == 400 and r.json()["error"]["code"] == -32020, r
+        assert r.json()["id"] == 5 and r.executed == [] and r.upstream_requests == 0, r
+    r = gw.post(modern("tools/call", {"name": "get-sum", "arguments": {}}, id=6),
+                headers={**headers("tools/call"), "mcp-name": b64(tool)}, **HTTP)
+    assert r.status == 400 and r.json()["error"]["code"] == -32020 and r.upstream_requests == 0, r
+    # Mcp-Param-* headers reach the server unchanged, plain or base64.
+    params = {"mcp-param-region": "us-west1", "mcp-param-greeting": b64("Hello, 世界")}
+    r = gw.post(modern("tools/call", {"name": "get-sum", "arguments": {"a": 1, "b": 2}}, id=7),
+                headers={**headers("tools/call", "get-sum"), **params}, **HTTP)
+    assert_allowed(r)
+    assert {k: r.executed[0]["headers"].get(k) for k in params} == params, r.executed
+
+
+def open_stream(gw, body: dict, hdrs: dict) -> http.client.HTTPResponse:
+    conn = http.client.HTTPConnection("127.0.0.1", gw.ports["http"], timeout=15)
+    conn.request("POST", "/mcp", json.dumps(body).encode(),
+                 {"content-type": "application/json", "accept": "application/json, text/event-stream", **hdrs})
+    return conn.getresponse()
+
+
+def events(resp: http.client.HTTPResponse, n: int) -> list[dict]:
+    out = []
+    while len(out) < n:
+        line = resp.readline()
+        assert line, "stream ended"
+        if line.startswith(b"data: "):
+            out.append(json.loads(line[6:]))
+    return out
+
+
+def notify(gw, **what) -> int:
+    status, _, body = harness.request("POST", f"http://{gw.server.address}/notify", what)
+    assert status == 200, body
+    return json.loads(body)["delivered"]
+
+
+def test_listen_streams_through_toolgate(gateway):
+    gw = gateway(policy("p", rule("base", mcp=mcp_match(base=True)),
+                        rule("memo", mcp=mcp_match(("resources/subscribe", ["memo://insights"])))),
+                 listeners={"http": "HTTP"})
+    # List changes only: a base method. The stream stays open through Envoy and carries notifications.
+    resp = open_stream(gw, modern("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, id=11),
+                       headers("subscriptions/listen"))
+    assert resp.status == 200 and resp.getheader("content-type") == "text/event-stream", resp.status
+    ack = events(resp, 1)[0]
+    assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 11
+    # A URI that a resources/subscribe rule lists.
+    resp2 = open_stream(gw, modern("subscriptions/listen", {"notifications": {
+        "resourceSubscriptions": ["memo://insights"]}}, id=12), headers("subscriptions/listen"))
+    assert events(resp2, 1)[0]["params"]["notifications"] == {"resourceSubscriptions": ["memo://insights"]}
+    assert notify(gw, tools=True, uri="memo://insights") == 2
+    assert events(resp, 1)[0]["method"] == "notifications/tools/list_changed"
+    ev = events(resp2, 1)[0]
+    assert ev["method"] == "notifications/resources/updated" and ev["params"]["uri"] == "memo://insights", ev
+    resp.close()
+    resp2.close()
+    # One URI the rules do not list, beside an allowed one: denied, never opened.
+    listens = len([e for e in gw.server.executed() if e["jsonrpc_method"] == "subscriptions/listen"])
+    assert_denied(gw.post(modern("subscriptions/listen", {"notifications": {
+        "resourceSubscriptions": ["memo://insights", "file:///data/report.txt"]}}, id=13),
+        headers=headers("subscriptions/listen"), **HTTP))
+    assert len([e for e in gw.server.executed() if e["jsonrpc_method"] == "subscriptions/listen"]) == listens
