@@ -475,7 +475,7 @@ fn scan_string_slow(b: &[u8], mut i: usize) -> Result<(usize, bool), NotMcp> {
                 i = validate_escape(b, i)?;
             }
             Some(_) => return Err(NotMcp::ControlCharacter { offset: i }),
-            None => return Err(eof("'\"' closing the string")),
+            None => return Err(eof("the quote that closes the string")),
         }
         i = find_string_special(b, i);
     }
