@@ -24,6 +24,8 @@
 # etcd peers): TCP ports on 127.0.0.1. KCAS_APISERVER_ARGS: extra server flags (e.g. -v=3,
 # --feature-gates=...). Set KCAS_KEEP_SOURCES=1 to keep the 2.5 GB of Go
 # sources and the Go build cache after install. KCAS_SUITE (default sid) is the Debian suite.
+# KCAS_KEEP_DATA=1: 'stop' keeps etcd's data and 'start' reuses it (an API server stopped and started
+# again with the same store, as in an outage; the certificates are kept either way).
 set -euo pipefail
 
 PREFIX=${KCAS_PREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/kcas}
@@ -261,7 +263,7 @@ do_start() {
     log "already running (pid $(cat "$RUN/apiserver.pid")); '$0 stop' first"; exit 1
   fi
   mkdir -p "$RUN/logs"; make_certs
-  rm -rf "$RUN/etcd"
+  [ "${KCAS_KEEP_DATA:-0}" = 1 ] || rm -rf "$RUN/etcd"
   # Unreachable kubeconfig for the 'core API' the server would normally delegate to (the
   # same trick as upstream's apiextensions integration-test fixture).
   cat > "$RUN/none.kubeconfig" <<'EOF'
@@ -321,7 +323,7 @@ do_stop() {
     fi
     rm -f "$RUN/$f.pid"
   done
-  rm -rf "$RUN/etcd"   # fresh store on the next start
+  [ "${KCAS_KEEP_DATA:-0}" = 1 ] || rm -rf "$RUN/etcd"   # fresh store on the next start
 }
 
 case "${1:-}" in

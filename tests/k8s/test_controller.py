@@ -35,13 +35,18 @@ class ApiServer:
             ports[1] = harness.free_port()
         self.env = {**os.environ, "KCAS_PREFIX": str(CACHE), "KCAS_RUN": str(run),
                     "KCAS_PORT": str(ports[0]), "KCAS_ETCD_PORT": str(ports[1])}
-        out = subprocess.run(["bash", str(REPO / "tests/k8s/apiserver.sh"), "start"], env=self.env,
-                             capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0, f"the test API server did not start:\n{out.stdout}\n{out.stderr}"
+        self.start()
         self.kubeconfig = run / "admin.kubeconfig"
 
-    def stop(self):
-        subprocess.run(["bash", str(REPO / "tests/k8s/apiserver.sh"), "stop"], env=self.env, capture_output=True)
+    def start(self, keep_data: bool = False):
+        env = {**self.env, "KCAS_KEEP_DATA": "1" if keep_data else "0"}
+        out = subprocess.run(["bash", str(REPO / "tests/k8s/apiserver.sh"), "start"], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, f"the test API server did not start:\n{out.stdout}\n{out.stderr}"
+
+    def stop(self, keep_data: bool = False):
+        env = {**self.env, "KCAS_KEEP_DATA": "1" if keep_data else "0"}
+        subprocess.run(["bash", str(REPO / "tests/k8s/apiserver.sh"), "stop"], env=env, capture_output=True)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         out = subprocess.run([str(KUBECTL), *args], env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
@@ -171,9 +176,16 @@ def plugin(server: ApiServer, name: str = "toolgate-gw-http", kind: str = "wasmp
     return server.get(kind, name)
 
 
-def envoy_config(plugin_config: str, wasm: Path, port: int, mcp: harness.McpServer) -> dict:
-    """What Istio builds for a gateway with this WasmPlugin: the filter gets pluginConfig as JSON text;
-    routes go to Services, clusters are named outbound|<port>||<host>."""
+def envoy_config(plugin_config: str | list[str], wasm: Path, port: int, mcp: harness.McpServer) -> dict:
+    """What Istio builds for a gateway with these WasmPlugins (one filter each, in one VM): the filter
+    gets pluginConfig as JSON text; routes go to Services, clusters are named outbound|<port>||<host>."""
+    configs = [plugin_config] if isinstance(plugin_config, str) else plugin_config
+    wasm_filters = [{"name": "envoy.filters.http.wasm", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+        "config": {"name": f"toolgate-{i}", "root_id": "toolgate", "fail_open": False,
+                   "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": text},
+                   "vm_config": {"vm_id": "toolgate", "runtime": "envoy.wasm.runtime.v8",
+                                 "code": {"local": {"filename": str(wasm)}}}}}} for i, text in enumerate(configs)]
     return {
         "static_resources": {
             "listeners": [{
@@ -183,14 +195,7 @@ def envoy_config(plugin_config: str, wasm: Path, port: int, mcp: harness.McpServ
                     "stat_prefix": "gw",
                     "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [
                         {"match": {"prefix": "/mcp"}, "route": {"cluster": ISTIO_SVC}}]}]},
-                    "http_filters": [
-                        {"name": "envoy.filters.http.wasm", "typed_config": {
-                            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
-                            "config": {"name": "toolgate", "root_id": "toolgate", "fail_open": False,
-                                       "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue",
-                                                         "value": plugin_config},
-                                       "vm_config": {"vm_id": "toolgate", "runtime": "envoy.wasm.runtime.v8",
-                                                     "code": {"local": {"filename": str(wasm)}}}}}},
+                    "http_filters": [*wasm_filters,
                         {"name": "envoy.filters.http.buffer", "typed_config": {
                             "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
                             "max_request_bytes": 4194304}},
@@ -204,11 +209,13 @@ def envoy_config(plugin_config: str, wasm: Path, port: int, mcp: harness.McpServ
     }
 
 
-def call(port: int, tool: str, mcp: harness.McpServer) -> harness.Sent:
+def call(port: int, tool: str, mcp: harness.McpServer, host: str | None = None) -> harness.Sent:
     tag = f"tg={time.monotonic_ns()}"
     body = harness.jsonrpc("tools/call", {"name": tool, "arguments": {"a": 2, "b": 3, "message": "m"}}, id=7)
-    r = harness.request("POST", f"http://127.0.0.1:{port}/mcp?{tag}", body,
-                        {"content-type": "application/json", "accept": "application/json, text/event-stream"})
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if host:
+        headers["host"] = host
+    r = harness.request("POST", f"http://127.0.0.1:{port}/mcp?{tag}", body, headers)
     executed = [e for e in mcp.executed() if str(e.get("path", "")).endswith(tag)]
     return harness.Sent(r, tag, 7, executed, len(executed))
 
@@ -305,5 +312,176 @@ def test_controller(cluster, tmp_path, wasm_path, start_mcp_server):
         assert te["spec"]["wasm"]["failStrategy"] == "FAIL_CLOSE"
         assert te["spec"]["wasm"]["pluginConfig"]["gateway"]["allow"][0]["name"] == "default/sum-and-echo"
         assert not (server.get("wasmplugins") or {}).get("items")
+    finally:
+        controller.stop()
+
+
+def reset(server: ApiServer):
+    """A clean namespace for the next test (the server is shared by the module's tests)."""
+    for kind in ("xaccesspolicies", "wasmplugins", "trafficextensions", "httproutes", "gateways", "xbackends"):
+        server.kubectl("delete", kind, "--all", "-n", "default", "--wait=false")
+
+
+def section_policy(name: str, section: str, tools: list[str], gateway: str = "shared") -> str:
+    return allow_policy(name, "gw", tools).replace(
+        "{group: gateway.networking.k8s.io, kind: Gateway, name: gw}",
+        "{group: gateway.networking.k8s.io, kind: Gateway, name: %s, sectionName: %s}" % (gateway, section))
+
+
+SHARED = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: shared, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: a, port: 8080, protocol: HTTP, hostname: a.example.com}
+  - {name: b, port: 8080, protocol: HTTP, hostname: b.example.com}
+  - {name: c, port: 8080, protocol: HTTP, hostname: c.example.com}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: shared, namespace: default}
+spec:
+  parentRefs: [{name: shared}]
+  rules: [{matches: [{path: {type: PathPrefix, value: /mcp}}], backendRefs: [{name: mcp-server, port: 8080}]}]
+"""
+
+
+def test_listeners_sharing_a_port(cluster, tmp_path, wasm_path, start_mcp_server):
+    """Three listeners on one port with different hostnames, a and b with their own policies, c with
+    none. Istio runs both WasmPlugins (each matches the port) for every request on it; each request
+    must be decided by its own listener's plan: in a real Envoy with both pluginConfigs, as Istio
+    would chain them."""
+    server = cluster
+    reset(server)
+    server.apply(SHARED + "---" + section_policy("pa", "a", ["get-sum"]) + "---" + section_policy("pb", "b", ["echo"]))
+    controller = Controller(server, tmp_path)
+    try:
+        wait_reasons(server, {"pa": "Accepted", "pb": "Accepted"})
+        plugins = [harness.wait_for(lambda n=n: plugin(server, f"toolgate-shared-{n}"), timeout=20, what=f"listener {n}")
+                   for n in ("a", "b")]
+        assert all(p["spec"]["match"] == [{"ports": [{"number": 8080}]}] for p in plugins)
+        assert plugin(server, "toolgate-shared-c") is None, "no policy on c: no WasmPlugin"
+        mcp = start_mcp_server("mcp", workdir=tmp_path / "mcp")
+        port = harness.free_port()
+        configs = [json.dumps(p["spec"]["pluginConfig"]) for p in plugins]
+        envoy = harness.Envoy.start(harness.write_json(tmp_path / "envoy.json", envoy_config(configs, wasm_path, port, mcp)),
+                                    tmp_path, "envoy", listeners=[port])
+        try:
+            assert_allowed(call(port, "get-sum", mcp, "a.example.com"))
+            assert_denied(call(port, "echo", mcp, "a.example.com"))
+            assert_allowed(call(port, "echo", mcp, "b.example.com:8080"))
+            assert_denied(call(port, "get-sum", mcp, "b.example.com"))
+            # c has no policy: neither a's nor b's plan restricts it.
+            for tool in ("get-sum", "echo", "get-env"):
+                assert_allowed(call(port, tool, mcp, "c.example.com"))
+        finally:
+            envoy.stop()
+    finally:
+        controller.stop()
+
+
+LEASE = "leases.coordination.k8s.io"
+LEADER_ARGS = ("--leader-elect", "--leader-elect-namespace", "default", "--leader-elect-lease-duration", "4s",
+               "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "300ms")
+
+
+def holder(server: ApiServer) -> str | None:
+    return ((server.get(LEASE, "toolgate-controller") or {}).get("spec") or {}).get("holderIdentity")
+
+
+def test_leader_election(cluster, tmp_path):
+    """--leader-elect against the API server, with Lease served by a CRD (the test server has no
+    coordination API; tests/k8s/test-crds/lease.yaml has Lease's schema): one writer; a follower
+    writes nothing; a killed leader's Lease is taken when it expires; a stopped leader releases it."""
+    server = cluster
+    server.kubectl("apply", "-f", str(REPO / "tests/k8s/test-crds/lease.yaml"))
+    server.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{LEASE}")
+    reset(server)
+    server.apply(GATEWAY + "---" + BACKEND)
+    a = Controller(server, tmp_path, *LEADER_ARGS, "--leader-elect-identity", "a")
+    b = c = None
+    try:
+        harness.wait_for(lambda: holder(server) == "a" or None, timeout=20, what="a holds the Lease")
+        b = Controller(server, tmp_path, *LEADER_ARGS, "--leader-elect-identity", "b")
+        server.apply(allow_policy("le", "gw", ["get-sum"]))
+        wait_reasons(server, {"le": "Accepted"})
+        harness.wait_for(lambda: plugin(server), timeout=20, what="the leader's WasmPlugin")
+        time.sleep(1)
+        assert sum(a.writes()) >= 2, a.writes()        # the WasmPlugin and the status
+        assert b.writes() == [], f"the follower ran passes: {b.writes()}"
+        assert "toolgate_controller_leader 1" in a.get("/metrics").body.decode()
+        assert "toolgate_controller_leader 0" in b.get("/metrics").body.decode()
+        assert b.get("/readyz").status == 200, "a synced follower is ready"
+
+        # The leader dies without releasing: b takes the Lease once it has not changed for 4 s.
+        a.proc.kill()
+        a.proc.wait()
+        killed = time.monotonic()
+        harness.wait_for(lambda: holder(server) == "b" or None, timeout=20, what="b takes over")
+        waited = time.monotonic() - killed
+        assert waited >= 3, f"taken over {waited:.1f} s after the kill: before the Lease expired"
+        # The new leader converges without rewriting what a wrote, then writes the next change.
+        harness.wait_for(lambda: b.writes() or None, timeout=10, what="b's first pass")
+        assert set(b.writes()) == {0}, b.writes()
+        before = plugin(server)["spec"]["pluginConfig"]["hash"]
+        server.apply(allow_policy("le", "gw", ["get-sum", "echo"]))
+        harness.wait_for(lambda: plugin(server)["spec"]["pluginConfig"]["hash"] != before or None, timeout=20,
+                         what="b writes the change")
+
+        # SIGTERM: the leader releases the Lease, and a follower takes it at its next try.
+        c = Controller(server, tmp_path, *LEADER_ARGS, "--leader-elect-identity", "c")
+        time.sleep(1)
+        assert c.writes() == [] and holder(server) == "b"
+        stopped = time.monotonic()
+        b.stop()
+        assert b.proc.returncode == 0, b.log.read_text()
+        assert "released Lease default/toolgate-controller" in b.log.read_text()
+        harness.wait_for(lambda: holder(server) == "c" or None, timeout=10, what="c takes over")
+        assert time.monotonic() - stopped < 3, "taken over only after the Lease expired: it was not released"
+        harness.wait_for(lambda: c.writes() or None, timeout=10, what="c's first pass")
+        assert set(c.writes()) == {0}, c.writes()
+        assert server.get(LEASE, "toolgate-controller")["spec"]["leaseTransitions"] == 3   # a, b, c
+    finally:
+        for x in (a, b, c):
+            if x:
+                x.stop()
+
+
+def test_api_server_restart(cluster, tmp_path):
+    """The API server (and etcd) stopped for a while and started again on the same data: the
+    controller stays up, reconnects, and converges without rewriting what did not change."""
+    server = cluster
+    reset(server)
+    server.apply(GATEWAY + "---" + BACKEND + "---" + allow_policy("r1", "gw", ["get-sum"]) + "---"
+                 + GATEWAY.replace("name: gw,", "name: gw2,") + "---" + allow_policy("r2", "gw2", ["echo"]))
+    controller = Controller(server, tmp_path)
+    try:
+        wait_reasons(server, {"r1": "Accepted", "r2": "Accepted"})
+        harness.wait_for(lambda: plugin(server) and plugin(server, "toolgate-gw2-http"), timeout=20, what="WasmPlugins")
+        time.sleep(1)
+        versions = {n: plugin(server, n)["metadata"]["resourceVersion"] for n in ("toolgate-gw-http", "toolgate-gw2-http")}
+        statuses = {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in server.get("xaccesspolicies")["items"]}
+        passes = len(controller.writes())
+
+        server.stop(keep_data=True)
+        time.sleep(6)
+        assert controller.proc.poll() is None, "the controller exited while the API server was away"
+        server.start(keep_data=True)
+
+        # Reconnected: a change made after the restart reaches the WasmPlugin.
+        before = plugin(server)["spec"]["pluginConfig"]["hash"]
+        server.apply(allow_policy("r1", "gw", ["get-sum", "echo"]))
+        harness.wait_for(lambda: plugin(server)["spec"]["pluginConfig"]["hash"] != before or None, timeout=30,
+                         what="the change after the restart")
+        time.sleep(2)
+        # Converged without rewriting: the writes since the outage are the changed WasmPlugin and the
+        # changed policy's status (a new observedGeneration), nothing else.
+        assert sum(controller.writes()[passes:]) == 2, controller.writes()[passes:]
+        assert plugin(server, "toolgate-gw2-http")["metadata"]["resourceVersion"] == versions["toolgate-gw2-http"]
+        now = {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in server.get("xaccesspolicies")["items"]}
+        assert now["r2"] == statuses["r2"], "an unchanged policy's status was rewritten"
+        assert controller.get("/readyz").status == 200
     finally:
         controller.stop()

@@ -134,6 +134,55 @@ struct Context {
     args: ControllerArgs,
     policy_api: ApiResource,
     output_api: ApiResource,
+    written: Written,
+}
+
+/// Writes whose watch event has not reached the cache yet. A pass that runs in between (another
+/// event, or a watch that is slow to come back after an outage) still sees the old object; it does
+/// not repeat a write of the same content while the cache shows the resourceVersion it showed when
+/// the write was made. Once the cache shows anything else, the entry no longer holds.
+#[derive(Default)]
+struct Written(std::sync::Mutex<std::collections::HashMap<(String, String, String), (serde_json::Value, Option<String>)>>);
+
+impl Written {
+    fn pending(&self, key: &(String, String, String), content: &serde_json::Value, cached_version: Option<&str>) -> bool {
+        self.0
+            .lock()
+            .map(|m| m.get(key).is_some_and(|(c, v)| c == content && v.as_deref() == cached_version))
+            .unwrap_or(false)
+    }
+
+    fn record(&self, key: (String, String, String), content: serde_json::Value, cached_version: Option<String>) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(key, (content, cached_version));
+        }
+    }
+
+    fn clear(&self, key: &(String, String, String)) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(key);
+        }
+    }
+}
+
+/// A status without its `lastTransitionTime`s (stamped anew by each pass until the cache has the
+/// written ones).
+fn without_times(mut v: serde_json::Value) -> serde_json::Value {
+    match &mut v {
+        serde_json::Value::Object(m) => {
+            m.remove("lastTransitionTime");
+            for x in m.values_mut() {
+                *x = without_times(x.take());
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a.iter_mut() {
+                *x = without_times(x.take());
+            }
+        }
+        _ => {}
+    }
+    v
 }
 
 pub fn run(args: &ControllerArgs) -> std::process::ExitCode {
@@ -229,7 +278,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         // Kept to the end: a dropped sender would end `leading.changed()` at once.
         _unused_sender = Some(leading_tx);
     }
-    let ctx = Context { metrics, client, args, policy_api, output_api };
+    let ctx = Context { metrics, client, args, policy_api, output_api, written: Written::default() };
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         let is_leader = *leading.borrow_and_update();
@@ -340,11 +389,18 @@ async fn sync(ctx: &Context, ar: &ApiResource, kind: &str, desired: &[Desired], 
         let current = existing
             .iter()
             .find(|o| o.metadata.namespace.as_deref() == Some(&d.namespace) && o.metadata.name.as_deref() == Some(&d.name));
+        let key = (kind.to_string(), d.namespace.clone(), d.name.clone());
         if current.and_then(|c| serde_json::to_value(c.as_ref()).ok()).is_some_and(|c| output::up_to_date(&c, &d.object)) {
+            ctx.written.clear(&key);
+            continue;
+        }
+        let cached_version = current.and_then(|c| c.metadata.resource_version.clone());
+        if ctx.written.pending(&key, &d.object, cached_version.as_deref()) {
             continue;
         }
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, ar);
         api.patch(&d.name, &apply, &Patch::Apply(&d.object)).await?;
+        ctx.written.record(key, d.object.clone(), cached_version);
         eprintln!("toolgate controller: applied {kind} {}/{}", d.namespace, d.name);
         writes += 1;
     }
@@ -427,7 +483,15 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         let Some(obj) = policies.iter().find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name)) else {
             continue;
         };
-        let Some(new) = output::status_update(status, obj.data.get("status")) else { continue };
+        let key = ("XAccessPolicy/status".to_string(), ns.to_string(), name.to_string());
+        let Some(new) = output::status_update(status, obj.data.get("status")) else {
+            ctx.written.clear(&key);
+            continue;
+        };
+        let content = without_times(new.clone());
+        if ctx.written.pending(&key, &content, obj.metadata.resource_version.as_deref()) {
+            continue;
+        }
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ctx.policy_api);
         let patch = json!({
             "apiVersion": "agentic.networking.x-k8s.io/v1alpha1",
@@ -436,6 +500,7 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
             "status": new,
         });
         api.patch_status(name, &apply, &Patch::Apply(&patch)).await?;
+        ctx.written.record(key, content, obj.metadata.resource_version.clone());
         eprintln!("toolgate controller: status of XAccessPolicy {ns}/{name} written");
         writes += 1;
     }
@@ -446,4 +511,34 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         });
     }
     Ok(writes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_is_not_repeated_while_the_cache_has_not_seen_it() {
+        let w = Written::default();
+        let key = ("WasmPlugin".to_string(), "ns".to_string(), "p".to_string());
+        let v1 = json!({"spec": 1});
+        assert!(!w.pending(&key, &v1, Some("7")), "nothing written yet");
+        w.record(key.clone(), v1.clone(), Some("7".into()));
+        assert!(w.pending(&key, &v1, Some("7")), "the cache still shows version 7: the write is in flight");
+        assert!(!w.pending(&key, &json!({"spec": 2}), Some("7")), "other content is written");
+        assert!(!w.pending(&key, &v1, Some("9")), "someone changed it since: written again");
+        w.record(key.clone(), v1.clone(), None);
+        assert!(w.pending(&key, &v1, None), "created, not seen yet");
+        w.clear(&key);
+        assert!(!w.pending(&key, &v1, None), "seen, then deleted: created again");
+    }
+
+    #[test]
+    fn statuses_compare_without_transition_times() {
+        let a = json!({"ancestors": [{"conditions": [{"reason": "Accepted", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]});
+        let b = json!({"ancestors": [{"conditions": [{"reason": "Accepted", "lastTransitionTime": "2026-02-02T00:00:00Z"}]}]});
+        let c = json!({"ancestors": [{"conditions": [{"reason": "InvalidCEL", "lastTransitionTime": "2026-02-02T00:00:00Z"}]}]});
+        assert_eq!(without_times(a.clone()), without_times(b));
+        assert_ne!(without_times(a), without_times(c));
+    }
 }
