@@ -3,7 +3,16 @@
 //! (`toolgate_policy::lifecycle`) run against a simulated host, so classification (JSON POST, body
 //! limit, encoding), authorizer calls and replies are the filter's; external authorizers are
 //! assumed to allow unless the request file says `authorizers: deny`.
+//!
+//! Both MCP revisions are described the same way: a 2025-11-25 request (`initialize`, a session's
+//! `mcp-session-id`, a GET stream, DELETE) or a 2026-07-28 one (`server/discover`,
+//! `subscriptions/listen`, `params._meta`, the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`
+//! headers, values sent as `=?base64?…?=`). The headers are compared with each message as the filter
+//! does, before any policy: a mismatch is shown, and the decision is the filter's HTTP 400 with
+//! `-32020`. A `subscriptions/listen` is explained as the set the filter judges: its list-change part,
+//! then each `resourceSubscriptions` URI as a `resources/subscribe` of that URI.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -11,10 +20,10 @@ use clap::Args;
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_policy::authz::assumed_answer;
-use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest};
+use toolgate_policy::eval::{mcp_header_value, BodyInput, Evaluator, HttpRequest, MessageExplanation};
 use toolgate_policy::lifecycle::headers::{self, Classified};
 use toolgate_policy::lifecycle::{self, CallAnswer, Callout, Counter, LogLevel, Plugin, Property};
-use toolgate_policy::mcp::{self, ReadOptions};
+use toolgate_policy::mcp::{self, McpBody, McpMessage, ReadOptions};
 
 use crate::cli::{self, Failure, InputArgs, PlanArgs};
 
@@ -24,9 +33,12 @@ pub struct ExplainArgs {
     pub input: InputArgs,
     #[command(flatten)]
     pub plan: PlanArgs,
-    /// The request, as YAML or JSON (see `toolgate explain --help`):
-    /// gateway (ns/name), listener, method, path, host, headers, principal, body.
-    #[arg(long, value_name = "FILE")]
+    /// The request, as YAML or JSON: gateway (ns/name), listener, method, path, host, headers
+    /// (name: value, or name: [value, ...] for a repeated field), principal (SPIFFE ID), body (JSON,
+    /// or a string taken as the raw body), authorizers (allow | deny). E.g. a 2026-07-28 call:
+    /// `headers: {MCP-Protocol-Version: 2026-07-28, Mcp-Method: tools/call, Mcp-Name: get-sum}` and
+    /// `body: {jsonrpc: "2.0", id: 1, method: tools/call, params: {name: get-sum}}`.
+    #[arg(long, value_name = "FILE", verbatim_doc_comment)]
     pub request: PathBuf,
 }
 
@@ -39,14 +51,23 @@ struct RequestFile {
     method: Option<String>,
     path: Option<String>,
     host: Option<String>,
+    /// Header fields; a list of values is a repeated field.
     #[serde(default)]
-    headers: BTreeMap<String, String>,
+    headers: BTreeMap<String, HeaderValues>,
     /// The caller's SPIFFE ID (from its client certificate); absent = no identity.
     principal: Option<String>,
     /// A JSON body (an MCP message or a batch), or a string taken as the raw body.
     body: Option<Value>,
     /// How external authorizers answer: `allow` (the default) or `deny`.
     authorizers: Option<Assumed>,
+}
+
+/// One header value, or the values of a repeated field.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum HeaderValues {
+    One(String),
+    Many(Vec<String>),
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -88,8 +109,17 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
     let method = described.method.as_deref().unwrap_or("POST").to_ascii_uppercase();
     let path = described.path.as_deref().unwrap_or("/mcp");
     let host = described.host.as_deref().unwrap_or("localhost");
-    let mut headers: Vec<(String, String)> =
-        described.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
+    let mut headers: Vec<(String, String)> = described
+        .headers
+        .iter()
+        .flat_map(|(k, v)| {
+            let values = match v {
+                HeaderValues::One(one) => std::slice::from_ref(one),
+                HeaderValues::Many(many) => many.as_slice(),
+            };
+            values.iter().map(move |v| (k.to_ascii_lowercase(), v.clone()))
+        })
+        .collect();
     let body_bytes: Option<Vec<u8>> = described.body.as_ref().map(|b| match b {
         Value::String(s) => s.clone().into_bytes(),
         other => other.to_string().into_bytes(),
@@ -138,17 +168,33 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         println!("body: not MCP ({e}): only rules without MCP constraints can allow it");
     }
     if route.under_policy() {
-        for m in route.explain(&req, body) {
-            let index = m.message.map(|i| format!("[{i}] ")).unwrap_or_default();
-            println!("{index}{}", m.what);
-            for level in &m.levels {
-                let matched = level.rules.iter().any(|r| r.outcome.is_ok());
-                println!("  {} level: {}", level.level.as_str(), if matched { "allows" } else { "DENIES (no rule matches)" });
-                for r in &level.rules {
-                    match &r.outcome {
-                        Ok(()) => println!("    {} rule {}: matches", r.policy, r.rule),
-                        Err(why) => println!("    {} rule {}: no ({why})", r.policy, r.rule),
-                    }
+        let mismatch = match body {
+            BodyInput::Mcp(m) => explain_mcp_headers(&headers, m.messages(), m.is_batch()),
+            _ => false,
+        };
+        if mismatch {
+            println!("headers: mismatch, checked before any policy (MCP 2026-07-28 HeaderMismatch): HTTP 400, -32020; the rules below are not consulted");
+        }
+        print_explanations(&route.explain(&req, body), None);
+        // A subscriptions/listen is judged as a set: each resource URI as a resources/subscribe.
+        if let BodyInput::Mcp(m) = body {
+            let batch = m.is_batch();
+            for (i, msg) in m.messages().iter().enumerate() {
+                if msg.method.as_deref() != Some("subscriptions/listen") {
+                    continue;
+                }
+                for uri in &msg.subscriptions {
+                    let subscribe = McpBody::Single(McpMessage {
+                        method: Some(Cow::Borrowed("resources/subscribe")),
+                        id: msg.id,
+                        name: None,
+                        uri: Some(Cow::Borrowed(uri.as_ref())),
+                        subscriptions: Vec::new(),
+                        protocol_version: None,
+                        params: None,
+                    });
+                    let what = format!("resourceSubscriptions {uri:?}, judged as ");
+                    print_explanations(&route.explain(&req, BodyInput::Mcp(&subscribe)), Some((batch.then_some(i), &what)));
                 }
             }
         }
@@ -197,6 +243,83 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         _ => println!("decision: none (the request would stay paused)"),
     }
     Ok(())
+}
+
+/// Prints what `Route::explain` says; `part`: the batch index and a prefix, for the parts of a
+/// `subscriptions/listen`.
+fn print_explanations(explained: &[MessageExplanation], part: Option<(Option<usize>, &str)>) {
+    for m in explained {
+        let (message, prefix) = match part {
+            Some((i, prefix)) => (i, prefix),
+            None => (m.message, ""),
+        };
+        let index = message.map(|i| format!("[{i}] ")).unwrap_or_default();
+        println!("{index}{prefix}{}", m.what);
+        for level in &m.levels {
+            let matched = level.rules.iter().any(|r| r.outcome.is_ok());
+            println!("  {} level: {}", level.level.as_str(), if matched { "allows" } else { "DENIES (no rule matches)" });
+            for r in &level.rules {
+                match &r.outcome {
+                    Ok(()) => println!("    {} rule {}: matches", r.policy, r.rule),
+                    Err(why) => println!("    {} rule {}: no ({why})", r.policy, r.rule),
+                }
+            }
+        }
+    }
+}
+
+/// Compares the MCP 2026-07-28 request headers with each message as the filter does (SPEC §4), and
+/// prints each comparison; true when one disagrees (the filter then answers HTTP 400, -32020).
+fn explain_mcp_headers(headers: &[(String, String)], messages: &[McpMessage<'_>], batch: bool) -> bool {
+    const CHECKED: [(&str, &str); 3] =
+        [("mcp-method", "Mcp-Method"), ("mcp-name", "Mcp-Name"), ("mcp-protocol-version", "MCP-Protocol-Version")];
+    let values = |name: &str| headers.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect::<Vec<_>>();
+    let mut mismatch = false;
+    for (name, shown) in CHECKED {
+        let v = values(name);
+        if v.len() > 1 {
+            println!("header {shown}: sent {} times: a mismatch (a server may read another field than this check)", v.len());
+            mismatch = true;
+        }
+    }
+    if mismatch {
+        return true;
+    }
+    for (i, msg) in messages.iter().enumerate() {
+        let at = if batch { format!(" (batch element {i})") } else { String::new() };
+        for (name, shown) in CHECKED {
+            let Some(&sent) = values(name).first() else { continue };
+            let (header, body, field) = match name {
+                "mcp-protocol-version" => {
+                    let Some(v) = msg.protocol_version.as_deref() else {
+                        println!("header {shown}: {sent:?}; the body has no params._meta protocol version{at}: nothing to compare");
+                        continue;
+                    };
+                    (Some(Cow::Borrowed(sent.trim())), Some(v), "params._meta protocolVersion")
+                }
+                "mcp-method" => (mcp_header_value(name, sent), msg.method.as_deref(), "method"),
+                _ => {
+                    let resources = msg.method.as_deref().is_some_and(|m| m.starts_with("resources/"));
+                    let (value, field) =
+                        if resources { (msg.uri.as_deref(), "params.uri") } else { (msg.name.as_deref(), "params.name") };
+                    (mcp_header_value(name, sent), value, field)
+                }
+            };
+            let shown_value = match &header {
+                Some(h) if h.as_ref() != sent => format!("{sent:?} (decoded {h:?})"),
+                Some(_) => format!("{sent:?}"),
+                None => format!("{sent:?} (not valid base64 UTF-8)"),
+            };
+            if header.is_some() && header.as_deref() == body {
+                println!("header {shown}: {shown_value} agrees with the body's {field}{at}");
+            } else {
+                let body = body.map_or_else(|| "absent".to_string(), |b| format!("{b:?}"));
+                println!("header {shown}: {shown_value} DISAGREES with the body's {field} ({body}){at}");
+                mismatch = true;
+            }
+        }
+    }
+    mismatch
 }
 
 /// A plan-loading host that keeps nothing.

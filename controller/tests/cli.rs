@@ -282,3 +282,56 @@ fn render_honours_httproute_timeouts() {
     let bad = toolgate(&["render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "-o", out.to_str().unwrap(), "--stream-idle-timeout", "soon"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn explain_reads_both_mcp_revisions_and_reports_header_mismatches() {
+    let dir = tmp("explain-revisions");
+    let rules = "  rules:\n  - name: base\n    authorization: {type: Inline, mcp: {mcpBaseProtocolMethodsOption: MATCH_BASE_PROTOCOL_METHODS, methods: [{name: tools/call, params: [get-sum, \"ünïcødé\"]}, {name: resources/subscribe, params: [\"memo://a\"]}]}}\n";
+    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", GW, rules)]);
+    let request = dir.join("req.yaml");
+    let explain = |req: &str| {
+        std::fs::write(&request, req).unwrap();
+        let o = toolgate(&["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let meta = r#""_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}"#;
+    let v26 = "MCP-Protocol-Version: \"2026-07-28\"";
+    // 2026-07-28: server/discover is a base method.
+    let out = explain(&format!(
+        "listener: http\nheaders: {{{v26}, Mcp-Method: server/discover}}\nbody: {{\"jsonrpc\": \"2.0\", \"id\": \"d\", \"method\": \"server/discover\", \"params\": {{{meta}}}}}\n"
+    ));
+    assert!(out.contains("header Mcp-Method: \"server/discover\" agrees with the body's method"), "{out}");
+    assert!(out.contains("header MCP-Protocol-Version: \"2026-07-28\" agrees"), "{out}");
+    assert!(out.contains("decision: ALLOW (allow gateway=default/p:base"), "{out}");
+    // A non-ASCII tool name sent base64-encoded in Mcp-Name: decoded, agrees, allowed.
+    let call = |name: &str| format!(r#"body: {{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {{"name": "{name}", {meta}}}}}"#);
+    let out = explain(&format!("listener: http\nheaders: {{{v26}, Mcp-Method: tools/call, Mcp-Name: \"=?base64?w7xuw69jw7hkw6k=?=\"}}\n{}\n", call("ünïcødé")));
+    assert!(out.contains(r#"(decoded "ünïcødé") agrees with the body's params.name"#), "{out}");
+    assert!(out.contains("decision: ALLOW"), "{out}");
+    // A mismatching one: HTTP 400 -32020, as the filter answers, even though a rule allows the body.
+    let out = explain(&format!("listener: http\nheaders: {{{v26}, Mcp-Method: tools/call, Mcp-Name: \"=?base64?Z2V0LWVudg==?=\"}}\n{}\n", call("get-sum")));
+    assert!(out.contains(r#"header Mcp-Name: "=?base64?Z2V0LWVudg==?=" (decoded "get-env") DISAGREES with the body's params.name ("get-sum")"#), "{out}");
+    assert!(out.contains("HTTP 400, -32020; the rules below are not consulted"), "{out}");
+    assert!(out.contains(r#"reply HTTP 400 {"jsonrpc":"2.0","id":4,"error":{"code":-32020,"message":"Header mismatch: the Mcp-Name header does not match the body"}}"#), "{out}");
+    // Mcp-Method, the protocol version, and a repeated field.
+    let out = explain(&format!("listener: http\nheaders: {{Mcp-Method: tools/list}}\n{}\n", call("get-sum")));
+    assert!(out.contains("header Mcp-Method: \"tools/list\" DISAGREES") && out.contains("reply HTTP 400"), "{out}");
+    let out = explain(&format!("listener: http\nheaders: {{MCP-Protocol-Version: \"2025-11-25\"}}\n{}\n", call("get-sum")));
+    assert!(out.contains("deny: MCP-Protocol-Version header does not match the body") && out.contains("-32020"), "{out}");
+    let out = explain(&format!("listener: http\nheaders: {{Mcp-Name: [get-sum, get-env]}}\n{}\n", call("get-sum")));
+    assert!(out.contains("header Mcp-Name: sent 2 times") && out.contains("reply HTTP 400"), "{out}");
+    // subscriptions/listen is explained as the set the filter judges.
+    let listen = |uris: &str| format!(r#"body: {{"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {{"notifications": {{"toolsListChanged": true, "resourceSubscriptions": [{uris}]}}, {meta}}}}}"#);
+    let out = explain(&format!("listener: http\nheaders: {{{v26}, Mcp-Method: subscriptions/listen}}\n{}\n", listen(r#""memo://a""#)));
+    assert!(out.contains("resourceSubscriptions \"memo://a\", judged as resources/subscribe \"memo://a\"\n  gateway level: allows"), "{out}");
+    assert!(out.contains("decision: ALLOW"), "{out}");
+    let out = explain(&format!("listener: http\n{}\n", listen(r#""memo://a", "memo://b""#)));
+    assert!(out.contains("resourceSubscriptions \"memo://b\", judged as resources/subscribe \"memo://b\"\n  gateway level: DENIES"), "{out}");
+    assert!(out.contains(r#"decision: DENY (deny gateway: no rule of 1 allow policy matched); reply HTTP 200 {"jsonrpc":"2.0","id":9,"#), "{out}");
+    // 2025-11-25 on the same listener: the handshake and a session's GET stream are base methods.
+    let out = explain("listener: http\nbody: {\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"initialize\", \"params\": {\"protocolVersion\": \"2025-11-25\"}}\n");
+    assert!(out.contains("decision: ALLOW"), "{out}");
+    let out = explain("listener: http\nmethod: GET\nheaders: {mcp-session-id: abc, MCP-Protocol-Version: \"2025-11-25\"}\n");
+    assert!(out.contains("decision: ALLOW"), "{out}");
+}
