@@ -234,3 +234,46 @@ def test_long_tool_call_and_idle_get_stream(interop):
     assert '"GET /mcp" 200' in get_line, get_line
     assert (datetime.now(timezone.utc) - _start_time(get_line)).total_seconds() >= 60, get_line
     assert "slow" in server.executed
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sdk_client_with_the_sample_server(gateway, mode):
+    """The SDK client against Toolgate's own sample server (tests/mcp-server), which speaks both revisions:
+    the real exchange of each revision that the other e2e tests imitate."""
+    gw = gateway(policy("p", rule("a", source=sa("a"), mcp=mcp_match(
+        ("tools/call", ["get-sum"]), ("resources/read", ["memo://insights"]),
+        ("resources/subscribe", ["memo://insights"]), base=True))))
+    notify = f"http://{gw.server.address}/notify"
+
+    async def scenario():
+        async with si.client(gw, mode) as c:
+            assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+            tools = await c.list_tools()
+            assert [t.name for t in tools.tools] == ["get-sum", "echo", "get-env"]
+            assert _text(await c.call_tool("get-sum", {"a": 40, "b": 2})) == "42"
+            await _denied(c.call_tool("echo", {"message": "hi"}))
+            assert (await c.read_resource("memo://insights")).contents[0].text.startswith("Insights memo")
+            if mode == "legacy":
+                return
+            async with c.listen(tools_list_changed=True, resource_subscriptions=["memo://insights"]) as sub:
+                assert sub.honored.resource_subscriptions == ["memo://insights"]
+                status, _, body = harness.request("POST", notify, {"tools": True, "uri": "memo://insights"})
+                assert status == 200 and b'"delivered":2' in body, body
+                events = []
+                with anyio.fail_after(15):
+                    async for event in sub:
+                        events.append(type(event).__name__)
+                        if len(events) == 2:
+                            break
+                assert events == ["ToolsListChanged", "ResourceUpdated"], events
+
+    anyio.run(scenario)
+    executed = [(e["jsonrpc_method"], e["name"]) for e in gw.server.executed()]
+    assert ("tools/call", "get-sum") in executed and ("tools/call", "echo") not in executed, executed
+    if mode != "legacy":
+        assert ("server/discover", None) in executed or mode == "2026-07-28", executed
+        assert ("subscriptions/listen", None) in executed, executed
+        listen = [e for e in gw.server.executed() if e["jsonrpc_method"] == "subscriptions/listen"][0]
+        # What the SDK client sent, checked by the sample server and by Toolgate before it.
+        assert listen["headers"]["mcp-method"] == "subscriptions/listen"
+        assert listen["headers"]["mcp-protocol-version"] == "2026-07-28"
