@@ -2,7 +2,9 @@
 apiextensions-apiserver with etcd; Gateway API and Istio CRDs installed): WasmPlugin output, policy
 status, level-triggered re-admission, convergence after a restart, TrafficExtension output; and the
 WasmPlugin's pluginConfig, as the API server returns it (JSON text, keys in its own order), loaded into
-the real filter in a real Envoy whose clusters are named as Istio names them."""
+the real filter in a real Envoy whose clusters are named as Istio names them. Also: listeners sharing a
+port (both WasmPlugins chained in Envoy), --leader-elect with three replicas, and the API server stopped
+and started again on the same etcd data."""
 
 from __future__ import annotations
 

@@ -142,23 +142,26 @@ struct Context {
 /// not repeat a write of the same content while the cache shows the resourceVersion it showed when
 /// the write was made. Once the cache shows anything else, the entry no longer holds.
 #[derive(Default)]
-struct Written(std::sync::Mutex<std::collections::HashMap<(String, String, String), (serde_json::Value, Option<String>)>>);
+struct Written(std::sync::Mutex<std::collections::HashMap<WrittenKey, (serde_json::Value, Option<String>)>>);
+
+/// (kind, namespace, name).
+type WrittenKey = (String, String, String);
 
 impl Written {
-    fn pending(&self, key: &(String, String, String), content: &serde_json::Value, cached_version: Option<&str>) -> bool {
+    fn pending(&self, key: &WrittenKey, content: &serde_json::Value, cached_version: Option<&str>) -> bool {
         self.0
             .lock()
             .map(|m| m.get(key).is_some_and(|(c, v)| c == content && v.as_deref() == cached_version))
             .unwrap_or(false)
     }
 
-    fn record(&self, key: (String, String, String), content: serde_json::Value, cached_version: Option<String>) {
+    fn record(&self, key: WrittenKey, content: serde_json::Value, cached_version: Option<String>) {
         if let Ok(mut m) = self.0.lock() {
             m.insert(key, (content, cached_version));
         }
     }
 
-    fn clear(&self, key: &(String, String, String)) {
+    fn clear(&self, key: &WrittenKey) {
         if let Ok(mut m) = self.0.lock() {
             m.remove(key);
         }
