@@ -302,7 +302,9 @@ fn read_http_response(allowed: &[String], headers: Vec<(String, String)>, body: 
     let Some(status) = headers.iter().find(|(k, _)| k == ":status").and_then(|(_, v)| v.parse::<u32>().ok()) else {
         return Answer::Fail(AuthzFailure::Malformed);
     };
-    if !(100..600).contains(&status) {
+    // A 1xx is never a final answer: passed on as a denial it would be the status of the filter's
+    // local reply (found by the lifecycle fuzz target).
+    if !(200..600).contains(&status) {
         return Answer::Fail(AuthzFailure::Malformed);
     }
     // A 5xx is an error, not a decision (as in Envoy's ext_authz HTTP client). It is also what Envoy's
