@@ -1,0 +1,65 @@
+//! The MCP body reader on arbitrary bytes: never panics, stays within its allocation bound, gives
+//! the same answer with and without `capture_params`, and accepts only what serde_json also reads,
+//! with the same method, id, params.name, params.uri, protocol version and params text.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+use toolgate_fuzz::{measure, reader_bound};
+use toolgate_policy::mcp::{read_body, ReadOptions};
+
+fuzz_target!(|data: &[u8]| {
+    let (captured, peak) = measure(|| read_body(data, ReadOptions { capture_params: true }));
+    assert!(peak <= reader_bound(data.len()), "reader used {peak} bytes of heap for a {}-byte body", data.len());
+    let plain = read_body(data, ReadOptions::default());
+    let body = match (&captured, &plain) {
+        (Ok(c), Ok(p)) => {
+            assert_eq!(c.is_batch(), p.is_batch());
+            for (a, b) in c.messages().iter().zip(p.messages()) {
+                assert_eq!((&a.method, a.id, &a.name, &a.uri), (&b.method, b.id, &b.name, &b.uri));
+                assert!(b.params.is_none());
+            }
+            c
+        }
+        (Err(c), Err(p)) => {
+            assert_eq!(c, p);
+            // Error text reaches logs and summaries: it must not break out of quotes.
+            assert!(!c.to_string().contains(['"', '\n', '\r']), "{c}");
+            return;
+        }
+        _ => panic!("capture_params changed the verdict: {captured:?} vs {plain:?}"),
+    };
+    let value: Value = match serde_json::from_slice(data) {
+        Ok(v) => v,
+        // serde_json refuses numbers beyond f64 (1e400), which RFC 8259 allows.
+        Err(e) if e.to_string().contains("number out of range") => return,
+        Err(e) => panic!("the reader accepted a body serde_json refuses ({e}): {body:?}"),
+    };
+    let values: Vec<&Value> = match &value {
+        Value::Array(items) => items.iter().collect(),
+        one => vec![one],
+    };
+    assert_eq!(body.is_batch(), value.is_array());
+    assert_eq!(body.messages().len(), values.len());
+    for (m, v) in body.messages().iter().zip(values) {
+        assert_eq!(v.get("jsonrpc").and_then(Value::as_str), Some("2.0"));
+        assert_eq!(m.method.as_deref(), v.get("method").and_then(Value::as_str));
+        match m.id {
+            Some(raw) => assert_eq!(serde_json::from_str::<Value>(raw).ok().as_ref(), v.get("id"), "id {raw}"),
+            None => assert!(v.get("id").is_none()),
+        }
+        let params = v.get("params");
+        let field = |k: &str| params.and_then(|p| p.get(k)).and_then(Value::as_str);
+        assert_eq!(m.name.as_deref(), field("name"));
+        assert_eq!(m.uri.as_deref(), field("uri"));
+        let meta = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+            .and_then(Value::as_str);
+        assert_eq!(m.protocol_version.as_deref(), meta);
+        match m.params {
+            Some(raw) => assert_eq!(serde_json::from_str::<Value>(raw).ok().as_ref(), params),
+            None => assert!(params.is_none()),
+        }
+    }
+});

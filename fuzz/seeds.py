@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Writes the checked-in seed corpora (fuzz/corpus/<target>/): bodies and plans from the tests
+(policy/tests/mcp_reader.rs, tests/bypass, fuzz/plans). Run after changing the list; the file names
+are content hashes, so re-running adds nothing twice."""
+import hashlib
+import pathlib
+
+HERE = pathlib.Path(__file__).parent
+ATTRIBUTE_BYTES = 32  # fuzz/src/lib.rs
+CONTROL_BYTES = 64    # fuzz_targets/lifecycle.rs
+
+BODIES = [
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}',
+    b'{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi \\u00e9\\ud83d\\ude00"}}}',
+    b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}',
+    b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}',
+    b'{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///public/readme"}}',
+    b'{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"greet","arguments":{}}}',
+    b'[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum"}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}]',
+    b'{"jsonrpc":"2.0","id":5,"result":{}}',
+    b'{"jsonrpc":"2.0","id":6,"error":{"code":-32601,"message":"x"}}',
+    b'{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["file:///public/readme","file:///x"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}',
+    b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"get-sum","Name":"get-env"}}',
+    b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"get-sum","name":"get-env"}}',
+    b'{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"n\\u0061me":"get-sum","arguments":{"deep":[[[[[[1]]]]]]}}}',
+    b'{"jsonrpc":"2.0","id":1.5e3,"method":"tools/call","params":{"name":"get-\\u0073um"}}',
+    b' \t\r\n{"method":"tools/call","params":{"name":"get-sum","arguments":null},"id":null,"jsonrpc":"2.0"} ',
+    b'{"jsonrpc":"2.0","id":11,"method":"tools/call","params":["get-sum"]}',
+    b'{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":7}}',
+    b'{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"\\u017fame":"x","name":"get-sum"}}',
+    b'[]',
+    b'{"jsonrpc":"2.0","id":14,"method":"ping"}',
+    b'{"jsonrpc":"2.0","id":true,"method":"ping"}',
+]
+
+PLANS = sorted((HERE / "plans").glob("*.json"))
+
+
+def write(target, data):
+    d = HERE / "corpus" / target
+    d.mkdir(parents=True, exist_ok=True)
+    (d / hashlib.sha1(data).hexdigest()).write_bytes(data)
+
+
+for body in BODIES:
+    write("mcp_reader", body)
+    write("request_eval", bytes(ATTRIBUTE_BYTES) + body)
+for body in BODIES[:8]:
+    write("lifecycle", bytes(CONTROL_BYTES) + bytes(ATTRIBUTE_BYTES) + body)
+    # The ExternalAuth plan (first control byte odd), one call answered.
+    write("lifecycle", b"\x01" + bytes(CONTROL_BYTES - 1) + bytes(ATTRIBUTE_BYTES) + body)
+for plan in PLANS:
+    write("plan_load", plan.read_bytes())

@@ -1,0 +1,267 @@
+//! Shared pieces of the fuzz targets: a counting allocator (the allocation bound), the fixed plans,
+//! arbitrary HTTP requests, and a fake proxy host for the lifecycle.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use arbitrary::{Arbitrary, Unstructured};
+
+
+// ------------------------------------------------------------------------------------------------
+// Allocation bound. libFuzzer's -malloc_limit_mb needs a sanitizer's malloc hooks, which a stable
+// build without sanitizers does not have (-rss_limit_mb still works: it polls the RSS). So the
+// targets count their own heap: `measure` runs a closure and returns the peak of bytes live during
+// it, over what was live before; each target asserts a bound in the input's size.
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(layout.size(), Relaxed) + layout.size();
+            PEAK.fetch_max(now, Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            if new_size >= layout.size() {
+                let now = LIVE.fetch_add(new_size - layout.size(), Relaxed) + new_size - layout.size();
+                PEAK.fetch_max(now, Relaxed);
+            } else {
+                LIVE.fetch_sub(layout.size() - new_size, Relaxed);
+            }
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Runs `f`; returns its result and the peak heap bytes it had live at once (libFuzzer runs one
+/// input at a time on one thread; its own allocations between inputs are not inside `f`).
+pub fn measure<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let base = LIVE.load(Relaxed);
+    PEAK.store(base, Relaxed);
+    let out = f();
+    let peak = PEAK.load(Relaxed).saturating_sub(base);
+    (out, peak)
+}
+
+/// The reader's documented bound (docs/security.md): peak heap while reading a body of `len`
+/// bytes, results included.
+pub fn reader_bound(len: usize) -> usize {
+    32 * len + 64 * 1024
+}
+
+// ------------------------------------------------------------------------------------------------
+// Plans.
+
+/// A realistic plan: the demo's two levels, HTTP matchers of every kind, a CEL rule.
+pub const REALISTIC_PLAN: &[u8] = include_bytes!("../plans/realistic.json");
+/// ExternalAuth at both levels (gRPC and HTTP authorizers), with body forwarding.
+pub const EXTERNAL_AUTH_PLAN: &[u8] = include_bytes!("../plans/external-auth.json");
+
+pub const SA_A: &str = "spiffe://cluster.local/ns/default/sa/a";
+pub const SA_B: &str = "spiffe://cluster.local/ns/default/sa/b";
+pub const CLUSTER: &str = "xbackend/default/tools";
+
+// ------------------------------------------------------------------------------------------------
+// Arbitrary requests: the HTTP attributes the engine reads, drawn from small vocabularies mixed
+// with arbitrary text, and an arbitrary body.
+
+const METHODS: [&str; 5] = ["POST", "GET", "DELETE", "PUT", "post"];
+const PATHS: [&str; 6] = ["/mcp", "/mcp/public/x", "/mcp/t12?x=1", "/mcp/../admin", "/MCP", "//mcp"];
+const AUTHORITIES: [&str; 6] = ["gw", "api.example.com", "API.example.com.:443", "a.example.org", "[::1]:8443", ""];
+const HEADER_NAMES: [&str; 10] = [
+    "content-type",
+    "content-encoding",
+    "mcp-method",
+    "mcp-name",
+    "mcp-protocol-version",
+    "x-team",
+    "x-env",
+    "mcp-session-id",
+    "accept",
+    "host",
+];
+const HEADER_VALUES: [&str; 10] = [
+    "application/json",
+    "application/json; charset=utf-8",
+    "tools/call",
+    "get-sum",
+    "2026-07-28",
+    "blue",
+    "prod-12",
+    "=?base64?Z2V0LXN1bQ==?=",
+    "identity",
+    "gzip",
+];
+const PRINCIPALS: [&str; 3] = [SA_A, SA_B, "spiffe://example.org/other"];
+
+/// One word from a vocabulary or arbitrary text.
+fn word<'a>(u: &mut Unstructured<'a>, vocab: &[&'static str]) -> arbitrary::Result<&'a str> {
+    if u.ratio(7, 8)? {
+        Ok(*u.choose(vocab)?)
+    } else {
+        <&str>::arbitrary(u)
+    }
+}
+
+#[derive(Debug)]
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub authority: &'a str,
+    pub port: u16,
+    pub principal: Option<&'a str>,
+    pub headers: Vec<(&'a str, &'a str)>,
+    pub backend: bool,
+    pub body: &'a [u8],
+}
+
+/// The first [`ATTRIBUTE_BYTES`] bytes of an input choose the HTTP attributes, the rest is the body,
+/// so that a seed is that many zero bytes (POST /mcp, host gw, JSON, no caller, no other header,
+/// gateway level only) followed by a body from the tests.
+pub const ATTRIBUTE_BYTES: usize = 32;
+
+impl<'a> Request<'a> {
+    pub fn from_bytes(data: &'a [u8]) -> arbitrary::Result<Self> {
+        let (attributes, body) = data.split_at(data.len().min(ATTRIBUTE_BYTES));
+        let u = &mut Unstructured::new(attributes);
+        let method = word(u, &METHODS)?;
+        let path = word(u, &PATHS)?;
+        let authority = word(u, &AUTHORITIES)?;
+        let port = *u.choose(&[8443u16, 18443, 80, 0])?;
+        let principal = if u.arbitrary()? { Some(word(u, &PRINCIPALS)?) } else { None };
+        let mut headers = vec![("content-type", "application/json")];
+        for _ in 0..u.int_in_range(0..=6)? {
+            headers.push((word(u, &HEADER_NAMES)?, word(u, &HEADER_VALUES)?));
+        }
+        let backend = u.arbitrary()?;
+        Ok(Request { method, path, authority, port, principal, headers, backend, body })
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// A fake proxy host for the lifecycle.
+
+use toolgate_policy::lifecycle::{
+    headers::serialize_map, Callout, Counter, Host, HostBase, LogLevel, Property, RootHost,
+};
+
+#[derive(Default)]
+pub struct FakeHost {
+    pub headers: Vec<(String, String)>,
+    pub principal: Option<String>,
+    pub cluster: Option<String>,
+    pub port: i64,
+    pub body: Vec<u8>,
+    pub now: u64,
+    pub refuse_calls: bool,
+    pub next_token: u32,
+    pub shared: Vec<(String, Vec<u8>)>,
+    // What the lifecycle did.
+    pub replies: Vec<u32>,
+    pub resumed: u32,
+    pub calls: Vec<u32>,
+    pub records: Vec<String>,
+    pub allows: u32,
+    pub denies: u32,
+}
+
+impl HostBase for FakeHost {
+    fn log(&mut self, _level: LogLevel, message: &str) {
+        assert!(!message.is_empty());
+    }
+    fn count(&mut self, counter: Counter) {
+        match counter {
+            Counter::Allow | Counter::AllowNoPolicy => self.allows += 1,
+            Counter::DenyGateway
+            | Counter::DenyBackend
+            | Counter::DenyMcpHeader
+            | Counter::DenyNoPlan
+            | Counter::TooLarge => self.denies += 1,
+            _ => {}
+        }
+    }
+    fn now_ms(&mut self) -> u64 {
+        self.now
+    }
+}
+
+impl Host for FakeHost {
+    fn request_headers(&mut self) -> Option<Vec<u8>> {
+        let p: Vec<(&str, &str)> = self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Some(serialize_map(&p))
+    }
+    fn property(&mut self, property: Property) -> Option<Vec<u8>> {
+        match property {
+            Property::PeerUriSan => self.principal.clone().map(String::into_bytes),
+            Property::ClusterName => self.cluster.clone().map(String::into_bytes),
+            Property::DestinationPort => Some(self.port.to_le_bytes().to_vec()),
+            Property::RequestProtocol => Some(b"HTTP/2".to_vec()),
+        }
+    }
+    fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        Some(self.body.get(..size.min(self.body.len()))?.to_vec())
+    }
+    fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], _body: &[u8]) -> bool {
+        assert!((200..600).contains(&status), "reply status {status}");
+        assert!(headers.iter().all(|(n, v)| !n.is_empty() && !v.contains(['\r', '\n'])));
+        self.replies.push(status);
+        true
+    }
+    fn resume(&mut self) {
+        self.resumed += 1;
+    }
+    fn call(&mut self, callout: &Callout<'_>) -> Option<u32> {
+        if self.refuse_calls {
+            return None;
+        }
+        match *callout {
+            Callout::Grpc { timeout_ms, .. } | Callout::Http { timeout_ms, .. } => assert!(timeout_ms > 0),
+        }
+        self.next_token += 1;
+        self.calls.push(self.next_token);
+        Some(self.next_token)
+    }
+    fn set_request_header(&mut self, name: &str, _value: &str) {
+        assert!(!name.is_empty());
+    }
+    fn add_request_header(&mut self, name: &str, _value: &str) {
+        assert!(!name.is_empty());
+    }
+    fn remove_request_header(&mut self, _name: &str) {}
+    fn record(&mut self, summary: &str) {
+        // The access log prints the summary inside double quotes: no request text may end them.
+        assert!(!summary.contains(['"', '\n', '\r']), "summary {summary:?}");
+        self.records.push(summary.to_string());
+    }
+    fn logs_at(&mut self, _level: LogLevel) -> bool {
+        true
+    }
+}
+
+impl RootHost for FakeHost {
+    fn plugin_name(&mut self) -> String {
+        "fuzz".into()
+    }
+    fn shared_get(&mut self, key: &str) -> Option<Vec<u8>> {
+        self.shared.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+    fn shared_set(&mut self, key: &str, value: &[u8]) {
+        self.shared.retain(|(k, _)| k != key);
+        self.shared.push((key.to_string(), value.to_vec()));
+    }
+}
