@@ -1,11 +1,15 @@
 //! XAccessPolicy versions: v1alpha1 is what Toolgate works with; v0alpha0 objects are converted on
 //! read (SPEC §1).
 
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_policy::api::{v0alpha0, AccessPolicySpec};
 
-use crate::model::read_spec;
+/// A spec (or what stands for it) read into its type, borrowing rather than copying the value.
+pub fn read_spec<T: DeserializeOwned>(spec: &Value) -> Result<T, String> {
+    T::deserialize(spec).map_err(|e| format!("spec: {e}"))
+}
 
 /// The v1alpha1 `spec` of an XAccessPolicy object of any served version.
 pub fn policy_spec_v1alpha1(object: &Value) -> Result<AccessPolicySpec, String> {

@@ -5,6 +5,7 @@ mod compile_cmd;
 mod convert;
 mod crds;
 mod explain_cmd;
+mod hostname;
 mod inputs;
 mod model;
 mod par;
@@ -12,6 +13,7 @@ mod render;
 mod runtime;
 mod topology;
 mod validate;
+mod validate_cmd;
 
 use std::process::ExitCode;
 
@@ -59,7 +61,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Validate(args) => ExitCode::from(validate::run(&args.files, &args.namespace)),
+        Command::Validate(args) => ExitCode::from(validate_cmd::run(&args.files, &args.namespace)),
         Command::Compile(args) => exit(compile_cmd::run(&args)),
         Command::Render(args) => exit(render::run(&args)),
         Command::Explain(args) => exit(explain_cmd::run(&args)),

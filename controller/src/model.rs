@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toolgate_policy::api::{AccessPolicySpec, BackendSpec, GATEWAY_GROUP, GROUP};
 
+use crate::convert::read_spec;
 use crate::inputs::RawObject;
 use crate::validate::{admit, Admission, FieldError};
 
@@ -433,11 +434,6 @@ fn model_error(raw: &RawObject, default_ns: &str, message: String) -> ModelError
 /// The object's `spec` read into its type.
 fn spec_of<T: DeserializeOwned>(raw: &RawObject) -> Result<T, String> {
     read_spec(raw.value.get("spec").unwrap_or(&Value::Null))
-}
-
-/// A spec (or what stands for it) read into its type, borrowing rather than copying the value.
-pub fn read_spec<T: DeserializeOwned>(spec: &Value) -> Result<T, String> {
-    T::deserialize(spec).map_err(|e| format!("spec: {e}"))
 }
 
 /// `spec` is only computed once `metadata` has been read, so that an object with both wrong is

@@ -530,10 +530,7 @@ impl ListenerOut {
 }
 
 fn host_matches(pattern: &str, host: &str) -> bool {
-    match pattern.strip_prefix('*') {
-        Some(suffix) => host.len() > suffix.len() && host.ends_with(&suffix.to_ascii_lowercase()),
-        None => pattern.eq_ignore_ascii_case(host),
-    }
+    crate::hostname::Hostname::of(Some(pattern)).matches(host)
 }
 
 fn route_match_holds(m: &RouteMatch, path: &str, method: &str, headers: &[(String, String)]) -> bool {

@@ -15,7 +15,8 @@
 //!    which case the server reports that some rules were not checked, and so do we.
 //!
 //! [`validate_objects`] returns [`Problem`]s; later stages (compile-time checks, topology warnings)
-//! append theirs to the same list.
+//! append theirs to the same list. This is per-object admission, below the model (which admits each
+//! object through [`admit`]); the command, which also needs the topology, is `crate::validate_cmd`.
 
 pub mod rules;
 
@@ -718,95 +719,6 @@ fn eval_rules(node_rules: &[Value], this: &rules::Value, path: &FieldPath, out: 
                 message: format!("Invalid value: {e} evaluating rule: {message}"),
             }),
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// the command
-
-/// `toolgate validate -f PATH... [--namespace NS]`: prints each problem; returns the exit code
-/// (0 all valid, 1 any invalid or a YAML syntax error, 2 I/O error).
-pub fn run(files: &[std::path::PathBuf], default_namespace: &str) -> u8 {
-    let objects = match crate::inputs::load(files) {
-        Ok(o) => o,
-        Err(e @ crate::inputs::InputError::Syntax { .. }) => {
-            println!("{e}");
-            return 1;
-        }
-        Err(e) => {
-            eprintln!("toolgate validate: {e}");
-            return 2;
-        }
-    };
-    let count = objects.len();
-    let mut problems = validate_objects(&objects, default_namespace);
-    problems.extend(compile_problems(objects, default_namespace));
-    report(&problems, count)
-}
-
-/// The checks a schema cannot express (regular expressions, sources, CEL compilation) as errors,
-/// and cluster-state findings (`TargetNotFound`, `LimitPerTargetExceeded`) as warnings (SPEC §7).
-/// Objects the schema already refused are not reported twice.
-fn compile_problems(objects: Vec<RawObject>, default_namespace: &str) -> Vec<Problem> {
-    let (inv, model_errors) = crate::model::Inventory::from_raw(objects, default_namespace);
-    let mut problems: Vec<Problem> = model_errors
-        .into_iter()
-        .filter(|e| !is_ours_kind(&e.kind))
-        .map(|e| Problem {
-            origin: e.origin,
-            kind: e.kind,
-            namespace: e.namespace,
-            name: e.name,
-            path: String::new(),
-            message: e.message,
-            severity: Severity::Error,
-        })
-        .collect();
-    let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
-    for status in &topo.statuses {
-        let Some(policy) = inv.policies.iter().find(|p| p.key() == status.policy) else { continue };
-        let mut seen = std::collections::BTreeSet::new();
-        for ancestor in &status.ancestors {
-            for c in ancestor.conditions.iter().filter(|c| c.status != "True") {
-                // Findings that depend on cluster state are warnings; the API would reject neither.
-                let severity = match c.reason.as_str() {
-                    "TargetNotFound" | "LimitPerTargetExceeded" => Severity::Warning,
-                    _ => Severity::Error,
-                };
-                let message = format!("{}: {}", c.reason, c.message);
-                if seen.insert(message.clone()) {
-                    problems.push(Problem {
-                        origin: policy.origin.clone(),
-                        kind: "XAccessPolicy".into(),
-                        namespace: policy.namespace.clone(),
-                        name: policy.name.clone(),
-                        path: String::new(),
-                        message,
-                        severity,
-                    });
-                }
-            }
-        }
-    }
-    problems
-}
-
-fn is_ours_kind(kind: &str) -> bool {
-    matches!(kind, "XAccessPolicy" | "XBackend")
-}
-
-/// Prints problems (errors on stdout, warnings too) and a summary on stderr; returns the exit code.
-pub fn report(problems: &[Problem], object_count: usize) -> u8 {
-    for p in problems {
-        println!("{p}");
-    }
-    let errors = problems.iter().filter(|p| p.severity == Severity::Error).count();
-    if errors == 0 {
-        eprintln!("{object_count} object(s) valid");
-        0
-    } else {
-        eprintln!("{errors} problem(s) found");
-        1
     }
 }
 
