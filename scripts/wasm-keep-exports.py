@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Rewrites a .wasm module's export section, in place, keeping only the exports listed in a file.
+"""Rewrites a .wasm module's export section, in place, keeping only the exports listed in a file,
+and drops its `name` custom section.
 
 Usage: wasm-keep-exports.py MODULE.wasm EXPORTS.txt
 
 Why: Envoy calls every proxy_on_* callback a module exports, on every request; the proxy-wasm SDK
 exports all of them. Dropping the ones the filter does not implement saves those calls into the VM
 (docs/benchmarks.md). Only the export section changes: exports refer to functions by index, so
-nothing else in the module moves. Fails (exit 1) if a listed export is missing, so a renamed
+nothing else in the module moves. The `name` section (function names for backtraces, ~0.19 MB, 9 %
+of the module) is dropped: Envoy loads it into every VM, and a build for debugging keeps it with
+WASM_KEEP_NAMES=1 in the environment. Fails (exit 1) if a listed export is missing, so a renamed
 callback cannot silently disappear. Idempotent.
 """
+import os
 import sys
 from pathlib import Path
 
@@ -34,7 +38,7 @@ def uleb128(value: int) -> bytes:
             return bytes(out)
 
 
-def keep_exports(module: bytes, keep: set[str]) -> tuple[bytes, list[str], list[str]]:
+def keep_exports(module: bytes, keep: set[str], keep_names: bool = False) -> tuple[bytes, list[str], list[str]]:
     if module[:8] != b"\0asm\x01\0\0\0":
         raise ValueError("not a wasm module (version 1)")
     out, at, dropped, kept = bytearray(module[:8]), 8, [], []
@@ -42,6 +46,11 @@ def keep_exports(module: bytes, keep: set[str]) -> tuple[bytes, list[str], list[
         section_id = module[at]
         size, body_at = leb128(module, at + 1)
         end = body_at + size
+        if section_id == 0 and not keep_names:
+            name_len, name_at = leb128(module, body_at)
+            if module[name_at:name_at + name_len] == b"name":
+                at = end
+                continue
         if section_id != 7:  # not the export section: copied as is
             out += module[at:end]
             at = end
@@ -68,7 +77,8 @@ def main() -> int:
         return 2
     wasm, listing = Path(sys.argv[1]), Path(sys.argv[2])
     keep = {line.strip() for line in listing.read_text().splitlines() if line.strip() and not line.startswith("#")}
-    trimmed, kept, dropped = keep_exports(wasm.read_bytes(), keep)
+    keep_names = os.environ.get("WASM_KEEP_NAMES") == "1"
+    trimmed, kept, dropped = keep_exports(wasm.read_bytes(), keep, keep_names)
     missing = sorted(keep - set(kept))
     if missing:
         print(f"{wasm}: exports listed in {listing} but not in the module: {', '.join(missing)}", file=sys.stderr)

@@ -189,6 +189,23 @@ fn evaluate(c: &mut Criterion) {
     g.finish();
 }
 
+/// A policy regex matched against the short strings it meets per request (tool names, paths, header
+/// values): what the `regex` crate's feature set (policy/Cargo.toml) trades against module size.
+fn regex(c: &mut Criterion) {
+    let cases = [
+        ("tool_alternation", "get-(sum|env)|list-[a-z]+|tool-0001[0-9]", "tool-00017"),
+        ("tool_prefix_miss", "admin-.*", "tool-00017"),
+        ("path_class", "/api/v[0-9]+/(users|tools)/[^/]+", "/api/v2/tools/get-sum"),
+        ("case_insensitive", "(?i)agent-[a-z]+@example\\.com", "Agent-Alice@EXAMPLE.com"),
+    ];
+    let mut g = c.benchmark_group("regex");
+    for (name, expr, text) in cases {
+        let re = toolgate_policy::eval::full_match_regex(expr).unwrap();
+        g.bench_function(name, |bench| bench.iter(|| re.is_match(black_box(text))));
+    }
+    g.finish();
+}
+
 fn plan(c: &mut Criterion) {
     let x10k = many(1999);
     let mut g = c.benchmark_group("plan");
@@ -208,6 +225,6 @@ fn plan(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_millis(700)).measurement_time(Duration::from_secs(2));
-    targets = reader, evaluate, plan
+    targets = reader, evaluate, regex, plan
 }
 criterion_main!(benches);

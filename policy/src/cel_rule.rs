@@ -95,10 +95,11 @@ pub struct Input<'a> {
 
 #[cfg(feature = "cel")]
 mod imp {
+    use std::cell::RefCell;
     use std::collections::HashMap;
     use std::sync::Arc;
 
-    use cel::common::ast::{Expr, IdedExpr};
+    use cel::common::ast::{Expr, IdedExpr, LiteralValue};
     use cel::common::types::{CelBool, CelString, STRING_TYPE};
     use cel::common::value::CowVal;
     use cel::ExecutionError;
@@ -156,11 +157,68 @@ mod imp {
         let (Some(subject), Some(pattern)) = (text(0), text(1)) else {
             return Err(ExecutionError::function_error("matches", "expects two strings"));
         };
-        // Unanchored, as CEL's matches is: a search.
-        let regex = crate::re2::to_rust_syntax(&pattern)
-            .and_then(|rust| regex::RegexBuilder::new(&rust).size_limit(1 << 20).build().map_err(|e| e.to_string()))
-            .map_err(|e| ExecutionError::function_error("matches", format!("{pattern:?}: {e}")))?;
-        Ok(CowVal::owned(CelBool::from(regex.is_match(&subject))))
+        let matched = compiled_pattern(&pattern, |regex| regex.is_match(&subject))
+            .map_err(|e| ExecutionError::function_error("matches", e))?;
+        Ok(CowVal::owned(CelBool::from(matched)))
+    }
+
+    /// How many compiled `matches` patterns a VM keeps: an expression's patterns are almost always
+    /// literals, so each is compiled once rather than per evaluation; patterns built from request data
+    /// cannot grow the cache past this (it is emptied when full).
+    pub(super) const PATTERN_CACHE: usize = 64;
+
+    thread_local! {
+        pub(super) static PATTERNS: RefCell<HashMap<String, Result<regex::Regex, String>>> = RefCell::new(HashMap::new());
+    }
+
+    /// `with` applied to `pattern` compiled with RE2's semantics (SPEC §3), unanchored as CEL's
+    /// `matches` is (a search), through the cache; or why the pattern is refused.
+    fn compiled_pattern<T>(pattern: &str, with: impl FnOnce(&regex::Regex) -> T) -> Result<T, String> {
+        PATTERNS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            if !cache.contains_key(pattern) {
+                if cache.len() >= PATTERN_CACHE {
+                    cache.clear();
+                }
+                let compiled = crate::re2::to_rust_syntax(pattern)
+                    .and_then(|rust| regex::RegexBuilder::new(&rust).size_limit(1 << 20).build().map_err(|e| e.to_string()))
+                    .map_err(|e| format!("{pattern:?}: {e}"));
+                cache.insert(pattern.to_string(), compiled);
+            }
+            match &cache[pattern] {
+                Ok(regex) => Ok(with(regex)),
+                Err(e) => Err(e.clone()),
+            }
+        })
+    }
+
+    /// The timestamp functions that take a time zone argument.
+    const TIME_ZONE_FUNCTIONS: [&str; 10] = [
+        "getFullYear",
+        "getMonth",
+        "getDayOfYear",
+        "getDayOfMonth",
+        "getDate",
+        "getDayOfWeek",
+        "getHours",
+        "getMinutes",
+        "getSeconds",
+        "getMilliseconds",
+    ];
+
+    /// Whether this build knows the time zone `zone` (an IANA name the build kept, `UTC`, or a
+    /// `[+-]HH:MM` offset), asked of the `cel` crate itself so that the answer is the filter's.
+    fn check_time_zone(zone: &str) -> Result<(), String> {
+        let mut ctx = ENV.with(|env| Context::with_env(env.clone()));
+        ctx.add_variable_from_value("t", Value::Timestamp(chrono::DateTime::UNIX_EPOCH.fixed_offset()));
+        ctx.add_variable_from_value("zone", Value::String(Arc::new(zone.to_string())));
+        let probe = PrattParser::new().parse("t.getHours(zone)").map_err(|e| e.to_string())?;
+        Value::resolve(&probe, &ctx).map(|_| ()).map_err(|_| {
+            format!(
+                "time zone {zone:?} is not known to this build: use UTC, a fixed offset such as '+01:00', \
+                 or a zone of the README's list (CEL rules, time zones)"
+            )
+        })
     }
 
     /// Every `s.matches(re)` and `matches(s, re)` of the expression calls [`re2_matches`].
@@ -232,6 +290,7 @@ mod imp {
                     for arg in &call.args {
                         self.walk(arg);
                     }
+                    self.literal_arguments(call);
                 }
                 Expr::Comprehension(c) => {
                     self.walk(&c.iter_range);
@@ -265,6 +324,24 @@ mod imp {
                 }
                 Expr::Struct(_) => self.fail("message literals are not supported".into()),
                 Expr::Literal(_) | Expr::Unspecified => {}
+            }
+        }
+
+        /// Literal arguments the evaluation would only reject at run time (as "no match", silently):
+        /// a `matches` pattern RE2 refuses, a time zone this build does not know.
+        fn literal_arguments(&mut self, call: &cel::common::ast::CallExpr) {
+            let literal = |i: usize| match call.args.get(i).map(|a| &a.expr) {
+                Some(Expr::Literal(LiteralValue::String(s))) => Some(s.inner().to_string()),
+                _ => None,
+            };
+            if call.func_name == RE2_MATCHES {
+                if let Some(Err(e)) = literal(1).map(|pattern| compiled_pattern(&pattern, |_| ())) {
+                    self.fail(format!("matches: {e}"));
+                }
+            } else if TIME_ZONE_FUNCTIONS.contains(&call.func_name.as_str()) && call.target.is_some() {
+                if let Some(Err(e)) = literal(0).map(|zone| check_time_zone(&zone)) {
+                    self.fail(e);
+                }
             }
         }
 

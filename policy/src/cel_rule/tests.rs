@@ -105,7 +105,36 @@ fn matches_has_re2_semantics() {
     assert!(!eval(r"request.mcp.tool_name.matches('^t\\w+$')", "tété", "{}"));
     // The global form, and a search rather than a full match.
     assert!(eval(r"matches(request.mcp.tool_name, 'et-w')", "get-weather", "{}"));
-    // What RE2 rejects is an evaluation error: no match.
-    assert!(!eval(r"request.mcp.tool_name.matches('a)|(b')", "a", "{}"));
-    assert!(!eval(r"request.mcp.tool_name.matches('a{1001}')", "a", "{}"));
+    // A literal pattern RE2 rejects is refused when the policy is compiled ...
+    for pattern in ["a)|(b", "a{1001}"] {
+        let e = compile(&format!("request.mcp.tool_name.matches('{pattern}')")).map(|_| ()).unwrap_err();
+        assert!(e.starts_with("matches: ") && e.contains(pattern), "{e}");
+    }
+    // ... and one that reaches `matches` from the request is an evaluation error: no match.
+    assert!(!eval(r"request.mcp.tool_name.matches(request.mcp.params.p)", "a", r#"{"p":"a)|(b"}"#));
+    assert!(eval(r"request.mcp.tool_name.matches(request.mcp.params.p)", "a", r#"{"p":"^a$"}"#));
+}
+
+#[test]
+fn matches_patterns_are_compiled_once_and_the_cache_is_bounded() {
+    for i in 0..(2 * imp::PATTERN_CACHE) {
+        let params = format!(r#"{{"p":"^t{i}$"}}"#);
+        assert!(eval("request.mcp.tool_name.matches(request.mcp.params.p)", &format!("t{i}"), &params));
+        assert!(imp::PATTERNS.with(|c| c.borrow().len()) <= imp::PATTERN_CACHE);
+    }
+}
+
+#[test]
+fn time_zones_are_checked_when_compiled() {
+    // 2026-11-23T12:00:00Z is 13:00 in Paris, 07:00 in New York, 17:30 at +05:30.
+    assert!(eval("request.time.getHours('Europe/Paris') == 13", "t", "{}"));
+    assert!(eval("request.time.getHours('America/New_York') == 7", "t", "{}"));
+    assert!(eval("request.time.getHours('+05:30') == 17", "t", "{}"));
+    assert!(eval("request.time.getHours('UTC') == 12 && request.time.getHours() == 12", "t", "{}"));
+    for zone in ["Mars/Base", "Europe/Paris ", "+25:00", "America/Indiana/Knox"] {
+        let e = compile(&format!("request.time.getDayOfWeek('{zone}') < 5")).map(|_| ()).unwrap_err();
+        assert!(e.contains("is not known to this build") && e.contains(zone), "{zone}: {e}");
+    }
+    // A zone from the request is only known at run time: an unknown one is no match.
+    assert!(!eval("request.time.getHours(request.mcp.params.z) >= 0", "t", r#"{"z":"Mars/Base"}"#));
 }
