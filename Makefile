@@ -9,12 +9,13 @@ WASM     := target/wasm32-wasip1/release/toolgate_filter.wasm
 TOOLGATE := target/debug/toolgate
 MCP_SERVER := target/debug/toolgate-sample-mcp-server
 
-.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo bench bench-quick vm-profile measure-controller crds clean
+.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo bench bench-quick vm-profile wasm-size measure-controller crds clean
 
 help:
 	@echo "make demo   - build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
 	@echo "make test   - all tests: unit, end-to-end in a real Envoy, CRDs against a real API server"
 	@echo "make bench  - benchmarks (see docs/benchmarks.md)"
+	@echo "make wasm-size - what the .wasm is made of and Envoy's memory with it (docs/wasm-size.md)"
 	@echo "make vm-profile - instructions per request inside the Wasm VM, per filter function"
 	@echo "make crds   - regenerate crds/ from the Rust types"
 
@@ -63,6 +64,12 @@ vm-profile: wasm
 	bash bench/setup.sh
 	@[ -f .work/bench/render/c/default.bench-gateway/lds.json ] || $(MAKE) bench-quick
 	$(VENV)/bin/python bench/vm-profile/profile.py
+
+# docs/wasm-size.md: the .wasm with and without CEL by section and crate (twiggy), and Envoy's memory
+# with it against the no-op filter (about 10 minutes: two more builds of the filter).
+wasm-size: setup
+	bash bench/setup.sh
+	$(VENV)/bin/python bench/wasm_size.py
 
 # docs/controller.md: `toolgate controller` against a real API server (about 8 minutes).
 measure-controller: build

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""`make wasm-size`: what the filter's .wasm is made of, and what it costs Envoy in memory.
+
+Writes docs/wasm-size.md:
+  - the module's size with and without CEL (`--no-default-features`), as `make wasm` ships it
+    (exports trimmed, `name` section dropped), beside the no-op proxy-wasm filter of `make bench`;
+  - its sections, and its code by crate (twiggy, on the build with function names);
+  - Envoy's resident memory (VmRSS) with bare Envoy, the no-op filter, Toolgate with and without CEL,
+    on (c)'s configuration of `make bench` (`--concurrency 1`): idle after start, and after a load of
+    allowed calls (wrk, 16 connections).
+
+Usage: .venv/bin/python bench/wasm_size.py [--load-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import datetime
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import run as bench  # noqa: E402  (the benchmark's build, render, Envoy and load generator)
+
+REPO = bench.REPO
+OUT = REPO / "docs" / "wasm-size.md"
+TOOLS = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "toolgate" / "tools"
+TWIGGY_VERSION = "0.8.0"
+SECTION_NAMES = {0: "custom", 1: "type", 2: "import", 3: "function", 4: "table", 5: "memory", 6: "global",
+                 7: "export", 8: "start", 9: "elem", 10: "code", 11: "data", 12: "datacount"}
+
+
+def twiggy() -> Path:
+    exe = TOOLS / "bin" / "twiggy"
+    if not exe.exists():
+        bench.log(f"installing twiggy {TWIGGY_VERSION} into {TOOLS}")
+        bench.sh(["cargo", "install", "--locked", "--quiet", "twiggy", "--version", TWIGGY_VERSION, "--root", str(TOOLS)])
+    return exe
+
+
+def build(name: str, extra: list[str]) -> tuple[Path, Path]:
+    """The filter built into its own target folder: (the module with function names, the module as
+    `make wasm` ships it)."""
+    target = REPO / "target" / "wasm-size" / name
+    bench.log(f"building toolgate_filter.wasm ({name})")
+    bench.sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1", "-p", "toolgate-filter",
+              *extra, "--target-dir", str(target)])
+    built = target / "wasm32-wasip1" / "release" / "toolgate_filter.wasm"
+    named, shipped = target / f"{name}-names.wasm", target / f"{name}.wasm"
+    shutil.copy(built, named)
+    shutil.copy(built, shipped)
+    bench.sh([sys.executable, str(REPO / "scripts" / "wasm-keep-exports.py"), str(shipped), str(REPO / "filter" / "exports.txt")],
+             stdout=subprocess.DEVNULL)
+    return named, shipped
+
+
+def sections(module: Path) -> dict[str, int]:
+    data, at, out = module.read_bytes(), 8, {}
+
+    def leb(p: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            byte = data[p]
+            p += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value, p
+
+    while at < len(data):
+        sid = data[at]
+        size, body = leb(at + 1)
+        label = SECTION_NAMES.get(sid, str(sid))
+        if sid == 0:
+            n, p = leb(body)
+            label = f"custom `{data[p:p + n].decode(errors='replace')}`"
+        out[label] = out.get(label, 0) + size
+        at = body + size
+    return out
+
+
+def by_crate(module: Path) -> collections.Counter:
+    """Code bytes by the crate a function's path starts with (generic code instantiated elsewhere
+    counts for the crate that defines it: `core`/`alloc` include much of everyone's)."""
+    text = subprocess.run([str(twiggy()), "top", "-n", "1000000", "-f", "csv", str(module)],
+                          capture_output=True, text=True, check=True).stdout
+    agg: collections.Counter = collections.Counter()
+    for row in csv.DictReader(io.StringIO(text)):
+        name, size = row["Name"], int(row["ShallowSize"])
+        if name.startswith(("data segment", "custom section")) or "subsection" in name:
+            continue
+        m = re.match(r"[<&*\s]*(?:dyn |mut )?([A-Za-z_][A-Za-z0-9_]*)", name)
+        crate = m.group(1) if m else "?"
+        agg[crate if crate not in ("impl", "T", "F") and not crate.startswith("proxy_on_") else "(other)"] += size
+    return agg
+
+
+def rss_kib(pid: int) -> int:
+    return bench.rss_kib(pid)
+
+
+def memory(wasms: dict[str, Path], load_seconds: int) -> dict[str, tuple[int, int]]:
+    """(idle KiB, loaded KiB) of Envoy per configuration."""
+    bench.WORK.mkdir(parents=True, exist_ok=True)
+    if not bench.SHIM.exists():
+        bench.sh(["bash", str(bench.BENCH / "setup.sh")])
+    certs = bench.harness.gen_certs(bench.WORK / "certs")
+    body = bench.WORK / "bodies" / "300B.json"
+    body.parent.mkdir(parents=True, exist_ok=True)
+    body.write_bytes(bench.make_body(bench.BODIES["300B"], bench.TOOL))
+    loader = bench.Loader(certs, 16, {"300B": body})
+    results = {}
+    upstream = bench.Server("upstream", [str(bench.UPSTREAM)])
+    try:
+        port = bench.harness.free_port()
+        dir_c, _ = bench.render("c", bench.policies_c(), certs, upstream, port, bench.BACKENDS)
+
+        def with_wasm(path: Path):
+            def edit(lds, cds):
+                bench.hcm_of(lds)["http_filters"][0]["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] = str(path)
+            return edit
+
+        edits = {"bare Envoy": bench.edit_bare, "no-op proxy-wasm filter": bench.edit_noop}
+        edits.update({label: with_wasm(path) for label, path in wasms.items()})
+        for label, edit in edits.items():
+            d = bench.derive(dir_c, "cfg-size-" + re.sub(r"\W+", "-", label), edit)
+            envoy = bench.Envoy("size-" + re.sub(r"\W+", "-", label), d / "envoy.json", port)
+            try:
+                envoy.wait_ready()
+                bench.sanity("a", port, certs, {"300B": body.read_bytes()})
+                time.sleep(1)
+                idle = rss_kib(envoy.pid)
+                loader.run(port, "300B", load_seconds)
+                results[label] = (idle, rss_kib(envoy.pid))
+                bench.log(f"{label}: idle {idle / 1024:.1f} MiB, after load {results[label][1] / 1024:.1f} MiB")
+            finally:
+                envoy.stop()
+    finally:
+        upstream.stop()
+    return results
+
+
+def kib(n: int) -> str:
+    return f"{n / 1024:,.0f} KiB"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--load-seconds", type=int, default=5)
+    args = ap.parse_args()
+    bench.build()  # toolgate (release), the bench servers and the no-op filter, as `make bench` does
+    cel_named, cel = build("cel", [])
+    nocel_named, nocel = build("nocel", ["--no-default-features"])
+    noop = bench.WASM_NOOP
+    mem = memory({"Toolgate with CEL": cel, "Toolgate without CEL": nocel}, args.load_seconds)
+
+    sec = {"with CEL": sections(cel), "without CEL": sections(nocel), "names (dropped)": sections(cel_named)}
+    crates = {"with CEL": by_crate(cel_named), "without CEL": by_crate(nocel_named)}
+    zones = re.search(r'^CHRONO_TZ_TIMEZONE_FILTER = "(.*)"$', (REPO / ".cargo" / "config.toml").read_text(), re.M)
+    lines = [
+        "# What the filter's .wasm is made of",
+        "",
+        f"Generated by `make wasm-size` (bench/wasm_size.py) on {datetime.date.today()} at "
+        f"{subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, cwd=REPO).stdout.strip()}.",
+        "",
+        "## Size",
+        "",
+        "| module | bytes | |",
+        "|---|--:|---|",
+        f"| Toolgate with CEL (default) | {cel.stat().st_size:,} | {kib(cel.stat().st_size)} |",
+        f"| Toolgate without CEL (`--no-default-features`) | {nocel.stat().st_size:,} | {kib(nocel.stat().st_size)} |",
+        f"| no-op proxy-wasm filter (bench/noop-filter) | {noop.stat().st_size:,} | {kib(noop.stat().st_size)} |",
+        f"| Toolgate with CEL, with its `name` section | {cel_named.stat().st_size:,} | {kib(cel_named.stat().st_size)} |",
+        "",
+        "### Sections (bytes)",
+        "",
+        "| section | with CEL | without CEL |",
+        "|---|--:|--:|",
+    ]
+    for s in ("code", "data", "custom `name`", "elem", "function", "type", "import", "export"):
+        a = sec["with CEL"].get(s) if s != "custom `name`" else sec["names (dropped)"].get(s)
+        b = sec["without CEL"].get(s)
+        note = " (dropped by `make wasm`)" if s == "custom `name`" else ""
+        lines.append(f"| {s}{note} | {a or 0:,} | {b or 0 if s != 'custom `name`' else '–'} |")
+    lines += [
+        "",
+        "### Code by crate (bytes; twiggy's shallow sizes of the functions)",
+        "",
+        "| crate | with CEL | without CEL |",
+        "|---|--:|--:|",
+    ]
+    for crate, size in crates["with CEL"].most_common(18):
+        lines.append(f"| {crate} | {size:,} | {crates['without CEL'].get(crate, 0):,} |")
+    rest_a = sum(crates["with CEL"].values()) - sum(v for _, v in crates["with CEL"].most_common(18))
+    lines.append(f"| everything else | {rest_a:,} | |")
+    lines += [
+        "",
+        "The data section is mostly tables: the Unicode tables RE2's syntax needs (general categories,",
+        "scripts, case folding: the `regex` crate is built with only these, policy/Cargo.toml) and, with",
+        "CEL, the time zones kept by `CHRONO_TZ_TIMEZONE_FILTER` (.cargo/config.toml):",
+        f"`{zones.group(1) if zones else '(all)'}`.",
+        "",
+        "## Envoy's memory",
+        "",
+        "VmRSS of one Envoy (`--concurrency 1`: the main thread's VM and one worker's) with (c)'s",
+        f"configuration of `make bench` (20 tools, 199 routes), idle one second after the first request, then",
+        f"after {args.load_seconds} s of allowed 300 B calls (wrk, 16 connections, mTLS).",
+        "",
+        "| configuration | idle MiB | Δ vs no-op | after load MiB | Δ vs no-op |",
+        "|---|--:|--:|--:|--:|",
+    ]
+    noop_idle, noop_load = mem["no-op proxy-wasm filter"]
+    for label, (idle, loaded) in mem.items():
+        lines.append(f"| {label} | {idle / 1024:.1f} | {(idle - noop_idle) / 1024:+.1f} | {loaded / 1024:.1f} | "
+                     f"{(loaded - noop_load) / 1024:+.1f} |")
+    lines.append("")
+    OUT.write_text("\n".join(lines) + "\n")
+    bench.log(f"wrote {OUT.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
