@@ -9,11 +9,12 @@ WASM     := target/wasm32-wasip1/release/toolgate_filter.wasm
 TOOLGATE := target/debug/toolgate
 MCP_SERVER := target/debug/toolgate-sample-mcp-server
 
-.PHONY: help setup build wasm test test-unit test-e2e test-k8s demo bench bench-quick vm-profile wasm-size measure-controller crds clean
+.PHONY: help setup build wasm test test-unit test-wasm test-fuzz fuzz test-e2e test-k8s demo bench bench-quick vm-profile wasm-size measure-controller crds clean
 
 help:
 	@echo "make demo   - build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
 	@echo "make test   - all tests: unit, end-to-end in a real Envoy, CRDs against a real API server"
+	@echo "make fuzz   - fuzz the engine, FUZZ_SECONDS (default 300) per target (docs/security.md)"
 	@echo "make bench  - benchmarks (see docs/benchmarks.md)"
 	@echo "make wasm-size - what the .wasm is made of and Envoy's memory with it (docs/wasm-size.md)"
 	@echo "make vm-profile - instructions per request inside the Wasm VM, per filter function"
@@ -31,10 +32,25 @@ wasm: setup
 	$(VENV)/bin/python scripts/wasm-keep-exports.py $(WASM) filter/exports.txt
 	@ls -l $(WASM)
 
-test: test-unit test-e2e test-k8s
+test: test-unit test-wasm test-e2e test-k8s test-fuzz
 
 test-unit: setup
 	$(CARGO) test --locked --workspace
+
+# The engine's tests compiled to wasm32-wasip1, the filter's target (32-bit usize), run by Node's WASI.
+test-wasm: setup
+	@command -v node >/dev/null || apt-get install -y -qq nodejs
+	CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $(CURDIR)/scripts/wasi-run.mjs" \
+	  $(CARGO) test --locked -p toolgate-policy --target wasm32-wasip1
+
+# Fuzzing with libFuzzer on the stable toolchain (fuzz/run.sh, docs/security.md): FUZZ_SECONDS per
+# target; make test runs each for 60 s from the checked-in corpus.
+FUZZ_SECONDS ?= 300
+fuzz: setup
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh
+
+test-fuzz: setup
+	FUZZ_SECONDS=60 bash fuzz/run.sh
 
 test-e2e: build wasm
 	$(PYTEST) tests/e2e tests/bypass -q -ra

@@ -22,6 +22,8 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-300}
 ALL=(mcp_reader plan_load plan_structured request_eval lifecycle)
 TARGETS=("${@:-${ALL[@]}}")
+# libFuzzer is C++ (built by libfuzzer-sys's build script).
+command -v c++ >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq g++ >/dev/null; }
 HOST=$(rustc -vV | sed -n 's/^host: //p')
 TARGET_DIR=${FUZZ_TARGET_DIR:-target/fuzz}
 BIN=$TARGET_DIR/$HOST/release
