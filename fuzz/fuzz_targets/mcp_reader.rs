@@ -1,11 +1,13 @@
 //! The MCP body reader on arbitrary bytes: never panics, stays within its allocation bound, gives
 //! the same answer with and without `capture_params`, and accepts only what serde_json also reads,
-//! with the same method, id, params.name, params.uri, protocol version and params text.
+//! with the same method, id, params.name, params.uri, protocol version and params text; what it
+//! accepts has no duplicate key, no nesting over 64 and no key that a case-insensitive decoder
+//! (Go, .NET) reads as an extracted field (independent oracles in fuzz/src/lib.rs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use toolgate_fuzz::{measure, reader_bound};
+use toolgate_fuzz::{measure, oracle, reader_bound};
 use toolgate_policy::mcp::{read_body, ReadOptions};
 
 fuzz_target!(|data: &[u8]| {
@@ -35,6 +37,11 @@ fuzz_target!(|data: &[u8]| {
         Err(e) if e.to_string().contains("number out of range") => return,
         Err(e) => panic!("the reader accepted a body serde_json refuses ({e}): {body:?}"),
     };
+    assert!(!oracle::has_duplicate_key(data), "the reader accepted a duplicate key: {body:?}");
+    assert!(oracle::depth(&value) <= 64, "the reader accepted nesting over 64");
+    if let Some(k) = oracle::folded_key(&value) {
+        panic!("the reader accepted {k:?}, which a case-insensitive decoder reads as another field");
+    }
     let values: Vec<&Value> = match &value {
         Value::Array(items) => items.iter().collect(),
         one => vec![one],

@@ -265,3 +265,102 @@ impl RootHost for FakeHost {
         self.shared.push((key.to_string(), value.to_vec()));
     }
 }
+
+// ------------------------------------------------------------------------------------------------
+// Oracles for the reader, independent of it (as in policy/tests/mcp_reader.rs).
+
+pub mod oracle {
+    use serde_json::{Map, Value};
+
+    /// The JSON has a duplicate key in some object (serde_json's `Value` keeps only the last).
+    pub fn has_duplicate_key(json: &[u8]) -> bool {
+        struct Strict;
+        struct V;
+        impl<'de> serde::Deserialize<'de> for Strict {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_any(V)
+            }
+        }
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Strict;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Strict, E> {
+                Ok(Strict)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Strict, E> {
+                Ok(Strict)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Strict, E> {
+                Ok(Strict)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Strict, E> {
+                Ok(Strict)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Strict, E> {
+                Ok(Strict)
+            }
+            fn visit_unit<E>(self) -> Result<Strict, E> {
+                Ok(Strict)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Strict, A::Error> {
+                while seq.next_element::<Strict>()?.is_some() {}
+                Ok(Strict)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
+                let mut seen = std::collections::HashSet::new();
+                while let Some(k) = map.next_key::<String>()? {
+                    if !seen.insert(k) {
+                        return Err(serde::de::Error::custom("duplicate key"));
+                    }
+                    map.next_value::<Strict>()?;
+                }
+                Ok(Strict)
+            }
+        }
+        // (serde_json's recursion limit, 128, is over the reader's 64.)
+        let mut de = serde_json::Deserializer::from_slice(json);
+        matches!(serde::Deserialize::deserialize(&mut de), Err::<Strict, serde_json::Error>(e) if e.to_string().contains("duplicate key"))
+    }
+
+    pub fn depth(v: &Value) -> usize {
+        match v {
+            Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+            Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Go's `encoding/json` / .NET case-insensitive matching: equal character by character after
+    /// simple upper- then lower-casing.
+    fn folds_to(key: &str, field: &str) -> bool {
+        let fold = |c: char| {
+            let mut up = c.to_uppercase();
+            let (Some(u), None) = (up.next(), up.next()) else { return None };
+            let mut low = u.to_lowercase();
+            let (Some(l), None) = (low.next(), low.next()) else { return None };
+            Some(l)
+        };
+        key.chars().count() == field.chars().count()
+            && key.chars().zip(field.chars()).all(|(a, b)| fold(a).is_some() && fold(a) == fold(b))
+    }
+
+    /// A key of a message or its `params` that a case-insensitive decoder reads as a field the
+    /// reader extracts, without being it.
+    pub fn folded_key(v: &Value) -> Option<String> {
+        const MESSAGE: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+        const PARAMS: [&str; 2] = ["name", "uri"];
+        let variant = |o: &Map<String, Value>, fields: &[&str]| {
+            o.keys().find(|k| fields.iter().any(|f| k.as_str() != *f && folds_to(k, f))).cloned()
+        };
+        let message = |m: &Value| {
+            let o = m.as_object()?;
+            variant(o, &MESSAGE).or_else(|| o.get("params").and_then(Value::as_object).and_then(|p| variant(p, &PARAMS)))
+        };
+        match v {
+            Value::Array(a) => a.iter().find_map(message),
+            m => message(m),
+        }
+    }
+}
