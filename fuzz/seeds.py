@@ -34,7 +34,15 @@ BODIES = [
     b'{"jsonrpc":"2.0","id":true,"method":"ping"}',
 ]
 
-PLANS = sorted((HERE / "plans").glob("*.json"))
+PLANS = sorted((HERE / "plans").glob("*.json"))  # demo.json: `toolgate compile` of envoy-configs/demo
+PLAN_EXTRA = [
+    b'{"version":1,"listener":"l","gateway":{}}',
+    # A regex RE2 rejects; a body limit out of range (both refused).
+    b'{"version":1,"listener":"l","gateway":{"allow":[{"name":"default/p","rules":[{"name":"r","http":{"paths":[{"regex":"a)|(b"}]}}]}]}}',
+    b'{"version":1,"listener":"l","settings":{"maxBodyBytes":0},"gateway":{}}',
+    # Istio hands integers as doubles.
+    (HERE / "plans" / "demo.json").read_bytes().replace(b'"maxBodyBytes": 1048576', b'"maxBodyBytes": 1.048576e+06'),
+]
 
 
 def write(target, data):
@@ -52,3 +60,5 @@ for body in BODIES[:8]:
     write("lifecycle", b"\x01" + bytes(CONTROL_BYTES - 1) + bytes(ATTRIBUTE_BYTES) + body)
 for plan in PLANS:
     write("plan_load", plan.read_bytes())
+for plan in PLAN_EXTRA:
+    write("plan_load", plan)
