@@ -36,7 +36,9 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 echo "fuzz: building ${TARGETS[*]} (stable $(rustc --version | cut -d' ' -f2), libFuzzer, no sanitizer)"
 bins=()
 for t in "${TARGETS[@]}"; do bins+=(--bin "$t"); done
-cargo build --locked --release --manifest-path fuzz/Cargo.toml --target "$HOST" --target-dir "$TARGET_DIR" "${bins[@]}"
+# Not --locked: fuzz/Cargo.lock pins what it lists, and a dependency that toolgate-policy gains
+# later is added to it rather than failing the run.
+cargo build --release --manifest-path fuzz/Cargo.toml --target "$HOST" --target-dir "$TARGET_DIR" "${bins[@]}"
 
 # max_len per target: bodies up to 64 KiB for the reader (the realistic plan's limit), plans up to 64 KiB.
 declare -A MAX_LEN=([mcp_reader]=65536 [plan_load]=65536 [plan_structured]=4096 [request_eval]=16384 [lifecycle]=8192)
