@@ -436,12 +436,14 @@ def test_leader_election(cluster, tmp_path):
         c = Controller(server, tmp_path, *LEADER_ARGS, "--leader-elect-identity", "c")
         time.sleep(1)
         assert c.writes() == [] and holder(server) == "b"
-        stopped = time.monotonic()
         b.stop()
+        exited = time.monotonic()
         assert b.proc.returncode == 0, b.log.read_text()
         assert "released Lease default/toolgate-controller" in b.log.read_text()
+        # Unreleased, the Lease would still name b for 4 s after b's last renewal.
+        assert holder(server) in (None, "", "c"), "b still holds the Lease after exiting"
         harness.wait_for(lambda: holder(server) == "c" or None, timeout=10, what="c takes over")
-        assert time.monotonic() - stopped < 3, "taken over only after the Lease expired: it was not released"
+        assert time.monotonic() - exited < 3, "taken over only after the Lease expired: it was not released"
         harness.wait_for(lambda: c.writes() or None, timeout=10, what="c's first pass")
         assert set(c.writes()) == {0}, c.writes()
         assert server.get(LEASE, "toolgate-controller")["spec"]["leaseTransitions"] == 3   # a, b, c
