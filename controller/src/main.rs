@@ -1,4 +1,12 @@
 //! `toolgate`: validate, compile and render XAccessPolicy resources for Envoy; run the controller.
+//!
+//! Layers, each importing only those below it:
+//! 1. `inputs` (YAML files → raw objects), `par`, `crds`, `hostname` (host-name patterns);
+//! 2. per-object admission: `validate` (schema, CEL rules, semantic checks) and `convert` (versions);
+//! 3. `model`: the typed inventory of admitted objects;
+//! 4. `topology`: inventory → plans and statuses, a pure function shared by the CLI and the controller;
+//! 5. the commands (`validate_cmd`, `compile_cmd`, `render`, `explain_cmd`, over `cli`) and `runtime`
+//!    (the controller), which differ only in where objects come from and where results go.
 
 mod cli;
 mod compile_cmd;
