@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the checked-in seed corpora (plan_structured's excepted: its inputs are choices, not text;
-its 32 seeds are the largest inputs of a -set_cover_merge of a 7-minute run, 5,625 of that run's
-7,042 coverage edges) (fuzz/corpus/<target>/): bodies and plans from the tests
-(policy/tests/mcp_reader.rs, tests/bypass, fuzz/plans). Run after changing the list; the file names
-are content hashes, so re-running adds nothing twice."""
+"""Writes the checked-in seed corpora (fuzz/corpus/<target>/): bodies of the kinds the reader's tests
+and the bypass corpus use, and plans (fuzz/plans, refused ones). Run after changing the lists; file
+names are content hashes, so re-running adds nothing twice. Not plan_structured's: its inputs are
+choices, not text; its 32 seeds are the largest inputs of a -set_cover_merge of a 7-minute run
+(5,625 of that run's 7,042 coverage edges)."""
 import hashlib
 import pathlib
 
