@@ -411,6 +411,7 @@ async fn sync(ctx: &Context, ar: &ApiResource, kind: &str, desired: &[Desired], 
     for o in existing.iter() {
         let (Some(ns), Some(name)) = (o.metadata.namespace.clone(), o.metadata.name.clone()) else { continue };
         if !wanted.contains(&(ns.clone(), name.clone())) {
+            ctx.written.clear(&(kind.to_string(), ns.clone(), name.clone()));
             let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, ar);
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {
