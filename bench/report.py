@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 NOTES = Path(__file__).resolve().parent / "notes.md"
 
-COLORS = {"a": "#9e9e9e", "b": "#5b8def", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "c0": "#f4b183", "d": "#c0392b",
+COLORS = {"a": "#9e9e9e", "b": "#5b8def", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "c26": "#f39c12", "c0": "#f4b183", "d": "#c0392b",
           "e": "#2e8b57", "f1": "#d4a017", "f2": "#b8860b", "g1": "#1f77b4", "g2": "#66a182"}
 
 # (c) in the last report before the request lifecycle moved into the engine and the filter dropped the
@@ -19,7 +19,7 @@ COLORS = {"a": "#9e9e9e", "b": "#5b8def", "n": "#b0a0d0", "s": "#8e7cc3", "c": "
 PREVIOUS_C = {"commit": "091d54c", "Ir": 291.7e3, "est_cycles": 439.0e3, "a_Ir": 214.0e3, "scaled_delta_us": 6.1}
 
 # Rows compared with another row than bare Envoy: what CEL, ExternalAuth and the earlier filter add to (c).
-BASES = {"c0": "c", "f1": "c", "f2": "c", "g1": "c", "g2": "a", "e": "a"}
+BASES = {"c0": "c", "c26": "c", "f1": "c", "f2": "c", "g1": "c", "g2": "a", "e": "a"}
 
 
 def paired(runs: list, body: str, key: str, base: str, field: str) -> list:
@@ -173,6 +173,22 @@ def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
         rows.append(("(c) not more expensive than before the lifecycle moved into the engine and the SDK was dropped "
                      "(callgrind; verdict: within 1 % of (c0) when run, else of the earlier report's Δ vs (a))",
                      timed, "; ".join(p for p in parts if p), verdict(ok)))
+    c26 = small.get("c26")
+    if ("c26" in cg and "c" in cg) or (c26 and c26.get("vs_c")):
+        timed, cgt, oks = "", "", []
+        if c26 and c26.get("vs_c") and c and c.get("cpu"):
+            v = c26["vs_c"]
+            timed = (f"{v['cpu']:+.1f} µs over (c), {v['cpu'] / c['cpu'] * 100:+.1f} % "
+                     f"(rounds: {', '.join(f'{x:+.1f}' for x in v['cpu_all'])})")
+        if "c26" in cg and "c" in cg:
+            dr = cg["c26"]["Ir"] / cg["c"]["Ir"] - 1
+            de = cg["c26"]["est_cycles"] / cg["c"]["est_cycles"] - 1
+            cgt = (f"{dr * 100:+.2f} % instructions ({(cg['c26']['Ir'] - cg['c']['Ir']) / 1e3:+,.1f} k), "
+                   f"{de * 100:+.2f} % est. cycles"
+                   + (f" ({sc['c26'] - sc['c']:+.2f} µs scaled)" if "c26" in sc and "c" in sc else ""))
+            oks.append(dr <= 0.05 and de <= 0.05)
+        rows.append(("(c26) the MCP 2026-07-28 form of (c)'s call (MCP-Protocol-Version header, `_meta` protocol version) "
+                     "within 5 % of (c) (callgrind; verdict on that measure)", timed, cgt, verdict(*(oks or [None]))))
     f1, f2 = small.get("f1"), small.get("f2")
     if "f1" in cg and "c" in cg:
         d = sc["f1"] - sc["c"]
@@ -341,8 +357,8 @@ def markdown(results: dict, summ: dict) -> str:
     if rel:
         small = summ.get("300B", {})
         sc = cg_scaled(results)
-        L.append("## What CEL, ExternalAuth and the earlier filter add (300 B)\n")
-        L.append("Each row against its base: (f1), (f2), (g1) and (c0) against Toolgate (c); (g2) and (e) against "
+        L.append("## What the 2026-07-28 form, CEL, ExternalAuth and the earlier filter add (300 B)\n")
+        L.append("Each row against its base: (c26), (f1), (f2), (g1) and (c0) against Toolgate (c); (g2) and (e) against "
                  "bare Envoy (a). Timed deltas: per round, then the median; p50/p99 are wrk's latencies at "
                  f"{p['connections']} connections (queueing included). Authorizer CPU: the authorizer process's CPU "
                  "time per request (toolgate-test-authz for (g), bench-authz for (e)), on the load generator's core.\n")

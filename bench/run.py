@@ -72,6 +72,7 @@ CONFIGS = {
     "n": ("no-op proxy-wasm", "a proxy-wasm filter whose callbacks all continue (bench/noop-filter), same V8 runtime"),
     "s": ("naive proxy-wasm", "reference point: holds the body, parses it with serde_json into a Value, checks params.name against the 20 names (bench/naive-filter); no identity, levels, metrics or access-log record"),
     "c": ("Toolgate, 20 tools", "`toolgate render` output: 1 gateway-level XAccessPolicy, 2 rules (SPIFFE source, tools/call with 10 tools each)"),
+    "c26": ("Toolgate, 20 tools, MCP 2026-07-28", "(c)'s configuration and plan; the same call in its 2026-07-28 form: `MCP-Protocol-Version: 2026-07-28` beside (c)'s `Mcp-Method` and `Mcp-Name`, and `params._meta` with the protocol version (the filter compares all three with the body; same 300 B)"),
     "d": ("Toolgate, 1,000 policies", "`toolgate render` output: 1,000 policies, 10,450 tools on two levels (the API allows 5 policies per target): on the Gateway 5 policies x 10 sourced rules x 10 tools, on each of the 199 XBackends 5 policies x 10 tools; the called tool is in the last rule of the last policy of each level"),
     "e": ("ext_authz (HTTP)", "envoy.filters.http.ext_authz to bench-authz (Rust, thread per connection) with the body and the caller (x-forwarded-client-cert URI); same rule"),
     "f1": ("Toolgate, CEL tool_name", "`toolgate render` output: 1 gateway-level XAccessPolicy, 1 rule: SPIFFE source (as (c)) + CEL `request.mcp.tool_name == 'tool-00017'`"),
@@ -82,7 +83,12 @@ CONFIGS = {
 # Opt-in (`--baseline REV`): (c)'s configuration with the filter .wasm built at another commit.
 BASELINE_KEY = "c0"
 # Rows timed with the 300 B body only (their targets are about 300 B calls; keeps `make bench` short).
-SMALL_ONLY = {"f1", "f2", "g1", "g2", BASELINE_KEY}
+SMALL_ONLY = {"f1", "f2", "g1", "g2", "c26", BASELINE_KEY}
+# Rows whose request is the MCP 2026-07-28 form of the call: the body carries params._meta's protocol
+# version and the request this header besides (c)'s Mcp-Method and Mcp-Name.
+V26 = "2026-07-28"
+MODERN = {"c26"}
+MODERN_HEADERS = {"mcp-protocol-version": V26}
 ARG_PATH = "/srv/data/report.txt"  # `arguments.path` of every benchmark body (make_body), read by (f2)
 BODIES = {"300B": 300, "64KiB": 64 * 1024, "1MiB": 1024 * 1024}
 
@@ -99,15 +105,17 @@ def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 # Inputs
 
 
-def make_body(size: int, tool: str, small_first: bool = True) -> bytes:
+def make_body(size: int, tool: str, small_first: bool = True, modern: bool = False) -> bytes:
     """A JSON-RPC tools/call of exactly `size` bytes. Small bodies read like a typical call (method
     first); large ones carry big `arguments` with `method` and `params.name` last, so the reader has to
-    go through the whole body (escapes included) before it knows what is called."""
+    go through the whole body (escapes included) before it knows what is called. `modern`: the MCP
+    2026-07-28 form, with `params._meta` carrying the protocol version (same size: less padding)."""
+    meta = '"_meta":{"io.modelcontextprotocol/protocolVersion":"' + V26 + '"},' if modern else ""
     if size <= 1024 and small_first:
-        head = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' + tool + '","arguments":{"path":"/srv/data/report.txt","mode":"summary","text":"'
+        head = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' + tool + '",' + meta + '"arguments":{"path":"/srv/data/report.txt","mode":"summary","text":"'
         tail = '"}}}'
     else:
-        head = '{"jsonrpc":"2.0","id":1,"params":{"arguments":{"path":"/srv/data/report.txt","content":"'
+        head = '{"jsonrpc":"2.0","id":1,"params":{' + meta + '"arguments":{"path":"/srv/data/report.txt","content":"'
         tail = '"},"name":"' + tool + '"},"method":"tools/call"}'
     n = size - len(head) - len(tail)
     assert n > 0, size
@@ -584,17 +592,30 @@ def plan_bytes(gateway_dir: Path) -> int:
 # Load
 
 
+def modern_lua() -> Path:
+    """bench/wrk/post.lua with the MCP 2026-07-28 request headers added (for the MODERN rows)."""
+    text = LUA.read_text()
+    anchor = 'wrk.headers["mcp-name"] = os.getenv("BENCH_TOOL")\n'
+    assert anchor in text, "bench/wrk/post.lua changed: update modern_lua()"
+    extra = "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in MODERN_HEADERS.items())
+    out = WORK / "post-2026-07-28.lua"
+    out.write_text(text.replace(anchor, anchor + extra))
+    return out
+
+
 class Loader:
     def __init__(self, certs: Path, connections: int, bodies: dict[str, Path]):
         self.certs = certs
         self.connections = connections
         self.bodies = bodies
 
-    def run(self, port: int, body: str, duration: int) -> dict:
+    def run(self, port: int, body: str, duration: int, key: str = "") -> dict:
+        modern = key in MODERN
+        path = self.bodies[f"{body}-{V26}" if modern else body]
         env = dict(os.environ, LD_PRELOAD=str(SHIM), BENCH_CLIENT_CERT=str(self.certs / "agent-a.crt"),
-                   BENCH_CLIENT_KEY=str(self.certs / "agent-a.key"), BENCH_BODY=str(self.bodies[body]), BENCH_TOOL=TOOL)
+                   BENCH_CLIENT_KEY=str(self.certs / "agent-a.key"), BENCH_BODY=str(path), BENCH_TOOL=TOOL)
         cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{self.connections}", f"-d{duration}s", "--timeout", "10s",
-               "-s", str(LUA), f"https://127.0.0.1:{port}/mcp"]
+               "-s", str(modern_lua() if modern else LUA), f"https://127.0.0.1:{port}/mcp"]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=duration + 60)
         found = re.search(r"^BENCH_JSON (.*)$", out.stdout, re.M)
         if out.returncode != 0 or not found:
@@ -608,8 +629,10 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
     url = f"https://localhost:{port}/mcp"
     ca = certs / "ca.crt"
 
-    def call(agent: str, tool: str, body: bytes) -> harness.Response:
-        return harness.mcp_post(url, body, headers={"mcp-method": "tools/call", "mcp-name": tool},
+    extra = MODERN_HEADERS if key in MODERN else {}
+
+    def call(agent: str, tool: str, body: bytes, headers: dict | None = None) -> harness.Response:
+        return harness.mcp_post(url, body, headers={"mcp-method": "tools/call", "mcp-name": tool, **extra, **(headers or {})},
                                 cert=harness.client_cert(certs, agent), ca=ca)
 
     def denied(r: harness.Response) -> bool:
@@ -638,6 +661,12 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
         raise RuntimeError(f"config {key}: the rule is not enforced: agent-b -> {other.status} {other.text[:100]}, "
                            f"{DENIED_TOOL} -> {wrong.status} {wrong.text[:100]}")
     text = f"allows agent-a/{TOOL}; denies agent-b ({other.status}) and {DENIED_TOOL} ({wrong.status})"
+    if key in MODERN:
+        # The headers are compared with the body: another protocol version than _meta's is a mismatch.
+        r = call("agent-a", TOOL, bodies["300B"], {"mcp-protocol-version": "2025-11-25"})
+        if r.status != 400 or b"-32020" not in r.body:
+            raise RuntimeError(f"config {key}: a protocol-version mismatch was not refused: {r.status} {r.text[:100]}")
+        text += f"; refuses a protocol-version header/_meta mismatch ({r.status}, -32020)"
     if key == "f2":
         arg = call("agent-a", TOOL, bodies["300B"].replace(ARG_PATH.encode(), ARG_PATH.replace("data", "dat2").encode()))
         if not denied(arg):
@@ -651,10 +680,11 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
 
 # Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
 # 1.5 MB module at valgrind speed), so they go first.
-CALLGRIND_CONFIGS = ("c", BASELINE_KEY, "g1", "f1", "f2", "d", "a", "n", "e", "g2")
+CALLGRIND_CONFIGS = ("c", "c26", BASELINE_KEY, "g1", "f1", "f2", "d", "a", "n", "e", "g2")
 
 
-def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int) -> dict:
+def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int,
+                  headers: dict | None = None) -> dict:
     """Envoy under `valgrind --tool=callgrind --cache-sim=yes`: counters zeroed after a warm-up, then
     `requests` requests (h2load over HTTP/1.1, 4 connections, agent-a's certificate), then a dump.
     Returns the events per request and an estimate of cycles (Ir + 10 x L1 misses + 100 x LL misses,
@@ -685,7 +715,9 @@ def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Pat
         def load(n: int, strict: bool = True) -> None:
             r = subprocess.run(["h2load", "--h1", "-n", str(n), "-c", "4", "-d", str(body),
                                 "-H", "content-type: application/json", "-H", "accept: application/json, text/event-stream",
-                                "-H", "mcp-method: tools/call", "-H", f"mcp-name: {TOOL}", f"https://127.0.0.1:{port}/mcp"],
+                                "-H", "mcp-method: tools/call", "-H", f"mcp-name: {TOOL}",
+                                *(a for k, v in (headers or {}).items() for a in ("-H", f"{k}: {v}")),
+                                f"https://127.0.0.1:{port}/mcp"],
                                env=env, capture_output=True, text=True, timeout=900)
             ok = re.search(r"status codes: (\d+) 2xx", r.stdout)
             if strict and (not ok or int(ok.group(1)) != n):
@@ -720,13 +752,16 @@ def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Pat
             proc.wait(10)
 
 
-def callgrind(keys: list[str], dirs: dict, ports: dict, certs: Path, body: Path, requests: int) -> dict:
+def callgrind(keys: list[str], dirs: dict, ports: dict, certs: Path, body: Path, requests: int,
+              modern_body: Path | None = None) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     todo = [k for k in CALLGRIND_CONFIGS if k in keys]
     log(f"instruction counts: Envoy under callgrind, {requests} requests of 300 B for {' '.join(todo)} (2 at a time)")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {k: pool.submit(callgrind_one, k, dirs[k], ports[k], certs, body, requests) for k in todo}
+        futures = {k: pool.submit(callgrind_one, k, dirs[k], ports[k], certs,
+                                  modern_body if k in MODERN and modern_body else body, requests,
+                                  MODERN_HEADERS if k in MODERN else None) for k in todo}
         done = {k: f.result() for k, f in futures.items()}
     out = {k: done[k] for k in keys if k in done}
     for k, r in out.items():
@@ -900,6 +935,10 @@ def main() -> int:
     for name, data in bodies.items():
         body_paths[name] = body_dir / f"{name}.json"
         body_paths[name].write_bytes(data)
+    # The MODERN rows' bodies (300 B only: they are in SMALL_ONLY).
+    modern_bodies = {"300B": make_body(BODIES["300B"], TOOL, modern=True)}
+    body_paths[f"300B-{V26}"] = body_dir / f"300B-{V26}.json"
+    body_paths[f"300B-{V26}"].write_bytes(modern_bodies["300B"])
 
     procs: list = []
     envoys: dict[str, Envoy] = {}
@@ -935,6 +974,7 @@ def main() -> int:
         dirs["n"] = derive(dir_c, "cfg-n", rebased(ports["n"])(edit_noop))
         dirs["s"] = derive(dir_c, "cfg-s", rebased(ports["s"])(edit_naive))
         dirs["c"] = derive(dir_c, "cfg-c", edit_none)
+        dirs["c26"] = derive(dir_c, "cfg-c26", rebased(ports["c26"])(edit_none))
         dirs["d"] = derive(dir_d, "cfg-d", edit_none)
         dirs["e"] = derive(dir_c, "cfg-e", rebased(ports["e"])(edit_ext_authz(authz)))
         dirs["g2"] = derive(dir_c, "cfg-g2", rebased(ports["g2"])(edit_ext_authz_grpc(authz_grpc)))
@@ -990,7 +1030,8 @@ def main() -> int:
         def bodies_of(k):
             return [b for b in body_names if k not in SMALL_ONLY or b == "300B"]
         for k in keys:
-            checks[k] = sanity(k, ports[k], certs, {b: bodies[b] for b in BODIES if k not in SMALL_ONLY or b == "300B"})
+            checks[k] = sanity(k, ports[k], certs, modern_bodies if k in MODERN else
+                               {b: bodies[b] for b in BODIES if k not in SMALL_ONLY or b == "300B"})
             log(f"({k}) {CONFIGS[k][0]}: {checks[k]}")
         plan_loads = {}
         for k in (k for k in keys if k in ("c", "d")):
@@ -1000,7 +1041,7 @@ def main() -> int:
             log("warm-up")
             for k in keys:
                 for b in bodies_of(k):
-                    loader.run(ports[k], b, args.warmup)
+                    loader.run(ports[k], b, args.warmup, k)
 
         # Interleaved rounds.
         runs = []
@@ -1014,7 +1055,7 @@ def main() -> int:
                     e = envoys[k]
                     c0, a0 = cpu_ns(e.pid), {n: process_cpu_ns(p) for n, p in aux.items()}
                     t0 = time.perf_counter()
-                    w = loader.run(ports[k], b, args.duration)
+                    w = loader.run(ports[k], b, args.duration, k)
                     wall = time.perf_counter() - t0
                     c1, a1 = cpu_ns(e.pid), {n: process_cpu_ns(p) for n, p in aux.items()}
                     reqs = max(w["requests"], 1)
@@ -1037,7 +1078,8 @@ def main() -> int:
             e.stop()
         cg = {}
         if args.callgrind_requests:
-            cg = callgrind(keys, dirs, ports, certs, body_paths["300B"], args.callgrind_requests)
+            cg = callgrind(keys, dirs, ports, certs, body_paths["300B"], args.callgrind_requests,
+                           body_paths[f"300B-{V26}"])
     finally:
         for e in envoys.values():
             e.stop()
