@@ -2,12 +2,8 @@
 //! (deeper names only, not `example.com` itself) or none (every host). The controller's one place
 //! for what a host-name pattern matches, how two patterns overlap and which one wins.
 
+use toolgate_policy::eval::host_suffix_covers as suffix_covers;
 use toolgate_policy::plan::HostMatch;
-
-/// `suffix` (`.example.com`, lower-case) covers `host` (lower-case): a deeper name.
-fn suffix_covers(suffix: &str, host: &str) -> bool {
-    host.len() > suffix.len() && host.ends_with(suffix)
-}
 
 /// The hosts a listener hostname matches (Gateway API: `*.example.com` matches deeper names only;
 /// no hostname matches every host).
@@ -26,7 +22,7 @@ impl Hostname {
         match self {
             Hostname::Any => true,
             Hostname::Exact(h) => h.eq_ignore_ascii_case(host),
-            Hostname::Wildcard(s) => suffix_covers(s, &host.to_ascii_lowercase()),
+            Hostname::Wildcard(s) => suffix_covers(s, host),
         }
     }
 

@@ -538,10 +538,7 @@ fn route_match_holds(m: &RouteMatch, path: &str, method: &str, headers: &[(Strin
     let path_ok = match kind {
         "Exact" => path == value,
         "RegularExpression" => toolgate_policy::eval::full_match_regex(value).is_ok_and(|r| r.is_match(path)),
-        _ => {
-            let v = value.trim_end_matches('/');
-            v.is_empty() || path.strip_prefix(v).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        }
+        _ => toolgate_policy::eval::path_prefix_matches(value, path),
     };
     let header = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
     path_ok

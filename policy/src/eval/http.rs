@@ -93,9 +93,7 @@ impl CompiledHttp {
             let path = req.url_path();
             let ok = self.paths.iter().any(|p| match p {
                 CompiledPath::Exact(v) => path == v,
-                CompiledPath::Prefix(v) => {
-                    v == "/" || path.strip_prefix(v.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-                }
+                CompiledPath::Prefix(v) => path_prefix_matches(v, path),
                 CompiledPath::Regex(r) => r.is_match(path),
             });
             if !ok {
@@ -106,11 +104,7 @@ impl CompiledHttp {
             let host = req.host();
             let ok = self.hosts.iter().any(|h| match h {
                 HostMatch::Exact(v) => host.eq_ignore_ascii_case(v),
-                HostMatch::Suffix(s) => {
-                    host.len() > s.len()
-                        && host.is_char_boundary(host.len() - s.len())
-                        && host[host.len() - s.len()..].eq_ignore_ascii_case(s)
-                }
+                HostMatch::Suffix(s) => host_suffix_covers(s, host),
             });
             if !ok {
                 return Some("hosts");
@@ -126,3 +120,57 @@ impl CompiledHttp {
     }
 }
 
+/// Gateway API's `PathPrefix` (and SPEC §3's path prefix): element-wise, so `/mcp` (or `/mcp/`)
+/// matches `/mcp` and `/mcp/x` but not `/mcpx`; `/` matches every path. The one home of this rule
+/// for the engine and the controller's route selection.
+pub fn path_prefix_matches(prefix: &str, path: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    prefix.is_empty() || path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// A host-name wildcard (`*.example.com`, held as the suffix `.example.com`) covers `host`: a deeper
+/// name, compared ASCII case-insensitively; `example.com` itself is not covered. The one home of
+/// this rule for the engine and the controller's host names.
+pub fn host_suffix_covers(suffix: &str, host: &str) -> bool {
+    host.len() > suffix.len()
+        && host.is_char_boundary(host.len() - suffix.len())
+        && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_prefixes_match_whole_segments() {
+        for (prefix, path, want) in [
+            ("/mcp", "/mcp", true),
+            ("/mcp", "/mcp/x", true),
+            ("/mcp/", "/mcp", true),
+            ("/mcp", "/mcpx", false),
+            ("/mcp", "/", false),
+            ("/", "/anything", true),
+            ("", "/anything", true),
+        ] {
+            assert_eq!(path_prefix_matches(prefix, path), want, "{prefix} {path}");
+        }
+    }
+
+    #[test]
+    fn host_wildcards_cover_deeper_names_only() {
+        for (suffix, host, want) in [
+            (".example.com", "a.example.com", true),
+            (".example.com", "A.Example.COM", true),
+            (".example.com", "a.b.example.com", true),
+            (".example.com", "example.com", false),
+            (".example.com", ".example.com", false),
+            (".example.com", "aexample.com", false),
+            // A suffix boundary inside a multi-byte character is no match (and no panic).
+            (".example.com", "é.example.com", true),
+            ("é.com", "xé.com", true),
+            ("b.com", "a\u{e9}.com", false),
+        ] {
+            assert_eq!(host_suffix_covers(suffix, host), want, "{suffix} {host}");
+        }
+    }
+}

@@ -18,6 +18,7 @@ pub use decision::{AuthzFailure, Decision, DenyReason, Level, RuleRef, Verdict};
 pub use explain::{LevelExplanation, MessageExplanation, RuleExplanation};
 /// Compiles an RE2 expression that must match the whole input (policy path and header matchers).
 pub use crate::re2::full_match_regex;
+pub use http::{host_suffix_covers, path_prefix_matches};
 use index::LevelIndex;
 
 use crate::mcp::{McpBody, McpMessage, NotMcp};
