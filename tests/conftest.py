@@ -125,11 +125,12 @@ def gateway(request, tmp_path, certs, wasm_path, start_mcp_server):
     -> harness.ToolgateGateway, started: Envoy runs the rendered configuration in front of a fresh
     sample MCP server. Policies are dicts (harness.policy/rule) or YAML strings. `strict` renders with
     --strict (a policy that is not accepted fails the test instead of silently not applying).
-    `before_start(gw)` runs between render and Envoy's start. Envoy is stopped after the test."""
+    `before_start(gw)` runs between render and Envoy's start; `envoy_args` are added to Envoy's command
+    line. Envoy is stopped after the test."""
     started: list[harness.ToolgateGateway] = []
 
     def make(*policies, listeners=None, https_client_ca=True, render_args=(), before_start=None,
-             name="gw", strict=True, route_rules=None) -> harness.ToolgateGateway:
+             name="gw", strict=True, route_rules=None, envoy_args=()) -> harness.ToolgateGateway:
         try:
             harness.toolgate_binary()
         except harness.HarnessError as exc:
@@ -138,7 +139,7 @@ def gateway(request, tmp_path, certs, wasm_path, start_mcp_server):
         server = start_mcp_server(f"{name}-mcp", workdir=workdir)
         gw = harness.ToolgateGateway(workdir, certs, wasm_path, server, listeners=listeners,
                                      https_client_ca=https_client_ca, render_args=render_args, strict=strict,
-                                     route_rules=route_rules)
+                                     route_rules=route_rules, envoy_args=envoy_args)
         gw.policies = list(policies)
         started.append(gw)
         gw.start(register=lambda env: _register(request, env), before_start=before_start)

@@ -831,8 +831,10 @@ class ToolgateGateway:
 
     def __init__(self, workdir: Path, certs: Path, wasm: Path, server: McpServer, *,
                  listeners: Mapping[str, str] | None = None, https_client_ca: bool | Sequence[str] = True,
-                 render_args: Sequence[str] = (), strict: bool = True, route_rules: list[dict] | None = None):
+                 render_args: Sequence[str] = (), strict: bool = True, route_rules: list[dict] | None = None,
+                 envoy_args: Sequence[str] = ()):
         self.workdir = Path(workdir)
+        self.envoy_args = list(envoy_args)  # extra Envoy command-line arguments (e.g. --drain-time-s)
         self.certs = Path(certs)
         self.wasm = Path(wasm)
         self.server = server
@@ -923,7 +925,8 @@ class ToolgateGateway:
             self.render()
             if before_start:
                 before_start(self)
-            env = Envoy(self.dir / "envoy.json", self.workdir, f"envoy-{attempt}" if attempt else "envoy")
+            env = Envoy(self.dir / "envoy.json", self.workdir, f"envoy-{attempt}" if attempt else "envoy",
+                        extra_args=self.envoy_args)
             if register:
                 register(env)
             env._spawn()
