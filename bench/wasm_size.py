@@ -19,6 +19,7 @@ import collections
 import csv
 import datetime
 import io
+import json
 import os
 import re
 import shutil
@@ -108,8 +109,25 @@ def rss_kib(pid: int) -> int:
     return bench.rss_kib(pid)
 
 
-def memory(wasms: dict[str, Path], load_seconds: int) -> dict[str, tuple[int, int]]:
-    """(idle KiB, loaded KiB) of Envoy per configuration."""
+def allocator(envoy: "bench.Envoy") -> dict[str, float]:
+    """MiB: Envoy's allocator (tcmalloc, admin /memory) and V8's executable pages (smaps, rwx)."""
+    admin = envoy.admin_path.read_text().strip()
+    m = json.loads(bench.harness.request("GET", f"http://{admin}/memory").body)
+    out = {k: int(m.get(k, 0)) / 2**20 for k in ("allocated", "pageheap_free", "total_thread_cache", "total_physical_bytes")}
+    rwx = 0
+    perms = ""
+    for line in open(f"/proc/{envoy.pid}/smaps"):
+        head = re.match(r"^[0-9a-f]+-[0-9a-f]+ (\S+) ", line)
+        if head:
+            perms = head.group(1)
+        elif line.startswith("Rss:") and perms == "rwxp":
+            rwx += int(line.split()[1])
+    out["jit"] = rwx / 1024
+    return out
+
+
+def memory(wasms: dict[str, Path], load_seconds: int) -> dict[str, tuple[int, int, dict]]:
+    """(idle KiB, loaded KiB, the allocator's figures after the load) of Envoy per configuration."""
     bench.WORK.mkdir(parents=True, exist_ok=True)
     if not bench.SHIM.exists():
         bench.sh(["bash", str(bench.BENCH / "setup.sh")])
@@ -140,7 +158,7 @@ def memory(wasms: dict[str, Path], load_seconds: int) -> dict[str, tuple[int, in
                 time.sleep(1)
                 idle = rss_kib(envoy.pid)
                 loader.run(port, "300B", load_seconds)
-                results[label] = (idle, rss_kib(envoy.pid))
+                results[label] = (idle, rss_kib(envoy.pid), allocator(envoy))
                 bench.log(f"{label}: idle {idle / 1024:.1f} MiB, after load {results[label][1] / 1024:.1f} MiB")
             finally:
                 envoy.stop()
@@ -190,7 +208,8 @@ def main() -> int:
         a = sec["with CEL"].get(s) if s != "custom `name`" else sec["names (dropped)"].get(s)
         b = sec["without CEL"].get(s)
         note = " (dropped by `make wasm`)" if s == "custom `name`" else ""
-        lines.append(f"| {s}{note} | {a or 0:,} | {b or 0 if s != 'custom `name`' else '–'} |")
+        b_text = "–" if s == "custom `name`" else f"{b or 0:,}"
+        lines.append(f"| {s}{note} | {a or 0:,} | {b_text} |")
     lines += [
         "",
         "### Code by crate (bytes; twiggy's shallow sizes of the functions)",
@@ -209,20 +228,45 @@ def main() -> int:
         "CEL, the time zones kept by `CHRONO_TZ_TIMEZONE_FILTER` (.cargo/config.toml):",
         f"`{zones.group(1) if zones else '(all)'}`.",
         "",
+        "### Why not smaller",
+        "",
+        "Without CEL the module is about 1.1 MB against a target of 400 KB. What is left is the regex",
+        "engine (`regex_syntax` + `regex_automata`, and most of the data section: Unicode tables), which",
+        "policy regular expressions need with RE2's semantics (general categories, scripts, Unicode case",
+        "folding) and which the filter compiles when a plan loads; `core`/`alloc` (formatting, sorting,",
+        "collections: generic code of every crate); `serde_json` (the plan loader and `params` for",
+        "authorizers); and the engine itself (`toolgate_policy`). Reaching 400 KB would mean replacing",
+        "the regex engine and the JSON reader with hand-written ones, which nothing measured justifies.",
+        "What was removed (measured with this script's builds while choosing): the regex crate's lazy",
+        "DFA and literal search engines (aho-corasick), about 360 KB (a policy regex still runs in",
+        "linear time, by the one-pass DFA or the bounded backtracker; `make bench`'s `regex` micro",
+        "benchmarks show the per-match cost, under 1 µs for the patterns there); the Unicode tables RE2",
+        "has no syntax for (age, binary properties, Perl classes, segmentation), about 160 KB; the",
+        "`cel` crate's own regex; all but ~60 time zones, about 0.9 MB; the `name` section, 0.19 MB.",
+        "",
         "## Envoy's memory",
         "",
         "VmRSS of one Envoy (`--concurrency 1`: the main thread's VM and one worker's) with (c)'s",
         f"configuration of `make bench` (20 tools, 199 routes), idle one second after the first request, then",
         f"after {args.load_seconds} s of allowed 300 B calls (wrk, 16 connections, mTLS).",
         "",
-        "| configuration | idle MiB | Δ vs no-op | after load MiB | Δ vs no-op |",
-        "|---|--:|--:|--:|--:|",
+        "| configuration | idle MiB | Δ vs no-op | after load MiB | Δ vs no-op | allocator: in use | free, kept | thread caches | V8 code (rwx) |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
-    noop_idle, noop_load = mem["no-op proxy-wasm filter"]
-    for label, (idle, loaded) in mem.items():
+    noop_idle, noop_load, _ = mem["no-op proxy-wasm filter"]
+    for label, (idle, loaded, a) in mem.items():
         lines.append(f"| {label} | {idle / 1024:.1f} | {(idle - noop_idle) / 1024:+.1f} | {loaded / 1024:.1f} | "
-                     f"{(loaded - noop_load) / 1024:+.1f} |")
-    lines.append("")
+                     f"{(loaded - noop_load) / 1024:+.1f} | {a['allocated']:.1f} | {a['pageheap_free']:.1f} | "
+                     f"{a['total_thread_cache']:.1f} | {a['jit']:.1f} |")
+    lines += [
+        "",
+        "The allocator columns are Envoy's admin `/memory` (tcmalloc) after the load, in MiB; V8 code is",
+        "the resident executable pages. What the filter adds over the no-op filter is mostly in Envoy's",
+        "allocator: memory V8 holds for the compiled module in each VM (in use), and pages freed after",
+        "compiling it that tcmalloc keeps (free, thread caches) until it releases them. Neither depends",
+        "on the plan or on requests; both grow with the module's code (see the sizes above).",
+        "",
+    ]
     OUT.write_text("\n".join(lines) + "\n")
     bench.log(f"wrote {OUT.relative_to(REPO)}")
     return 0
