@@ -30,6 +30,9 @@ impl Rng {
     fn pick<'x, T>(&mut self, xs: &'x [T]) -> &'x T {
         &xs[self.below(xs.len())]
     }
+    fn word(&mut self, xs: &[&'static str]) -> &'static str {
+        xs[self.below(xs.len())]
+    }
 }
 
 /// A JSON value as generated (objects keep their key order and may hold duplicates on purpose).
@@ -51,7 +54,7 @@ const TEXT: [&str; 12] = [
 fn text(rng: &mut Rng) -> String {
     let mut s = String::new();
     for _ in 0..1 + rng.below(3) {
-        s.push_str(*rng.pick(&TEXT[..]));
+        s.push_str(rng.word(&TEXT));
     }
     s
 }
@@ -60,7 +63,7 @@ fn value(rng: &mut Rng, depth: usize) -> J {
     match if depth > 4 { rng.below(4) } else { rng.below(6) } {
         0 => J::Null,
         1 => J::Bool(rng.one_in(2)),
-        2 => J::Num(*rng.pick(&NUMBERS[..])),
+        2 => J::Num(rng.word(&NUMBERS)),
         3 => J::Str(text(rng)),
         4 => J::Arr((0..rng.below(4)).map(|_| value(rng, depth + 1)).collect()),
         _ => {
@@ -183,7 +186,7 @@ fn message(rng: &mut Rng) -> (J, Result<Expected, Vec<&'static str>>) {
     let id = match rng.below(9) {
         0 => None,
         1 => Some(J::Null),
-        2 | 3 => Some(J::Num(*rng.pick(&NUMBERS[..]))),
+        2 | 3 => Some(J::Num(rng.word(&NUMBERS))),
         4 | 5 => Some(J::Str(text(rng))),
         6 => {
             why.push("id of a wrong type");
