@@ -18,6 +18,7 @@ import argparse
 import collections
 import csv
 import datetime
+import importlib.util
 import io
 import json
 import os
@@ -65,24 +66,17 @@ def build(name: str, extra: list[str]) -> tuple[Path, Path]:
 
 
 def sections(module: Path) -> dict[str, int]:
+    """Bytes per section (custom sections by name), read with wasm-keep-exports.py's LEB128 reader."""
+    spec = importlib.util.spec_from_file_location("wasm_keep_exports", REPO / "scripts" / "wasm-keep-exports.py")
+    wasm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wasm)
     data, at, out = module.read_bytes(), 8, {}
-
-    def leb(p: int) -> tuple[int, int]:
-        value = shift = 0
-        while True:
-            byte = data[p]
-            p += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                return value, p
-
     while at < len(data):
         sid = data[at]
-        size, body = leb(at + 1)
+        size, body = wasm.leb128(data, at + 1)
         label = SECTION_NAMES.get(sid, str(sid))
         if sid == 0:
-            n, p = leb(body)
+            n, p = wasm.leb128(data, body)
             label = f"custom `{data[p:p + n].decode(errors='replace')}`"
         out[label] = out.get(label, 0) + size
         at = body + size
