@@ -73,6 +73,11 @@ mod tests {
         ];
         let mut errors: Vec<NotMcp> =
             hostile.iter().map(|b| read_body(b.as_bytes(), ReadOptions::default()).unwrap_err()).collect();
+        // Argument keys that fold together reach the summary too (when params are captured).
+        let twins = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\",\
+                     \"arguments\":{\"a\\\" forged=\\\"1\":1,\"A\\\" forged=\\\"1\":2}}}";
+        errors.push(read_body(twins.as_bytes(), ReadOptions { capture_params: true }).unwrap_err());
+        assert!(matches!(errors.last(), Some(NotMcp::FoldedTwins { .. })), "{:?}", errors.last());
         errors.push(NotMcp::Encoded { encoding: "gzip\" forged=\"1\\".into() });
         for e in errors {
             let d = Decision {

@@ -27,7 +27,9 @@ pub const MAX_DEPTH: usize = 64;
 /// Options for [`read_body`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReadOptions {
-    /// Record the raw JSON text of `params` in [`McpMessage::params`] (needed by CEL rules only).
+    /// Record the raw JSON text of `params` in [`McpMessage::params`] (for CEL rules on
+    /// `request.mcp.params` and for authorizers), and refuse it when its objects hold keys that fold
+    /// together ([`NotMcp::FoldedTwins`]) or values serde_json cannot decode.
     pub capture_params: bool,
 }
 
@@ -120,6 +122,15 @@ pub enum NotMcp {
     /// exactly: such a server would read it as that field, this reader would not.
     #[error("key {} at byte {offset} reads as '{field}' to case-insensitive JSON decoders", crate::log_safe::Quoted(key))]
     FoldedKey { key: String, field: &'static str, offset: usize },
+    /// Two keys of one object inside a captured `params` (tool arguments, at any depth) that are
+    /// equal under case folding: a server decoding `arguments` into a struct with Go's
+    /// `encoding/json` reads the last of them, CEL rules and authorizers would judge the first.
+    #[error("keys {} and {} in params at byte {offset} read as one to case-insensitive JSON decoders", crate::log_safe::Quoted(key), crate::log_safe::Quoted(twin))]
+    FoldedTwins { key: String, twin: String, offset: usize },
+    /// A captured `params` a JSON library cannot decode although it is valid JSON (a number beyond a
+    /// double's range, `1e400`): what CEL rules and authorizers would see of it is not what was sent.
+    #[error("params at byte {offset} cannot be decoded: {}", crate::log_safe::Quoted(reason))]
+    ParamsUndecodable { reason: String, offset: usize },
     #[error("nesting deeper than 64 at byte {offset}")]
     TooDeep { offset: usize },
     #[error("trailing data after the JSON value at byte {offset}")]
@@ -677,6 +688,81 @@ fn folded_field(key: &[u8], fields: &[&'static str]) -> Option<&'static str> {
     fields.iter().copied().find(|f| f.as_bytes() == folded)
 }
 
+/// Whether some object in `json` (valid JSON: the reader has read it; at byte `offset` of the body)
+/// has two keys that are equal under case folding without being equal ([`NotMcp::FoldedTwins`]),
+/// or holds what serde_json cannot decode ([`NotMcp::ParamsUndecodable`]). Run only on a captured
+/// `params`, whose contents reach CEL rules and authorizers. The folding (upper- then lower-casing
+/// every character) covers what Go's `encoding/json` (Unicode simple folding) and .NET's
+/// `OrdinalIgnoreCase` equate, and a little more (`ß` and `SS`), which only refuses what no client
+/// sends.
+fn folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
+    use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
+    use std::cell::RefCell;
+    use std::fmt;
+
+    /// Walks every value; the first pair of twins found is left in the cell.
+    #[derive(Clone, Copy)]
+    struct Check<'c>(&'c RefCell<Option<(String, String)>>);
+    impl<'de> DeserializeSeed<'de> for Check<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Check<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen: Vec<(String, String)> = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let folded: String = key.chars().flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect();
+                if let Some((_, first)) = seen.iter().find(|(f, k)| *f == folded && *k != key) {
+                    *self.0.borrow_mut() = Some((first.clone(), key));
+                    return Err(A::Error::custom("folded twins"));
+                }
+                seen.push((folded, key));
+                map.next_value_seed(self)?;
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(self)?.is_some() {}
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+    let twins = RefCell::new(None);
+    let checked = Check(&twins).deserialize(&mut serde_json::Deserializer::from_str(json));
+    match (checked, twins.into_inner()) {
+        (_, Some((key, twin))) => Err(NotMcp::FoldedTwins { key, twin, offset }),
+        (Err(e), None) => {
+            let reason = e.to_string();
+            let reason = reason.rsplit_once(" at line ").map_or(reason.as_str(), |(r, _)| r).to_string();
+            Err(NotMcp::ParamsUndecodable { reason, offset })
+        }
+        (Ok(()), None) => Ok(()),
+    }
+}
+
 impl<'a> Parser<'a> {
     fn new(s: &'a str, opts: ReadOptions) -> Self {
         Parser {
@@ -930,7 +1016,10 @@ impl<'a> Parser<'a> {
                     }
                 }
                 Field::Params if self.opts.capture_params => {
-                    self.cur.params = self.s.get(start..end)
+                    self.cur.params = self.s.get(start..end);
+                    if let Some(Err(e)) = self.cur.params.map(|p| folded_twins(p, start)) {
+                        self.semantic(e);
+                    }
                 }
                 Field::ResultOrError => self.cur.has_result = true,
                 _ => {}
@@ -1529,5 +1618,37 @@ mod tests {
             msg.starts_with("duplicate key 'xxxx") && msg.ends_with("at byte 206"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn captured_params_with_keys_that_fold_together_are_refused() {
+        let body = |arguments: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"get-weather","arguments":{arguments}}}}}"#)
+        };
+        let capture = ReadOptions { capture_params: true };
+        for (arguments, key, twin) in [
+            (r#"{"city":"Paris","City":"Berlin"}"#, "city", "City"),
+            (r#"{"geo":{"lat":1,"LAT":2}}"#, "lat", "LAT"),
+            // The Kelvin sign, raw and escaped; the long s.
+            ("{\"list\":[{\"k\":1,\"\u{212a}\":2}]}", "k", "\u{212a}"),
+            (r#"{"list":[{"k":1,"\u212a":2}]}"#, "k", "\u{212a}"),
+            ("{\"is\":1,\"i\u{17f}\":2}", "is", "i\u{17f}"),
+            // An escaped key is compared as decoded.
+            (r#"{"\u0063ity":"Paris","CITY":"Berlin"}"#, "city", "CITY"),
+        ] {
+            let b = body(arguments);
+            match read_body(b.as_bytes(), capture) {
+                Err(NotMcp::FoldedTwins { key: k, twin: t, .. }) => assert_eq!((k.as_str(), t.as_str()), (key, twin), "{arguments}"),
+                other => panic!("{arguments}: {other:?}"),
+            }
+            // Without capture, arguments reach no decision and are not read.
+            assert!(read_body(b.as_bytes(), ReadOptions::default()).is_ok(), "{arguments}");
+        }
+        // Distinct keys, and the same key in different objects, are fine.
+        let ok = body(r#"{"city":"Paris","cities":["a"],"nested":{"city":"Lyon"},"list":[{"a":1},{"A":2}]}"#);
+        assert!(read_body(ok.as_bytes(), capture).is_ok());
+        // What serde_json cannot decode is refused rather than left unchecked after it.
+        let big = body(r#"{"n":1e400,"city":"Paris","City":"Berlin"}"#);
+        assert!(matches!(read_body(big.as_bytes(), capture), Err(NotMcp::ParamsUndecodable { .. })));
     }
 }

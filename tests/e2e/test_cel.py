@@ -125,6 +125,11 @@ def test_argument_level_rules(gateway):
     # A missing key is an evaluation error: no match, never a crash; the VM keeps serving.
     assert_denied(gw.call("echo", {"message": "hi"}, **HTTP))
     assert_allowed(gw.call("get-sum", {"a": 1, "b": 1}, **HTTP))
+    # Argument keys that fold together: a Go server decoding into a struct takes the last (A=20), the
+    # rule would have judged the first (a=2). Refused as not MCP (403, id null), never executed.
+    twins = gw.call("get-sum", {"a": 2, "A": 20, "b": 3}, **HTTP)
+    assert_denied(twins, id=None)
+    assert "read as one to case-insensitive JSON decoders" in gw.decision(twins)
 
 
 def test_source_principal(gateway, certs):
