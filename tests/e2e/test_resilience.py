@@ -160,6 +160,7 @@ OTHER = {"echo-plan": "no-echo-plan", "no-echo-plan": "echo-plan"}
 # run with the immediate strategy and a short drain time, as here: each old connection then serves at
 # most its in-flight request under the old plan and gets `connection: close`.
 DRAIN_ARGS = ["--drain-strategy", "immediate", "--drain-time-s", "2"]
+CHANGE_EVERY = 1.8  # seconds between two plan changes
 
 
 def convergence(results: list[Result], changes: list[tuple[float, str]], tool: str, threads: set[int]) -> list[float]:
@@ -173,8 +174,11 @@ def convergence(results: list[Result], changes: list[tuple[float, str]], tool: s
         want = EXPECTED[tool][new]
         holds_from = max((r.done for r in window if r.outcome != want), default=t)
         after = [r for r in window if r.sent > holds_from]
+        per_thread = {th: [(round(r.sent - t, 3), round(r.done - t, 3), r.outcome) for r in window if r.thread == th]
+                      for th in sorted(threads)}
         assert after, f"change {j} to {new}: {tool} never got the new decision on threads {threads} " \
-                      f"({len(window)} requests)"
+                      f"({len(window)} requests; per thread, the first and last 3 (sent, done, outcome) " \
+                      f"relative to the change: { {th: xs[:3] + xs[-3:] for th, xs in per_thread.items()} })"
         out.append(holds_from - t)
     return out
 
@@ -223,7 +227,7 @@ def test_reload_under_load(gateway):
         for _ in range(20):
             current = OTHER[current]
             changes.append((replace_text(lds, texts[current]), current))
-            time.sleep(1.2)
+            time.sleep(CHANGE_EVERY)
 
         # A broken plan (tampered: its hash no longer matches) pushed mid-load changes nothing.
         rejected = gw.counters().get("toolgate.plan.rejected", 0)
@@ -263,9 +267,10 @@ def test_reload_under_load(gateway):
     for name, xs in (("new connections", new_conn), ("keep-alive connections", keep_alive)):
         print(f"reload under load: new decision holds on {name} after median {statistics.median(xs) * 1000:.0f} ms, "
               f"max {max(xs) * 1000:.0f} ms ({', '.join(f'{x * 1000:.0f}' for x in xs)})")
-    # Generous bounds (2 loaded cores): the file is polled every 20 ms and the plan loads in a few ms.
-    assert statistics.median(new_conn) < 0.5 and max(new_conn) < 1.1
-    assert max(keep_alive) < 1.1
+    # Generous bounds (2 loaded cores: a thread or Envoy may stall for a while): the file is polled
+    # every 20 ms and the plan loads in a few ms.
+    assert statistics.median(new_conn) < 0.5 and max(new_conn) < 1.5
+    assert statistics.median(keep_alive) < 0.5 and max(keep_alive) < 1.5
 
 
 # --------------------------------------------------------------------------------------------------
@@ -527,3 +532,32 @@ def test_rendered_configuration_fails_closed(gateway):
         assert conf.get("fail_open", False) is False
         assert conf.get("failure_policy", "FAIL_CLOSED") == "FAIL_CLOSED"
         assert conf["vm_config"]["runtime"] == "envoy.wasm.runtime.v8"
+
+
+def test_broken_plan_after_switching_back_keeps_the_plan_in_force(gateway):
+    """Envoy reuses the root context of a plugin configuration it still holds (a draining filter
+    chain's) when a listener switches back to it: no on_configure. The plan in force is then not the
+    last one the filter loaded, and a broken plan pushed next must still keep the plan in force, not
+    bring back the other one (here: re-allow a revoked tool)."""
+    gw = gateway(*PLAN_NO_ECHO)
+    lds = gw.dir / "lds.json"
+    no_echo = lds.read_text()
+    gw.rerender(PLAN_ECHO)
+    wait_for(lambda: gw.call("echo").executed, timeout=15, interval=0.1, what="the echo plan")
+    replace_text(lds, no_echo)  # echo revoked
+    wait_for(lambda: not gw.call("echo").executed, timeout=15, interval=0.1, what="echo revoked")
+    refused = gw.counters().get("toolgate.plan.rejected", 0)
+    rejected = gw.envoy.stat("listener_manager.lds.update_rejected")
+    broken = json.loads(no_echo)
+    for conf in toolgate_plans(broken):
+        plan = json.loads(conf["value"])
+        plan["gateway"]["allow"] = []  # tampered: the hash no longer matches
+        conf["value"] = json.dumps(plan)
+    write_json(lds, broken)
+    wait_for(lambda: gw.counters().get("toolgate.plan.rejected", 0) > refused
+             or gw.envoy.stat("listener_manager.lds.update_rejected") > rejected,
+             timeout=10, what="the broken plan to be refused")
+    time.sleep(0.5)
+    for _ in range(5):
+        assert_denied(gw.call("echo"))
+        assert_allowed(gw.call("get-sum"))

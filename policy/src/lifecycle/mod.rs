@@ -189,8 +189,8 @@ impl Loaded {
     }
 }
 
-/// Shared-data key under which the last good plan of a plugin instance is kept, so that a
-/// configuration update with an invalid plan keeps serving the previous one.
+/// Shared-data key under which the last good plan of a plugin instance is kept: its presence tells an
+/// update (refused: Envoy keeps the configuration in force) from a first load (denies everything).
 fn last_good_key(plugin: &str) -> String {
     format!("toolgate/last-good-plan/{plugin}")
 }
@@ -200,9 +200,13 @@ fn short(hash: &str) -> &str {
 }
 
 impl Plugin {
-    /// Loads a plan (the plugin configuration). An invalid plan is refused with a log line: the
-    /// last good plan of this plugin keeps serving, or, if there never was one, every request is
-    /// denied (SPEC §6). Always true: the filter stays installed and fails closed.
+    /// Loads a plan (the plugin configuration). An invalid plan is refused with a log line. If this
+    /// plugin had a good plan before (an update), false: Envoy rejects the update and the plan in
+    /// force keeps serving. Not a stored copy of the last plan loaded: Envoy reuses the root context
+    /// of a configuration it still holds (a draining filter chain's) without calling `configure`, so
+    /// the last plan loaded need not be the one in force, and restoring it could bring back a revoked
+    /// permission. If there never was a good plan (a first load), true, and every request is denied
+    /// (SPEC §6): the filter stays installed and fails closed.
     pub fn configure(&mut self, host: &mut impl RootHost, config: &[u8]) -> bool {
         let plugin = host.plugin_name();
         let started = host.now_ms();
@@ -225,24 +229,18 @@ impl Plugin {
             }
             Err(e) => {
                 host.count(Counter::PlanRejected);
-                let restored = host.shared_get(&last_good_key(&plugin)).and_then(|bytes| Evaluator::load(&bytes).ok());
-                match restored {
-                    Some(ev) => {
-                        let hash = short(&ev.plan().hash).to_string();
-                        host.log(
-                            LogLevel::Error,
-                            &format!("toolgate: plugin {plugin}: REFUSED new plan ({e}); keeping last good plan {hash}"),
-                        );
-                        self.loaded = Some(Rc::new(Loaded::new(ev)));
-                    }
-                    None => {
-                        host.log(
-                            LogLevel::Error,
-                            &format!("toolgate: plugin {plugin}: REFUSED plan ({e}); no good plan yet: denying every request"),
-                        );
-                        self.loaded = None;
-                    }
+                if host.shared_get(&last_good_key(&plugin)).is_some() {
+                    host.log(
+                        LogLevel::Error,
+                        &format!("toolgate: plugin {plugin}: REFUSED new plan ({e}); update rejected, keeping the plan in force"),
+                    );
+                    return false;
                 }
+                host.log(
+                    LogLevel::Error,
+                    &format!("toolgate: plugin {plugin}: REFUSED plan ({e}); no good plan yet: denying every request"),
+                );
+                self.loaded = None;
             }
         }
         true

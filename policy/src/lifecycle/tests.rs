@@ -314,7 +314,7 @@ fn no_plan_denies_every_request() {
 }
 
 #[test]
-fn a_refused_first_plan_denies_and_a_refused_update_keeps_the_last_good_plan() {
+fn a_refused_first_plan_denies_and_a_refused_update_is_rejected() {
     let mut root = FakeRoot::default();
     let mut p = Plugin::default();
     assert!(p.configure(&mut root, b"{not a plan"));
@@ -326,9 +326,13 @@ fn a_refused_first_plan_denies_and_a_refused_update_keeps_the_last_good_plan() {
     let mut plan = CompiledPlan::empty("l");
     plan.gateway = allow_level(vec![tools_rule("echo", None, &["echo"])]);
     assert!(p.configure(&mut root, &serde_json::to_vec(&plan.seal()).unwrap()));
-    assert!(p.configure(&mut root, b"[]"));
-    assert!(root.logs.last().unwrap().contains("keeping last good plan"), "{:?}", root.logs);
-    assert_eq!(root.counts, vec![Counter::PlanRejected, Counter::PlanRejected]);
+    // An update with a refused plan: false (Envoy rejects the update and keeps the configuration in
+    // force), never a stored plan, in this root context or a new one.
+    assert!(!p.configure(&mut root, b"[]"));
+    assert!(root.logs.last().unwrap().contains("REFUSED new plan") && root.logs.last().unwrap().contains("update rejected"),
+        "{:?}", root.logs);
+    assert!(!Plugin::default().configure(&mut root, b"[]"));
+    assert_eq!(root.counts, vec![Counter::PlanRejected, Counter::PlanRejected, Counter::PlanRejected]);
     let mut host = Fake::post(&call(1, "echo"));
     let (_, action) = send(&p, &mut host);
     assert_eq!(action, Action::Continue);
