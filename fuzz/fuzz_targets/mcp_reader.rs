@@ -1,5 +1,6 @@
 //! The MCP body reader on arbitrary bytes: never panics, stays within its allocation bound, gives
-//! the same answer with and without `capture_params`, and accepts only what serde_json also reads,
+//! the same answer with and without `capture_params` (but for a captured params' folded twins and
+//! undecodable values, checked on their own), and accepts only what serde_json also reads,
 //! with the same method, id, params.name, params.uri, protocol version and params text; what it
 //! accepts has no duplicate key, no nesting over 64 and no key that a case-insensitive decoder
 //! (Go, .NET) reads as an extracted field (independent oracles in fuzz/src/lib.rs).
@@ -8,7 +9,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use toolgate_fuzz::{measure, oracle, reader_bound};
-use toolgate_policy::mcp::{read_body, ReadOptions};
+use toolgate_policy::mcp::{read_body, NotMcp, ReadOptions};
 
 fuzz_target!(|data: &[u8]| {
     let (captured, peak) = measure(|| read_body(data, ReadOptions { capture_params: true }));
@@ -27,6 +28,17 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(c, p);
             // Error text reaches logs and summaries: it must not break out of quotes.
             assert!(!c.to_string().contains(['"', '\n', '\r']), "{c}");
+            return;
+        }
+        // Only a captured params is checked for keys that fold together and for what serde_json
+        // cannot decode (SPEC §4: its contents reach CEL rules and authorizers).
+        (Err(NotMcp::FoldedTwins { key, twin, .. }), Ok(_)) => {
+            let fold = |k: &str| k.chars().flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect::<String>();
+            assert!(key != twin && fold(key) == fold(twin), "{key:?} and {twin:?} are not twins");
+            return;
+        }
+        (Err(NotMcp::ParamsUndecodable { .. }), Ok(_)) => {
+            assert!(serde_json::from_slice::<Value>(data).is_err(), "serde_json decodes what was called undecodable");
             return;
         }
         _ => panic!("capture_params changed the verdict: {captured:?} vs {plain:?}"),

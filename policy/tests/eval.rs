@@ -355,6 +355,14 @@ fn mcp_headers_must_agree_with_the_body() {
     let mut req = Req::post(None);
     req.headers.push(("mcp-name", "=?base64?not base64!?="));
     assert!(!allowed(&ev, &req, call("echo")), "undecodable: a mismatch");
+    // The encoded form is for Mcp-Name and Mcp-Param-* only: an encoded Mcp-Method is compared as sent.
+    let mut req = Req::post(None);
+    req.headers.push(("mcp-method", "=?base64?dG9vbHMvY2FsbA==?=")); // "tools/call"
+    assert_eq!(
+        decide(&ev, None, &req, call("echo")),
+        Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Method" })
+    );
+    assert_eq!(toolgate_policy::eval::mcp_header_value("mcp-param-region", "=?base64?w6k=?=").as_deref(), Some("é"));
     // A mismatch is answered 400 with -32020 and the request id.
     let body = McpBody::Single(msg("tools/call", Some("5"), Some("echo"), None));
     let mut req = Req::post(None);

@@ -397,12 +397,15 @@ fn check_mcp_headers(req: &HttpRequest<'_>, msg: &McpMessage<'_>) -> Result<(), 
     Ok(())
 }
 
-/// A request header's value as policies and the body check see it (SPEC §4): `Mcp-*` values sent
-/// as `=?base64?…?=` (MCP 2026-07-28, SEP-2243, for values that are not plain ASCII) decoded; None
-/// when such a value does not decode to UTF-8 (it then matches nothing: a mismatch).
+/// A request header's value as policies and the body check see it (SPEC §4): `Mcp-Name` and
+/// `Mcp-Param-*` values sent as `=?base64?…?=` (MCP 2026-07-28, SEP-2243, for values that are not
+/// plain ASCII) decoded; None when such a value does not decode to UTF-8 (it then matches nothing: a
+/// mismatch). The revision allows the form for those headers only, so an encoded `Mcp-Method` is
+/// compared as sent (and is a mismatch), as a server reads it.
 pub fn mcp_header_value<'v>(lower_name: &str, value: &'v str) -> Option<std::borrow::Cow<'v, str>> {
     use base64::Engine as _;
-    let encoded = lower_name.starts_with("mcp-").then(|| value.strip_prefix("=?base64?")?.strip_suffix("?=")).flatten();
+    let may_encode = lower_name == "mcp-name" || lower_name.starts_with("mcp-param-");
+    let encoded = may_encode.then(|| value.strip_prefix("=?base64?")?.strip_suffix("?=")).flatten();
     match encoded {
         None => Some(std::borrow::Cow::Borrowed(value)),
         Some(b64) => {
