@@ -23,7 +23,7 @@ use toolgate_policy::authz::assumed_answer;
 use toolgate_policy::eval::{mcp_header_value, BodyInput, Evaluator, HttpRequest, MessageExplanation};
 use toolgate_policy::lifecycle::headers::{self, Classified};
 use toolgate_policy::lifecycle::{self, CallAnswer, Callout, Counter, LogLevel, Plugin, Property};
-use toolgate_policy::mcp::{self, McpBody, McpMessage, ReadOptions};
+use toolgate_policy::mcp::{self, McpMessage, ReadOptions};
 
 use crate::cli::{self, Failure, InputArgs, PlanArgs};
 
@@ -175,29 +175,8 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         if mismatch {
             println!("headers: mismatch, checked before any policy (MCP 2026-07-28 HeaderMismatch): HTTP 400, -32020; the rules below are not consulted");
         }
-        print_explanations(&route.explain(&req, body), None);
-        // A subscriptions/listen is judged as a set: each resource URI as a resources/subscribe.
-        if let BodyInput::Mcp(m) = body {
-            let batch = m.is_batch();
-            for (i, msg) in m.messages().iter().enumerate() {
-                if msg.method.as_deref() != Some("subscriptions/listen") {
-                    continue;
-                }
-                for uri in &msg.subscriptions {
-                    let subscribe = McpBody::Single(McpMessage {
-                        method: Some(Cow::Borrowed("resources/subscribe")),
-                        id: msg.id,
-                        name: None,
-                        uri: Some(Cow::Borrowed(uri.as_ref())),
-                        subscriptions: Vec::new(),
-                        protocol_version: None,
-                        params: None,
-                    });
-                    let what = format!("resourceSubscriptions {uri:?}, judged as ");
-                    print_explanations(&route.explain(&req, BodyInput::Mcp(&subscribe)), Some((batch.then_some(i), &what)));
-                }
-            }
-        }
+        // A subscriptions/listen comes with the resources/subscribe of each URI, as the filter judges it.
+        print_explanations(&route.explain(&req, body));
     }
 
     // The decision, as the filter reaches it.
@@ -247,14 +226,10 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
 
 /// Prints what `Route::explain` says; `part`: the batch index and a prefix, for the parts of a
 /// `subscriptions/listen`.
-fn print_explanations(explained: &[MessageExplanation], part: Option<(Option<usize>, &str)>) {
+fn print_explanations(explained: &[MessageExplanation]) {
     for m in explained {
-        let (message, prefix) = match part {
-            Some((i, prefix)) => (i, prefix),
-            None => (m.message, ""),
-        };
-        let index = message.map(|i| format!("[{i}] ")).unwrap_or_default();
-        println!("{index}{prefix}{}", m.what);
+        let index = m.message.map(|i| format!("[{i}] ")).unwrap_or_default();
+        println!("{index}{}", m.what);
         for level in &m.levels {
             let matched = level.rules.iter().any(|r| r.outcome.is_ok());
             println!("  {} level: {}", level.level.as_str(), if matched { "allows" } else { "DENIES (no rule matches)" });

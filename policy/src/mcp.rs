@@ -87,7 +87,23 @@ pub enum MessageKind {
     Response,
 }
 
-impl McpMessage<'_> {
+impl<'a> McpMessage<'a> {
+    /// SPEC §3: what a `subscriptions/listen` stands for besides its list-change parts (base
+    /// methods): one `resources/subscribe` of each URI of `resourceSubscriptions`, each judged as
+    /// such. None for other methods.
+    pub fn listen_subscribes(&self) -> impl Iterator<Item = McpMessage<'_>> + '_ {
+        let listen = self.method.as_deref() == Some("subscriptions/listen");
+        self.subscriptions.iter().filter(move |_| listen).map(move |uri| McpMessage {
+            method: Some(Cow::Borrowed("resources/subscribe")),
+            id: self.id,
+            name: None,
+            uri: Some(Cow::Borrowed(uri.as_ref())),
+            subscriptions: Vec::new(),
+            protocol_version: None,
+            params: None,
+        })
+    }
+
     pub fn kind(&self) -> MessageKind {
         match (&self.method, self.id) {
             (None, _) => MessageKind::Response,

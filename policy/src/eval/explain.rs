@@ -7,24 +7,42 @@ use crate::plan::{LevelPlan, MethodPattern, RulePlan};
 
 impl Route<'_> {
     /// Why each rule of the levels in force matches or not, per message: the slow path behind
-    /// `toolgate explain` (the decision itself always comes from [`Route::decide`]).
+    /// `toolgate explain` (the decision itself always comes from [`Route::decide`]). A
+    /// `subscriptions/listen` is followed by the `resources/subscribe` of each of its URIs, as
+    /// [`Route::step`] judges it.
     pub fn explain(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>) -> Vec<MessageExplanation> {
-        let subjects: Vec<(Option<usize>, Subject<'_, '_>)> = match body {
+        let expanded: Vec<(Option<usize>, Vec<crate::mcp::McpMessage<'_>>)> = match body {
             BodyInput::Mcp(mcp) => {
                 let batch = mcp.is_batch();
-                mcp.messages().iter().enumerate().map(|(i, m)| (batch.then_some(i), Subject::Message(m))).collect()
+                mcp.messages().iter().enumerate().map(|(i, m)| (batch.then_some(i), m.listen_subscribes().collect())).collect()
             }
-            BodyInput::None if is_base_http(req) => vec![(None, Subject::BaseHttp)],
-            _ => vec![(None, Subject::Http)],
+            _ => Vec::new(),
+        };
+        // (index in a batch, subject, the URI when it is a listen's subscription)
+        let subjects: Vec<(Option<usize>, Subject<'_, '_>, Option<&str>)> = match body {
+            BodyInput::Mcp(mcp) => mcp
+                .messages()
+                .iter()
+                .zip(&expanded)
+                .flat_map(|(m, (index, subscribes))| {
+                    std::iter::once((*index, Subject::Message(m), None))
+                        .chain(subscribes.iter().map(|s| (*index, Subject::Message(s), s.uri.as_deref())))
+                })
+                .collect(),
+            BodyInput::None if is_base_http(req) => vec![(None, Subject::BaseHttp, None)],
+            _ => vec![(None, Subject::Http, None)],
         };
         let plans = [Some(&self.plan.gateway), self.cluster.and_then(|c| self.plan.backends.get(c))];
         let levels: Vec<(&LevelIndex, &LevelPlan)> =
             self.levels.iter().zip(plans).filter_map(|(index, plan)| Some(((*index)?, plan?))).collect();
         subjects
             .iter()
-            .map(|(index, subject)| MessageExplanation {
+            .map(|(index, subject, listened)| MessageExplanation {
                 message: *index,
-                what: subject.describe(),
+                what: match listened {
+                    Some(uri) => format!("resourceSubscriptions {uri:?}, judged as {}", subject.describe()),
+                    None => subject.describe(),
+                },
                 levels: levels
                     .iter()
                     .map(|(index, plan)| LevelExplanation {

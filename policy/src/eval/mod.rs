@@ -225,20 +225,9 @@ impl<'e> Route<'e> {
                     }
                     // SPEC §3: `subscriptions/listen` is judged as a set: its list-change parts are base
                     // methods (above), and each resource URI must be allowed as a `resources/subscribe`.
-                    if msg.method.as_deref() == Some("subscriptions/listen") {
-                        for uri in &msg.subscriptions {
-                            let subscribe = McpMessage {
-                                method: Some(std::borrow::Cow::Borrowed("resources/subscribe")),
-                                id: msg.id,
-                                name: None,
-                                uri: Some(std::borrow::Cow::Borrowed(uri.as_ref())),
-                                subscriptions: Vec::new(),
-                                protocol_version: None,
-                                params: None,
-                            };
-                            if let Some(step) = self.decide_one(req, &Subject::Message(&subscribe), Some(i), &mut walk) {
-                                return step;
-                            }
+                    for subscribe in msg.listen_subscribes() {
+                        if let Some(step) = self.decide_one(req, &Subject::Message(&subscribe), Some(i), &mut walk) {
+                            return step;
                         }
                     }
                 }
