@@ -672,6 +672,16 @@ def denial_body(id: Any) -> dict:
     return {"jsonrpc": "2.0", "id": id, "error": {"code": 403, "message": DENIAL_MESSAGE}}
 
 
+def toolgate_plans(lds: dict):
+    """The Toolgate wasm filter configurations (whose "value" is the plan) in an lds.json document."""
+    for listener in lds["resources"]:
+        for chain in listener["filter_chains"]:
+            for f in chain["filters"]:
+                for hf in f["typed_config"].get("http_filters", []):
+                    if hf["name"] == "envoy.filters.http.wasm":
+                        yield hf["typed_config"]["config"]["configuration"]
+
+
 def write_json(path: Path | str, obj: Any) -> Path:
     """Write `obj` as JSON atomically (temp file in the same directory + rename), as Envoy's file-based
     xDS needs to notice the change (docs/envoy-notes.md §4)."""

@@ -8,19 +8,10 @@ import json
 import re
 from collections import Counter
 
-from harness import (assert_allowed, assert_denied, policy, run_toolgate, sa, to_yaml, tools_call_rule, wait_for,
-                     write_json)
+from harness import (assert_allowed, assert_denied, policy, run_toolgate, sa, to_yaml, toolgate_plans, tools_call_rule,
+                     wait_for, write_json)
 
 BOTH = {"https": "HTTPS", "http": "HTTP"}
-
-
-def toolgate_filters(lds: dict):
-    for listener in lds["resources"]:
-        for chain in listener["filter_chains"]:
-            for f in chain["filters"]:
-                for hf in f["typed_config"].get("http_filters", []):
-                    if hf["name"] == "envoy.filters.http.wasm":
-                        yield hf["typed_config"]["config"]["configuration"]
 
 
 def push_plan(gw, make_plan, base: str | None = None) -> None:
@@ -28,7 +19,7 @@ def push_plan(gw, make_plan, base: str | None = None) -> None:
     `make_plan(plan)`, `plan` being the one in `base` (an lds.json text; default the current file)."""
     path = gw.dir / "lds.json"
     lds = json.loads(base if base is not None else path.read_text())
-    for conf in toolgate_filters(lds):
+    for conf in toolgate_plans(lds):
         conf["value"] = make_plan(json.loads(conf["value"]))
     lds["version_info"] = f"pushed-{id(make_plan)}"
     write_json(path, lds)

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness import (DENIAL_MESSAGE, ToolgateGateway, _HTTPSConnection, assert_allowed, assert_denied, client_cert,
-                     free_port, policy, sa, tcp_open, tls_context, tools_call_rule, wait_for, write_json)
+                     free_port, policy, sa, tcp_open, tls_context, toolgate_plans, tools_call_rule, wait_for,
+                     write_json)
 
 # --------------------------------------------------------------------------------------------------
 # Load generator: threads, each with one keep-alive HTTPS connection (agent-a's certificate).
@@ -123,15 +124,6 @@ class Load:
         with self._lock:
             return list(self.results)
 
-
-def toolgate_plans(lds: dict):
-    """The wasm filter configurations (whose "value" is the plan) in an lds.json document."""
-    for listener in lds["resources"]:
-        for chain in listener["filter_chains"]:
-            for f in chain["filters"]:
-                for hf in f["typed_config"].get("http_filters", []):
-                    if hf["name"] == "envoy.filters.http.wasm":
-                        yield hf["typed_config"]["config"]["configuration"]
 
 
 def replace_text(path, text: str) -> float:
