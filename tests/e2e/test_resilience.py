@@ -487,6 +487,63 @@ def test_vm_that_cannot_be_created_serves_nothing(tmp_path, certs, wasm_path, st
     assert_denied(gw.call("get-sum", listener="http", agent=None))
 
 
+def trapping_module(tmp_path: Path) -> Path:
+    """A minimal proxy-wasm module whose request-headers callback traps (`unreachable`): what a VM
+    crash is to Envoy. Written out here (240 bytes) because the real filter cannot be made to trap
+    from outside: it refuses what it cannot read instead of panicking (the fuzz targets check it)."""
+    def leb(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            b, n = n & 0x7F, n >> 7
+            out.append(b | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    def section(sid: int, body: bytes) -> bytes:
+        return bytes([sid]) + leb(len(body)) + body
+
+    def vec(items: list[bytes]) -> bytes:
+        return leb(len(items)) + b"".join(items)
+
+    def name(s: str) -> bytes:
+        return leb(len(s)) + s.encode()
+
+    i32 = b"\x7f"
+    types = [b"\x60" + vec([]) + vec([]), b"\x60" + vec([i32, i32]) + vec([i32]), b"\x60" + vec([i32, i32]) + vec([]),
+             b"\x60" + vec([i32, i32, i32]) + vec([i32]), b"\x60" + vec([i32]) + vec([i32])]
+    # (export, type, body): vm start and configure answer 1 (ok), memory_allocate a fixed offset,
+    # request headers trap.
+    funcs = [("proxy_abi_version_0_2_1", 0, b"\x00\x0b"), ("proxy_on_vm_start", 1, b"\x00\x41\x01\x0b"),
+             ("proxy_on_configure", 1, b"\x00\x41\x01\x0b"), ("proxy_on_context_create", 2, b"\x00\x0b"),
+             ("proxy_on_request_headers", 3, b"\x00\x00\x0b"), ("proxy_on_memory_allocate", 4, b"\x00\x41\x80\x08\x0b")]
+    module = (b"\0asm\x01\0\0\0" + section(1, vec(types)) + section(3, vec([leb(t) for _, t, _ in funcs]))
+              + section(5, vec([b"\x00" + leb(2)]))
+              + section(7, vec([name("memory") + b"\x02\x00"] + [name(n) + b"\x00" + leb(i) for i, (n, _, _) in enumerate(funcs)]))
+              + section(10, vec([leb(len(body)) + body for _, _, body in funcs])))
+    out = tmp_path / "trapping.wasm"
+    out.write_bytes(module)
+    return out
+
+
+def test_a_vm_that_crashes_denies_every_request(tmp_path, certs, wasm_path, start_mcp_server, start_envoy):
+    """The rendered configuration with a VM that traps on every request: Envoy answers each request
+    itself (fail_open false), nothing reaches the MCP server, and the VM stays failed."""
+    server = start_mcp_server("mcp", workdir=tmp_path)
+    gw = ToolgateGateway(tmp_path / "gw", certs, wasm_path, server, listeners=BOTH)
+    gw.policies = [policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a")))]
+    gw.ports = {name: free_port() for name in gw.listener_protocols}
+    gw.render()
+    write_json(gw.dir / "lds.json", with_module((gw.dir / "lds.json").read_text(), trapping_module(tmp_path)))
+    gw.envoy = start_envoy(gw.dir / "envoy.json", workdir=gw.workdir)
+    wait_for(lambda: all(tcp_open("127.0.0.1", p) for p in gw.ports.values()), timeout=15, what="listeners up")
+    for _ in range(3):
+        for sent in (gw.call("get-sum"), gw.call("get-sum", listener="http", agent=None), gw.rpc("tools/list")):
+            assert sent.response is not None and sent.response.status >= 500, sent
+            assert sent.executed == [] and sent.upstream_requests == 0, sent
+    assert server.executed() == []
+    assert "unreachable" in gw.envoy.log_path.read_text(errors="replace").lower()
+
+
 def test_update_with_a_module_that_cannot_load_keeps_the_plan(gateway, wasm_path, tmp_path):
     gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH)
     pid = gw.envoy.proc.pid
