@@ -714,7 +714,39 @@ fn folded_field(key: &[u8], fields: &[&'static str]) -> Option<&'static str> {
 fn folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
     use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
     use std::cell::RefCell;
+    use std::collections::HashMap;
     use std::fmt;
+
+    /// A key as serde_json gives it: borrowed from the text when it has no escapes.
+    struct Key;
+    impl<'de> DeserializeSeed<'de> for Key {
+        type Value = Cow<'de, str>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Key {
+        type Value = Cow<'de, str>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a key")
+        }
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
+            Ok(Cow::Borrowed(v))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Cow<'de, str>, E> {
+            Ok(Cow::Owned(v.to_owned()))
+        }
+    }
+
+    /// The key with every character upper- then lower-cased; borrowed when that changes nothing
+    /// (ASCII without capitals: almost every key).
+    fn fold(key: &str) -> Cow<'_, str> {
+        if key.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+            Cow::Borrowed(key)
+        } else {
+            Cow::Owned(key.chars().flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect())
+        }
+    }
 
     /// Walks every value; the first pair of twins found is left in the cell.
     #[derive(Clone, Copy)]
@@ -731,14 +763,24 @@ fn folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
             f.write_str("JSON")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let mut seen: Vec<(String, String)> = Vec::new();
-            while let Some(key) = map.next_key::<String>()? {
-                let folded: String = key.chars().flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect();
-                if let Some((_, first)) = seen.iter().find(|(f, k)| *f == folded && *k != key) {
-                    *self.0.borrow_mut() = Some((first.clone(), key));
-                    return Err(A::Error::custom("folded twins"));
+            // Folded key -> the key. A hash map (SipHash, random keys): an object may have a hundred
+            // thousand keys, and their names are the client's.
+            let mut seen: HashMap<Cow<'de, str>, Cow<'de, str>> = HashMap::new();
+            while let Some(key) = map.next_key_seed(Key)? {
+                let folded = match &key {
+                    Cow::Borrowed(k) => fold(k),
+                    Cow::Owned(k) => Cow::Owned(fold(k).into_owned()),
+                };
+                match seen.get(&folded) {
+                    Some(first) if *first != key => {
+                        *self.0.borrow_mut() = Some((first.to_string(), key.into_owned()));
+                        return Err(A::Error::custom("folded twins"));
+                    }
+                    Some(_) => {}
+                    None => {
+                        seen.insert(folded, key);
+                    }
                 }
-                seen.push((folded, key));
                 map.next_value_seed(self)?;
             }
             Ok(())
