@@ -157,13 +157,16 @@ def test_mcp_method_and_name_headers(sum_only):
     s = {"jsonrpc": "2.0", "id": 60, "method": "tools/call", "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}}}
     assert_mismatch(gw.post([s, {**s, "id": 61, "method": "tools/list"}], headers={"mcp-method": "tools/call"}, **HTTP),
                     "Mcp-Method", 61)
-    # Base64-encoded values (MCP 2026-07-28) are compared decoded.
+    # Base64-encoded Mcp-Name values (MCP 2026-07-28) are compared decoded; the form is for Mcp-Name and
+    # Mcp-Param-* only (streamable-http.mdx, "Validation"), so an encoded Mcp-Method is compared as sent.
     import base64
     b64 = lambda v: "=?base64?" + base64.b64encode(v.encode()).decode() + "?="  # noqa: E731
-    assert_allowed(gw.call("get-sum", headers={"mcp-method": b64("tools/call"), "mcp-name": b64("get-sum")}, **HTTP))
+    assert_allowed(gw.call("get-sum", headers={"mcp-method": "tools/call", "mcp-name": b64("get-sum")}, **HTTP))
     r = gw.call("get-sum", headers={"mcp-name": b64("get-env")}, **HTTP)
     assert_mismatch(r, "Mcp-Name", r.id)
-    assert gw.counters()["toolgate.decision.deny.mcp_header_mismatch"] >= 7
+    r = gw.call("get-sum", headers={"mcp-method": b64("tools/call"), "mcp-name": "get-sum"}, **HTTP)
+    assert_mismatch(r, "Mcp-Method", r.id)
+    assert gw.counters()["toolgate.decision.deny.mcp_header_mismatch"] >= 8
 
 
 def test_denied_request_never_reaches_the_server(sum_only):
