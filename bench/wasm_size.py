@@ -99,10 +99,6 @@ def by_crate(module: Path) -> collections.Counter:
     return agg
 
 
-def rss_kib(pid: int) -> int:
-    return bench.rss_kib(pid)
-
-
 def allocator(envoy: "bench.Envoy") -> dict[str, float]:
     """MiB: Envoy's allocator (tcmalloc, admin /memory) and V8's executable pages (smaps, rwx)."""
     admin = envoy.admin_path.read_text().strip()
@@ -150,9 +146,9 @@ def memory(wasms: dict[str, Path], load_seconds: int) -> dict[str, tuple[int, in
                 envoy.wait_ready()
                 bench.sanity("a", port, certs, {"300B": body.read_bytes()})
                 time.sleep(1)
-                idle = rss_kib(envoy.pid)
+                idle = bench.rss_kib(envoy.pid)
                 loader.run(port, "300B", load_seconds)
-                results[label] = (idle, rss_kib(envoy.pid), allocator(envoy))
+                results[label] = (idle, bench.rss_kib(envoy.pid), allocator(envoy))
                 bench.log(f"{label}: idle {idle / 1024:.1f} MiB, after load {results[label][1] / 1024:.1f} MiB")
             finally:
                 envoy.stop()
