@@ -237,7 +237,7 @@ def main() -> int:
         "## Envoy's memory",
         "",
         "VmRSS of one Envoy (`--concurrency 1`: the main thread's VM and one worker's) with (c)'s",
-        f"configuration of `make bench` (20 tools, 199 routes), idle one second after the first request, then",
+        "configuration of `make bench` (20 tools, 199 routes), idle one second after the first request, then",
         f"after {args.load_seconds} s of allowed 300 B calls (wrk, 16 connections, mTLS).",
         "",
         "| configuration | idle MiB | Δ vs no-op | after load MiB | Δ vs no-op | allocator: in use | free, kept | thread caches | V8 code (rwx) |",
