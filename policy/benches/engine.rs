@@ -189,6 +189,45 @@ fn evaluate(c: &mut Criterion) {
     g.finish();
 }
 
+/// CEL rules per request on a 300 B `tools/call` (rows (f1) and (f2) of `make bench`, natively): one
+/// rule on the tool name, one on the tool name and an argument (`params` captured and decoded).
+fn cel(c: &mut Criterion) {
+    let hdrs = headers(TOOL);
+    let req = HttpRequest {
+        method: "POST",
+        path: "/mcp",
+        authority: "127.0.0.1:20443",
+        port: 20443,
+        headers: &hdrs,
+        principal: Some(PRINCIPAL),
+        time_ms: 0,
+    };
+    let small = body(300, TOOL);
+    let cases = [
+        ("tool_name", "request.mcp.tool_name == 'tool-00017'", false),
+        ("argument", "request.mcp.tool_name == 'tool-00017' && request.mcp.params.arguments.path == '/srv/data/report.txt'", true),
+    ];
+    let mut g = c.benchmark_group("cel");
+    for (name, expression, capture_params) in cases {
+        let json = format!(
+            r#"{{"targetRefs":[{{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"bench-gateway"}}],"action":"Allow","rules":[{{"name":"r0","source":{{"type":"SPIFFE","spiffe":"{PRINCIPAL}"}},"authorization":{{"type":"CEL","cel":{{"expression":{}}}}}}}]}}"#,
+            serde_json::to_string(expression).unwrap()
+        );
+        let spec: AccessPolicySpec = serde_json::from_str(&json).unwrap();
+        let mut plan = CompiledPlan::empty("default/bench-gateway/https");
+        plan.gateway = LevelPlan { allow: vec![compile_policy("default", "cel", &spec, &CompileOptions::default()).unwrap()], ..Default::default() };
+        let ev = Evaluator::from_plan(plan.seal()).unwrap();
+        let opts = ReadOptions { capture_params };
+        let mcp = read_body(&small, opts).unwrap();
+        let d = ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp));
+        assert!(d.allowed(), "{}", d.summary());
+        g.bench_function(BenchmarkId::new("decide", name), |bench| {
+            bench.iter(|| ev.route(black_box(Some(CLUSTER))).decide(black_box(&req), BodyInput::Mcp(black_box(&mcp))).allowed())
+        });
+    }
+    g.finish();
+}
+
 /// A policy regex matched against the short strings it meets per request (tool names, paths, header
 /// values): what the `regex` crate's feature set (policy/Cargo.toml) trades against module size.
 fn regex(c: &mut Criterion) {
@@ -225,6 +264,6 @@ fn plan(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_millis(700)).measurement_time(Duration::from_secs(2));
-    targets = reader, evaluate, regex, plan
+    targets = reader, evaluate, cel, regex, plan
 }
 criterion_main!(benches);

@@ -43,6 +43,13 @@ fn variables_evaluate_as_spec_3_says() {
         "request.time.getFullYear() >= 2025",
         "source.principal == 'spiffe://cluster.local/ns/default/sa/a'",
         "request.mcp.tool_name.lowerAscii() == 'get-weather' || false",
+        // A whole variable always exists (folded when compiled); a comprehension's own `request` is
+        // tested for real.
+        "has(request.mcp.tool_name) && has(request.headers) && has(source.principal) && has(request.mcp.params)",
+        "[{'path': 1}].exists(request, has(request.path)) && ![{'x': 1}].exists(request, has(request.path))",
+        "[1].exists(x, request.mcp.tool_name == 'get-weather' && request.headers['x-team'] == 'blue,red')",
+        // A variable read twice is made once and read the same.
+        "request.mcp.params.arguments.city == 'Paris' && request.mcp.params.arguments.days == 3",
     ];
     for e in yes {
         assert!(eval(e, "get-weather", PARAMS), "{e}");
@@ -68,7 +75,7 @@ fn variables_evaluate_as_spec_3_says() {
 }
 
 #[test]
-fn only_the_variables_used_are_built() {
+fn the_variables_used_are_found_when_compiled() {
     let u = compile("request.mcp.tool_name == 'a' && request.headers['x'] == 'b'").unwrap().uses;
     assert_eq!(u, Uses { tool_name: true, headers: true, ..Uses::default() });
     let u = compile("request.mcp.params.arguments.exists(k, k == 'city') || request.time.getFullYear() > 1").unwrap().uses;
