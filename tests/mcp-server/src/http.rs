@@ -330,7 +330,13 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When not empty: the body, sent with `transfer-encoding: chunked`, one chunk each, flushed
+    /// and [`CHUNK_PAUSE`] apart (`body` is then not sent).
+    pub chunks: Vec<Vec<u8>>,
 }
+
+/// The pause between the chunks of a chunked response, so that a proxy gets them one by one.
+pub const CHUNK_PAUSE: std::time::Duration = std::time::Duration::from_millis(30);
 
 impl Response {
     pub fn new(status: u16) -> Self {
@@ -338,12 +344,27 @@ impl Response {
             status,
             headers: Vec::new(),
             body: Vec::new(),
+            chunks: Vec::new(),
         }
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_string(), value.to_string()));
         self
+    }
+
+    /// The first value of a header (name in lower case).
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Replaces every field of a header (name in lower case) with one.
+    pub fn set_header(&mut self, name: &str, value: &str) {
+        self.headers.retain(|(n, _)| n != name);
+        self.headers.push((name.to_string(), value.to_string()));
     }
 
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
@@ -363,7 +384,7 @@ impl Response {
             .body(format!("{text}\n"))
     }
 
-    /// Serializes the response (always with `content-length`).
+    /// Serializes the response (with `content-length`, or chunked when it has `chunks`).
     pub fn write_to<W: Write>(&self, w: &mut W, keep_alive: bool) -> io::Result<()> {
         let mut out = Vec::with_capacity(256 + self.body.len());
         let _ = write!(out, "HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
@@ -372,6 +393,25 @@ impl Response {
         }
         // 1xx, 204 and 304 responses carry no content-length / body.
         let bodyless = self.status < 200 || self.status == 204 || self.status == 304;
+        if !bodyless && !self.chunks.is_empty() {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            out.extend_from_slice(if keep_alive {
+                b"connection: keep-alive\r\n\r\n"
+            } else {
+                b"connection: close\r\n\r\n"
+            });
+            w.write_all(&out)?;
+            w.flush()?;
+            for chunk in self.chunks.iter().filter(|c| !c.is_empty()) {
+                write!(w, "{:x}\r\n", chunk.len())?;
+                w.write_all(chunk)?;
+                w.write_all(b"\r\n")?;
+                w.flush()?;
+                std::thread::sleep(CHUNK_PAUSE);
+            }
+            w.write_all(b"0\r\n\r\n")?;
+            return w.flush();
+        }
         if !bodyless {
             let _ = write!(out, "content-length: {}\r\n", self.body.len());
         }
@@ -386,6 +426,45 @@ impl Response {
         w.write_all(&out)?;
         w.flush()
     }
+}
+
+/// CRC-32 (IEEE 802.3, as gzip uses it).
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// `data` as a gzip member (RFC 1952) of stored (uncompressed) deflate blocks (RFC 1951 3.2.4):
+/// what `content-encoding: gzip` means, decoded by any gzip reader, without a compressor.
+pub fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + 32 + data.len() / 65535 * 5);
+    // ID1 ID2, CM=deflate, FLG=0, MTIME=0, XFL=0, OS=255 (unknown).
+    out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255]);
+    let mut blocks = data.chunks(65535).peekable();
+    if blocks.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]); // one final empty stored block
+    }
+    while let Some(block) = blocks.next() {
+        let last = blocks.peek().is_none();
+        let len = block.len() as u16;
+        out.push(u8::from(last)); // BFINAL, BTYPE=00 (stored)
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    out.extend_from_slice(&crc32(data).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
 }
 
 pub fn reason(status: u16) -> &'static str {
@@ -489,6 +568,41 @@ mod tests {
         );
         let long = [b"GET /".as_slice(), &[b'a'; 20_000], b" HTTP/1.1\r\n\r\n"].concat();
         assert_eq!(bad(&long), 431);
+    }
+
+    #[test]
+    fn gzip_member_of_stored_blocks() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        let g = gzip(b"hello");
+        assert_eq!(&g[..3], &[0x1f, 0x8b, 8]);
+        assert_eq!(&g[10..15], &[1, 5, 0, 0xfa, 0xff]);
+        assert_eq!(&g[15..20], b"hello");
+        assert_eq!(&g[20..24], &0x3610_a686u32.to_le_bytes());
+        assert_eq!(&g[24..], &5u32.to_le_bytes());
+        // Two blocks past 65535 bytes; an empty body is one empty final block.
+        let big = vec![b'x'; 70_000];
+        let g = gzip(&big);
+        assert_eq!(g[10], 0);
+        assert_eq!(g[10 + 5 + 65535], 1);
+        assert_eq!(g.len(), 10 + 5 + 65535 + 5 + (70_000 - 65535) + 8);
+        assert_eq!(gzip(b"").len(), 10 + 5 + 8);
+    }
+
+    #[test]
+    fn chunked_response() {
+        let mut r = Response::new(200).header("content-type", "text/event-stream");
+        r.chunks = vec![b"ab".to_vec(), Vec::new(), b"cde".to_vec()];
+        let mut out = Vec::new();
+        r.write_to(&mut out, true).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+        ));
+        assert!(!text.contains("content-length"));
+        assert!(
+            text.ends_with("\r\n\r\n2\r\nab\r\n3\r\ncde\r\n0\r\n\r\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -39,6 +39,20 @@ subscriptions/listen as an SSE stream) on the same endpoint. Test hook:
 POST /notify {\"tools\": true, \"uri\": \"memo://insights\"} sends
 notifications/tools/list_changed and notifications/resources/updated to the
 open subscriptions/listen streams that asked for them (answer: {\"delivered\": n}).
+
+Response shaping, by request header (for the list-filtering tests):
+  accept-encoding: gzip  JSON responses are gzip-encoded (content-encoding: gzip)
+  x-test-page-size: N    tools/list, prompts/list and resources/list answer pages of
+                         N entries with a nextCursor (a cursor keeps its page size, so
+                         a client following cursors sees every entry)
+  x-test-sse: 1          responses to requests come as text/event-stream, chunked: a
+                         notifications/message event, then each response in an event
+                         of its own (split over two chunks)
+  x-test-gzip: 1         the response is gzip-encoded whatever accept-encoding says
+  x-test-broken-list: 1  a response to a list request is not valid JSON (its last
+                         byte is cut off)
+The execution log records every request header, so a test can see what reached the
+server (e.g. whether accept-encoding did).
 ";
 
 /// How often an open SSE stream (listen or GET) gets a keep-alive comment.
@@ -260,6 +274,13 @@ impl Server {
     }
 
     fn handle_post(&self, req: &Request) -> Reply {
+        match self.handle_post_inner(req) {
+            Reply::Once(resp) => shape(req, resp).into(),
+            listen => listen,
+        }
+    }
+
+    fn handle_post_inner(&self, req: &Request) -> Reply {
         let body: Value = match serde_json::from_slice(&req.body) {
             Ok(v) => v,
             Err(e) => {
@@ -345,7 +366,7 @@ impl Server {
                 Err(e) => err(200, rid, &e),
             };
         }
-        match modern::handle(&self.name, method, params) {
+        match modern::handle_with(&self.name, method, params, hooks(req)) {
             Ok(result) => Response::json(200, &mcp::result_response(rid, result)).into(),
             Err(e) if e.code == mcp::METHOD_NOT_FOUND => err(404, rid, &e),
             Err(e) => err(200, rid, &e),
@@ -396,18 +417,121 @@ impl Server {
             }
             Message::Request { method, id, params } => {
                 self.log_exec(req, Some(method), Some(id), params);
-                Some(match mcp::handle(&self.name, method, params) {
-                    Ok(result) => {
-                        if method == "initialize" {
-                            *session = Some(new_session_id());
+                Some(
+                    match mcp::handle_with(&self.name, method, params, hooks(req)) {
+                        Ok(result) => {
+                            if method == "initialize" {
+                                *session = Some(new_session_id());
+                            }
+                            mcp::result_response(id.clone(), result)
                         }
-                        mcp::result_response(id.clone(), result)
-                    }
-                    Err(err) => mcp::error_response(id.clone(), &err),
-                })
+                        Err(err) => mcp::error_response(id.clone(), &err),
+                    },
+                )
             }
         }
     }
+}
+
+/// The list hooks a request's headers ask for.
+fn hooks(req: &Request) -> mcp::Hooks {
+    mcp::Hooks {
+        page_size: req
+            .header("x-test-page-size")
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0),
+    }
+}
+
+fn flag(req: &Request, name: &str) -> bool {
+    matches!(req.header(name), Some(v) if v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// Whether `accept-encoding` accepts gzip (a `gzip` or `x-gzip` coding whose q is not 0).
+fn accepts_gzip(req: &Request) -> bool {
+    req.headers
+        .iter()
+        .filter(|(n, _)| n == "accept-encoding")
+        .flat_map(|(_, v)| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or("");
+            let q_zero = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f64>().ok())
+                    .is_some_and(|q| q == 0.0)
+            });
+            (name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip")) && !q_zero
+        })
+}
+
+/// Whether a POST body (one message or a batch) holds a list request (with an id).
+fn has_list_request(body: &Value) -> bool {
+    let is_list_request = |m: &Value| {
+        m.get("id").is_some()
+            && m.get("method")
+                .and_then(Value::as_str)
+                .is_some_and(mcp::is_list)
+    };
+    match body {
+        Value::Array(items) => items.iter().any(is_list_request),
+        one => is_list_request(one),
+    }
+}
+
+/// Applies the response-shaping test headers (USAGE) to the answer of a POST.
+fn shape(req: &Request, mut resp: Response) -> Response {
+    let is_json = resp.header_value("content-type") == Some("application/json");
+    if resp.status != 200 || !is_json || resp.body.is_empty() {
+        return resp;
+    }
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+    let broken = flag(req, "x-test-broken-list") && has_list_request(&body);
+    if flag(req, "x-test-sse") {
+        // Each response in its own event (a batch's one by one), after a notification.
+        let answer: Value = serde_json::from_slice(&resp.body).unwrap_or(Value::Null);
+        let messages = match answer {
+            Value::Array(items) => items,
+            one => vec![one],
+        };
+        let method = body
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("a batch");
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "logger": "sample", "data": format!("answering {method}")}});
+        let mut chunks = vec![modern::sse_event(&note).into_bytes()];
+        let last = messages.len().saturating_sub(1);
+        for (i, m) in messages.iter().enumerate() {
+            let mut text = m.to_string();
+            if broken && i == last {
+                text.pop();
+            }
+            let event = format!("event: message\ndata: {text}\n\n").into_bytes();
+            // Split mid-event, so that a reader gets the event in two pieces.
+            let (a, b) = event.split_at(event.len() / 2);
+            chunks.push(a.to_vec());
+            chunks.push(b.to_vec());
+        }
+        resp.set_header("content-type", "text/event-stream");
+        resp.set_header("cache-control", "no-cache");
+        resp.body = Vec::new();
+        resp.chunks = chunks;
+    } else if broken {
+        resp.body.pop();
+    }
+    let forced = flag(req, "x-test-gzip");
+    if forced || (accepts_gzip(req) && resp.chunks.is_empty()) {
+        let plain = if resp.chunks.is_empty() {
+            std::mem::take(&mut resp.body)
+        } else {
+            std::mem::take(&mut resp.chunks).concat()
+        };
+        resp.body = http::gzip(&plain);
+        resp.set_header("content-encoding", "gzip");
+        resp.set_header("vary", "accept-encoding");
+    }
+    resp
 }
 
 fn with_session(resp: Response, session: Option<String>) -> Response {

@@ -125,9 +125,43 @@ fn text_content(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}], "isError": false})
 }
 
-fn tools() -> Value {
-    json!([
-        {
+/// A tool taking two numbers `a` and `b`.
+fn binary_tool(name: &str, title: &str, description: &str) -> Value {
+    json!({
+        "name": name,
+        "title": title,
+        "description": description,
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "a": {"type": "number", "description": "First operand"},
+                "b": {"type": "number", "description": "Second operand"}
+            },
+            "required": ["a", "b"]
+        }
+    })
+}
+
+/// A tool taking one string `text`.
+fn text_tool(name: &str, title: &str, description: &str) -> Value {
+    json!({
+        "name": name,
+        "title": title,
+        "description": description,
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "The text"}
+            },
+            "required": ["text"]
+        }
+    })
+}
+
+/// The tools, in the order tools/list gives them (12).
+fn tools() -> Vec<Value> {
+    vec![
+        json!({
             "name": "get-sum",
             "title": "Sum",
             "description": "Returns the sum of two numbers.",
@@ -139,8 +173,8 @@ fn tools() -> Value {
                 },
                 "required": ["a", "b"]
             }
-        },
-        {
+        }),
+        json!({
             "name": "echo",
             "title": "Echo",
             "description": "Returns the given message unchanged.",
@@ -151,8 +185,8 @@ fn tools() -> Value {
                 },
                 "required": ["message"]
             }
-        },
-        {
+        }),
+        json!({
             "name": "get-env",
             "title": "Get environment variable",
             "description": "Returns the value of an environment variable of the server process (empty if unset).",
@@ -163,21 +197,73 @@ fn tools() -> Value {
                 },
                 "required": ["name"]
             }
-        }
-    ])
+        }),
+        binary_tool(
+            "get-product",
+            "Product",
+            "Returns the product of two numbers.",
+        ),
+        binary_tool("get-difference", "Difference", "Returns a minus b."),
+        binary_tool(
+            "get-quotient",
+            "Quotient",
+            "Returns a divided by b (b must not be 0).",
+        ),
+        text_tool("uppercase", "Upper case", "Returns the text in upper case."),
+        text_tool("lowercase", "Lower case", "Returns the text in lower case."),
+        text_tool(
+            "reverse",
+            "Reverse",
+            "Returns the text's characters in reverse order.",
+        ),
+        text_tool(
+            "word-count",
+            "Word count",
+            "Returns the number of whitespace-separated words.",
+        ),
+        text_tool(
+            "char-count",
+            "Character count",
+            "Returns the number of characters (Unicode scalar values).",
+        ),
+        json!({
+            "name": "get-time",
+            "title": "Current time",
+            "description": "Returns the server's clock as seconds since the Unix epoch.",
+            "inputSchema": {"type": "object", "properties": {}}
+        }),
+    ]
 }
 
-fn prompts() -> Value {
-    json!([
-        {
+/// The prompts, in the order prompts/list gives them (3).
+fn prompts() -> Vec<Value> {
+    vec![
+        json!({
             "name": "greeting",
             "title": "Greeting",
             "description": "A friendly greeting for someone.",
             "arguments": [
                 {"name": "name", "description": "Who to greet", "required": true}
             ]
-        }
-    ])
+        }),
+        json!({
+            "name": "summarize",
+            "title": "Summarize",
+            "description": "Asks for a summary of a text.",
+            "arguments": [
+                {"name": "text", "description": "The text to summarize", "required": true}
+            ]
+        }),
+        json!({
+            "name": "code-review",
+            "title": "Code review",
+            "description": "Asks for a review of a piece of code.",
+            "arguments": [
+                {"name": "code", "description": "The code", "required": true},
+                {"name": "language", "description": "Its programming language", "required": false}
+            ]
+        }),
+    ]
 }
 
 const RESOURCES: &[(&str, &str, &str, &str)] = &[
@@ -192,6 +278,12 @@ const RESOURCES: &[(&str, &str, &str, &str)] = &[
         "report.txt",
         "Quarterly report",
         "Quarterly report: all systems nominal.",
+    ),
+    (
+        "memo://roadmap",
+        "roadmap",
+        "Product roadmap memo",
+        "Roadmap memo: list filtering ships next quarter.",
     ),
 ];
 
@@ -253,6 +345,43 @@ fn call_tool(params: Option<&Value>) -> Result<Value, RpcError> {
             Ok(text_content(sum))
         }
         "echo" => Ok(text_content(string_arg(args, "message")?)),
+        "get-product" | "get-difference" | "get-quotient" => {
+            let a = number_arg(args, "a")?.as_f64().unwrap_or(0.0);
+            let b = number_arg(args, "b")?.as_f64().unwrap_or(0.0);
+            let value = match name {
+                "get-product" => a * b,
+                "get-difference" => a - b,
+                _ if b == 0.0 => {
+                    return Err(RpcError::new(
+                        INVALID_PARAMS,
+                        "Invalid params: division by zero",
+                    ))
+                }
+                _ => a / b,
+            };
+            Ok(text_content(format_number(value)))
+        }
+        "uppercase" => Ok(text_content(string_arg(args, "text")?.to_uppercase())),
+        "lowercase" => Ok(text_content(string_arg(args, "text")?.to_lowercase())),
+        "reverse" => Ok(text_content(
+            string_arg(args, "text")?.chars().rev().collect::<String>(),
+        )),
+        "word-count" => Ok(text_content(
+            string_arg(args, "text")?
+                .split_whitespace()
+                .count()
+                .to_string(),
+        )),
+        "char-count" => Ok(text_content(
+            string_arg(args, "text")?.chars().count().to_string(),
+        )),
+        "get-time" => {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            Ok(text_content(secs.to_string()))
+        }
         "get-env" => {
             let var = string_arg(args, "name")?;
             let value = if var.is_empty() || var.contains('=') || var.contains('\0') {
@@ -279,19 +408,33 @@ fn get_prompt(params: Option<&Value>) -> Result<Value, RpcError> {
             ))
         }
     };
+    let arg = |key: &str, default: &str| match param(params, "arguments").and_then(|a| a.get(key)) {
+        Some(Value::String(s)) => s.clone(),
+        _ => default.to_string(),
+    };
+    let user = |description: &str, text: String| {
+        json!({
+            "description": description,
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}]
+        })
+    };
     match name {
-        "greeting" => {
-            let who = match param(params, "arguments").and_then(|a| a.get("name")) {
-                Some(Value::String(s)) => s.clone(),
-                _ => "world".to_string(),
-            };
-            Ok(json!({
-                "description": "A friendly greeting",
-                "messages": [
-                    {"role": "user", "content": {"type": "text", "text": format!("Hello, {who}!")}}
-                ]
-            }))
-        }
+        "greeting" => Ok(user(
+            "A friendly greeting",
+            format!("Hello, {}!", arg("name", "world")),
+        )),
+        "summarize" => Ok(user(
+            "A summary request",
+            format!("Summarize this text:\n\n{}", arg("text", "")),
+        )),
+        "code-review" => Ok(user(
+            "A code review request",
+            format!(
+                "Review this {} code:\n\n{}",
+                arg("language", "unspecified"),
+                arg("code", "")
+            ),
+        )),
         other => Err(
             RpcError::new(INVALID_PARAMS, format!("Unknown prompt: {other}"))
                 .with_data(json!({"prompt": other})),
@@ -315,8 +458,89 @@ fn read_resource(params: Option<&Value>) -> Result<Value, RpcError> {
     }
 }
 
-/// Executes a request and returns its `result` or error.
-pub fn handle(server_name: &str, method: &str, params: Option<&Value>) -> Result<Value, RpcError> {
+/// What a request's test headers ask of the list methods (see the USAGE text in main.rs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hooks {
+    /// `x-test-page-size: N`: lists come in pages of N entries with a `nextCursor`.
+    pub page_size: Option<usize>,
+}
+
+/// The cursor of the page starting at `offset` of pages of `size` entries.
+fn cursor(offset: usize, size: usize) -> String {
+    format!("page:{offset}:{size}")
+}
+
+/// One page of a list and the cursor of the next one. Without a cursor and a page size, the whole
+/// list; a cursor carries its page size, which `x-test-page-size` overrides.
+fn paginate(
+    items: Vec<Value>,
+    params: Option<&Value>,
+    hooks: Hooks,
+) -> Result<(Vec<Value>, Option<String>), RpcError> {
+    let bad = || RpcError::new(INVALID_PARAMS, "Invalid params: invalid cursor");
+    let (offset, size) = match param(params, "cursor") {
+        None | Some(Value::Null) => (0, hooks.page_size),
+        Some(Value::String(c)) => {
+            let mut parts = c.strip_prefix("page:").ok_or_else(bad)?.split(':');
+            let offset = parts
+                .next()
+                .and_then(|o| o.parse::<usize>().ok())
+                .ok_or_else(bad)?;
+            let size = parts
+                .next()
+                .and_then(|o| o.parse::<usize>().ok())
+                .ok_or_else(bad)?;
+            if parts.next().is_some() || size == 0 || offset > items.len() {
+                return Err(bad());
+            }
+            (offset, hooks.page_size.or(Some(size)))
+        }
+        Some(_) => return Err(bad()),
+    };
+    let size = size.unwrap_or(items.len()).max(1);
+    let end = offset.saturating_add(size).min(items.len());
+    let next = (end < items.len()).then(|| cursor(end, size));
+    Ok((items[offset..end].to_vec(), next))
+}
+
+/// A list result: `{key: page}` with `nextCursor` when there is a next page.
+fn list_result(
+    key: &str,
+    items: Vec<Value>,
+    params: Option<&Value>,
+    hooks: Hooks,
+) -> Result<Value, RpcError> {
+    let (page, next) = paginate(items, params, hooks)?;
+    let mut m = Map::new();
+    m.insert(key.into(), Value::Array(page));
+    if let Some(c) = next {
+        m.insert("nextCursor".into(), json!(c));
+    }
+    Ok(Value::Object(m))
+}
+
+/// The resources, as resources/list gives them.
+fn resources() -> Vec<Value> {
+    RESOURCES
+        .iter()
+        .map(|(uri, name, desc, _)| {
+            json!({"uri": uri, "name": name, "description": desc, "mimeType": "text/plain"})
+        })
+        .collect()
+}
+
+/// Whether a method is one of the lists Toolgate filters (the test hooks act on these).
+pub fn is_list(method: &str) -> bool {
+    matches!(method, "tools/list" | "prompts/list" | "resources/list")
+}
+
+/// Executes a request and returns its `result` or error; `hooks` from the request's test headers.
+pub fn handle_with(
+    server_name: &str,
+    method: &str,
+    params: Option<&Value>,
+    hooks: Hooks,
+) -> Result<Value, RpcError> {
     match method {
         "initialize" => Ok(json!({
             // The client's version when this server speaks it (2024-11-05 .. 2025-11-25).
@@ -335,16 +559,17 @@ pub fn handle(server_name: &str, method: &str, params: Option<&Value>) -> Result
             "instructions": "Toolgate sample MCP server (for demos and tests)."
         })),
         "ping" => Ok(json!({})),
-        "tools/list" => Ok(json!({"tools": tools()})),
+        "tools/list" => list_result("tools", tools(), params, hooks),
         "tools/call" => call_tool(params),
-        "prompts/list" => Ok(json!({"prompts": prompts()})),
+        "prompts/list" => list_result("prompts", prompts(), params, hooks),
         "prompts/get" => get_prompt(params),
-        "resources/list" => Ok(json!({
-            "resources": RESOURCES.iter().map(|(uri, name, desc, _)| json!({
-                "uri": uri, "name": name, "description": desc, "mimeType": "text/plain"
-            })).collect::<Vec<_>>()
-        })),
-        "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+        "resources/list" => list_result("resources", resources(), params, hooks),
+        "resources/templates/list" => Ok(json!({"resourceTemplates": [{
+            "uriTemplate": "file:///data/{name}",
+            "name": "data-file",
+            "description": "A file of the data folder",
+            "mimeType": "text/plain"
+        }]})),
         "resources/read" => read_resource(params),
         "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel" => Ok(json!({})),
         "completion/complete" => Ok(json!({

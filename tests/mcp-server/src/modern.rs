@@ -253,7 +253,18 @@ fn cacheable(method: &str) -> bool {
 
 /// Executes a 2026-07-28 request (not `subscriptions/listen`, which is a stream) and returns its
 /// decorated `result`, or the error.
+#[cfg(test)]
 pub fn handle(server_name: &str, method: &str, params: Option<&Value>) -> Result<Value, RpcError> {
+    handle_with(server_name, method, params, mcp::Hooks::default())
+}
+
+/// [`handle`] with the test hooks of the request's headers.
+pub fn handle_with(
+    server_name: &str,
+    method: &str,
+    params: Option<&Value>,
+    hooks: mcp::Hooks,
+) -> Result<Value, RpcError> {
     if REMOVED.contains(&method) {
         return Err(RpcError::new(
             mcp::METHOD_NOT_FOUND,
@@ -266,14 +277,16 @@ pub fn handle(server_name: &str, method: &str, params: Option<&Value>) -> Result
             "capabilities": capabilities(),
             "instructions": "Toolgate sample MCP server (for demos and tests)."
         })),
-        "resources/read" => mcp::handle(server_name, method, params).map_err(|mut e| {
-            // 2026-07-28 changed "resource not found" from -32002 to -32602.
-            if e.code == mcp::RESOURCE_NOT_FOUND {
-                e.code = mcp::INVALID_PARAMS;
-            }
-            e
-        }),
-        other => mcp::handle(server_name, other, params),
+        "resources/read" => {
+            mcp::handle_with(server_name, method, params, hooks).map_err(|mut e| {
+                // 2026-07-28 changed "resource not found" from -32002 to -32602.
+                if e.code == mcp::RESOURCE_NOT_FOUND {
+                    e.code = mcp::INVALID_PARAMS;
+                }
+                e
+            })
+        }
+        other => mcp::handle_with(server_name, other, params, hooks),
     }?;
     let mut obj = match result {
         Value::Object(o) => o,
