@@ -19,8 +19,10 @@ pub const DECISION: &[u8] = b"toolgate_decision";
 
 // Map, buffer and stream types of the ABI.
 pub const REQUEST_HEADERS: u32 = 0;
+pub const RESPONSE_HEADERS: u32 = 2;
 pub const HTTP_CALL_RESPONSE_HEADERS: u32 = 6;
 pub const REQUEST_BODY: u32 = 0;
+pub const RESPONSE_BODY: u32 = 1;
 pub const HTTP_CALL_RESPONSE_BODY: u32 = 4;
 pub const GRPC_RECEIVE_BUFFER: u32 = 5;
 pub const PLUGIN_CONFIGURATION: u32 = 7;
@@ -36,6 +38,14 @@ pub const ERROR: u32 = 4;
 #[link(wasm_import_module = "env")]
 extern "C" {
     fn proxy_get_header_map_pairs(map_type: u32, return_map_data: *mut *mut u8, return_map_size: *mut usize) -> u32;
+    fn proxy_get_header_map_value(
+        map_type: u32,
+        key: *const u8,
+        key_size: usize,
+        return_value_data: *mut *mut u8,
+        return_value_size: *mut usize,
+    ) -> u32;
+    fn proxy_set_buffer_bytes(buffer_type: u32, start: usize, size: usize, data: *const u8, data_size: usize) -> u32;
     fn proxy_replace_header_map_value(map_type: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize) -> u32;
     fn proxy_add_header_map_value(map_type: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize) -> u32;
     fn proxy_remove_header_map_value(map_type: u32, key: *const u8, key_size: usize) -> u32;
@@ -120,6 +130,13 @@ pub fn header_map(map_type: u32) -> Option<Vec<u8>> {
     unsafe { owned(proxy_get_header_map_pairs(map_type, &mut data, &mut size), data, size) }
 }
 
+/// One header's value (the first, if repeated); `None` if absent.
+pub fn header(map_type: u32, name: &str) -> Option<Vec<u8>> {
+    let (mut data, mut size) = (std::ptr::null_mut(), 0);
+    // SAFETY: see `owned`; `name` is valid for its length for the duration of the call.
+    unsafe { owned(proxy_get_header_map_value(map_type, name.as_ptr(), name.len(), &mut data, &mut size), data, size) }
+}
+
 pub fn replace_header(name: &str, value: &str) {
     // SAFETY: the pointers are valid for their lengths for the duration of the call.
     unsafe {
@@ -134,10 +151,10 @@ pub fn add_header(name: &str, value: &str) {
     }
 }
 
-pub fn remove_header(name: &str) {
+pub fn remove_header(map_type: u32, name: &str) {
     // SAFETY: as above.
     unsafe {
-        proxy_remove_header_map_value(REQUEST_HEADERS, name.as_ptr(), name.len());
+        proxy_remove_header_map_value(map_type, name.as_ptr(), name.len());
     }
 }
 
@@ -161,6 +178,12 @@ pub fn buffer(buffer_type: u32, size: usize) -> Option<Vec<u8>> {
     let (mut data, mut len) = (std::ptr::null_mut(), 0);
     // SAFETY: see `owned`.
     unsafe { owned(proxy_get_buffer_bytes(buffer_type, 0, size, &mut data, &mut len), data, len) }
+}
+
+/// Replaces the first `size` bytes of a buffer with `data`; false if the host refused.
+pub fn replace_buffer(buffer_type: u32, size: usize, data: &[u8]) -> bool {
+    // SAFETY: `data` is valid for its length for the duration of the call.
+    unsafe { proxy_set_buffer_bytes(buffer_type, 0, size, data.as_ptr(), data.len()) == OK }
 }
 
 /// The host's log level now (Envoy: the `wasm` log component's, which `--component-log-level
@@ -205,12 +228,12 @@ pub fn define_counter(name: &str) -> u32 {
     }
 }
 
-/// Adds one to a counter from [`define_counter`]; a refusal is ignored.
-pub fn increment(counter: u32) {
+/// Adds `n` to a counter from [`define_counter`]; a refusal is ignored.
+pub fn increment(counter: u32, n: i64) {
     if counter != 0 {
         // SAFETY: plain values.
         unsafe {
-            proxy_increment_metric(counter, 1);
+            proxy_increment_metric(counter, n);
         }
     }
 }

@@ -38,9 +38,9 @@ impl Counters {
         Counters(ids)
     }
 
-    fn increment(&self, counter: Counter) {
+    fn increment(&self, counter: Counter, n: u64) {
         if let Some(i) = Counter::ALL.iter().position(|c| *c == counter) {
-            host::increment(self.0.get(i).copied().unwrap_or(0));
+            host::increment(self.0.get(i).copied().unwrap_or(0), i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
 }
@@ -178,6 +178,24 @@ pub extern "C" fn proxy_on_request_trailers(context_id: u32, _trailers: usize) -
     action(with_stream(context_id, |s, host| s.request.on_request_trailers(host)).unwrap_or(Action::Pause))
 }
 
+// The response callbacks: list filtering (SPEC §5). For every other request the lifecycle returns
+// at once; a response without a stream is not Toolgate's to change.
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_headers(context_id: u32, _headers: usize, end_of_stream: u32) -> u32 {
+    action(with_stream(context_id, |s, host| s.request.on_response_headers(host, end_of_stream != 0)).unwrap_or(Action::Continue))
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_body(context_id: u32, body_size: usize, end_of_stream: u32) -> u32 {
+    action(with_stream(context_id, |s, host| s.request.on_response_body(host, body_size, end_of_stream != 0)).unwrap_or(Action::Continue))
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_trailers(context_id: u32, _trailers: usize) -> u32 {
+    action(with_stream(context_id, |s, host| s.request.on_response_trailers(host)).unwrap_or(Action::Continue))
+}
+
 /// The context that made the call with `token` (forgotten: each call is answered once).
 fn caller(token: u32) -> Option<u32> {
     CALLS.with(|calls| calls.try_borrow_mut().ok()?.remove(&token))
@@ -266,7 +284,13 @@ impl HostBase for FilterHost {
     }
 
     fn count(&mut self, counter: Counter) {
-        self.counters.increment(counter);
+        self.counters.increment(counter, 1);
+    }
+
+    fn count_by(&mut self, counter: Counter, n: u64) {
+        if n > 0 {
+            self.counters.increment(counter, n);
+        }
     }
 
     fn now_ms(&mut self) -> u64 {
@@ -323,7 +347,7 @@ impl Host for FilterHost {
     }
 
     fn remove_request_header(&mut self, name: &str) {
-        host::remove_header(name);
+        host::remove_header(host::REQUEST_HEADERS, name);
     }
 
     fn record(&mut self, summary: &str) {
@@ -332,6 +356,22 @@ impl Host for FilterHost {
 
     fn logs_at(&mut self, l: LogLevel) -> bool {
         LOG_LEVEL.with(|current| current.get() <= level(l))
+    }
+
+    fn response_header(&mut self, lower_name: &str) -> Option<String> {
+        host::header(host::RESPONSE_HEADERS, lower_name).and_then(|v| String::from_utf8(v).ok())
+    }
+
+    fn remove_response_header(&mut self, name: &str) {
+        host::remove_header(host::RESPONSE_HEADERS, name);
+    }
+
+    fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        host::buffer(host::RESPONSE_BODY, size)
+    }
+
+    fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool {
+        host::replace_buffer(host::RESPONSE_BODY, size, body)
     }
 }
 

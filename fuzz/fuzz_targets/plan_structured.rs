@@ -132,6 +132,7 @@ fn plan(u: &mut Unstructured<'_>) -> arbitrary::Result<CompiledPlan> {
             debug_reasons: u.arbitrary()?,
             authz_timeout_ms: u.arbitrary()?,
             pause_headers: u.arbitrary()?,
+            list_filtering: u.arbitrary()?,
         },
         gateway: level(u)?,
         backends,

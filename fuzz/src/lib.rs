@@ -178,6 +178,9 @@ pub struct FakeHost {
     pub records: Vec<String>,
     pub allows: u32,
     pub denies: u32,
+    // The response.
+    pub response_headers: Vec<(String, String)>,
+    pub response_body: Vec<u8>,
 }
 
 impl HostBase for FakeHost {
@@ -249,6 +252,20 @@ impl Host for FakeHost {
         self.records.push(summary.to_string());
     }
     fn logs_at(&mut self, _level: LogLevel) -> bool {
+        true
+    }
+    fn response_header(&mut self, lower_name: &str) -> Option<String> {
+        self.response_headers.iter().find(|(k, _)| k == lower_name).map(|(_, v)| v.clone())
+    }
+    fn remove_response_header(&mut self, name: &str) {
+        self.response_headers.retain(|(k, _)| k != name);
+    }
+    fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        Some(self.response_body.get(..size.min(self.response_body.len()))?.to_vec())
+    }
+    fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool {
+        let size = size.min(self.response_body.len());
+        self.response_body.splice(..size, body.iter().copied());
         true
     }
 }

@@ -20,6 +20,7 @@ pub mod cel_rule;
 pub mod compile;
 pub mod eval;
 pub mod lifecycle;
+pub mod list_filter;
 pub mod log_safe;
 pub mod mcp;
 pub mod plan;

@@ -681,7 +681,7 @@ const NOTIFICATIONS_FIELDS: [&str; 1] = ["resourcesubscriptions"];
 ///   `OrdinalIgnoreCase`, i.e. simple upper-casing, which also maps U+0131 `ı` to `I` and `ſ` to `S`.
 ///
 /// Refusing a key one decoder would not fold costs nothing: no client sends such keys.
-fn folded_field(key: &[u8], fields: &[&'static str]) -> Option<&'static str> {
+pub(crate) fn folded_field<'f>(key: &[u8], fields: &[&'f str]) -> Option<&'f str> {
     // The longest field is 21 letters; each folds from at most 3 UTF-8 bytes (the Kelvin sign).
     if fields.is_empty() || key.len() > 63 {
         return None;

@@ -57,6 +57,19 @@ pub struct PlanSettings {
     /// changes once the filter lets the headers continue).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pause_headers: bool,
+    /// SPEC §5 list filtering: the results of allowed `tools/list`, `prompts/list` and
+    /// `resources/list` keep only the entries the caller may use (on by default; written only when
+    /// off, so that plans without the setting keep their hash).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub list_filtering: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn default_authz_timeout() -> u32 {
@@ -70,6 +83,7 @@ impl Default for PlanSettings {
             debug_reasons: false,
             authz_timeout_ms: DEFAULT_AUTHZ_TIMEOUT_MS,
             pause_headers: false,
+            list_filtering: true,
         }
     }
 }

@@ -95,7 +95,7 @@ impl Subject<'_, '_> {
         match self {
             Subject::BaseHttp => "HTTP request of the MCP base protocol (GET stream or DELETE session)".into(),
             Subject::Http => "HTTP request without an MCP body".into(),
-            Subject::Message(m) => match m.method.as_deref() {
+            Subject::Message(m) | Subject::Listed(m) => match m.method.as_deref() {
                 None => "JSON-RPC response sent by the client".into(),
                 Some(method) => match param_of(m) {
                     Some(p) => format!("{method} {p:?}"),
@@ -129,12 +129,12 @@ impl IndexedRule {
         let base = match subject {
             Subject::Http => return Err("mcp: the request has no readable MCP body".into()),
             Subject::BaseHttp => true,
-            Subject::Message(m) => m.method.as_deref().is_none_or(is_base_method),
+            Subject::Message(m) | Subject::Listed(m) => m.method.as_deref().is_none_or(is_base_method),
         };
         if base && mcp.base_protocol {
             return Ok(());
         }
-        if let Subject::Message(m) = subject {
+        if let Subject::Message(m) | Subject::Listed(m) = subject {
             if let Some(method) = m.method.as_deref() {
                 for mm in &mcp.methods {
                     let method_ok = match &mm.method {

@@ -62,7 +62,12 @@ impl IndexedRule {
 
 /// A CEL rule applies to `tools/call` messages only (the index offers it nothing else).
 pub(super) fn cel_matches(cel: &CelRule, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> bool {
-    let Subject::Message(m) = subject else { return false };
+    let m = match subject {
+        Subject::Message(m) => m,
+        Subject::Listed(_) if cel.uses.params => return true,
+        Subject::Listed(m) => m,
+        Subject::Http | Subject::BaseHttp => return false,
+    };
     let input = crate::cel_rule::Input { req, method: m.method.as_deref(), tool_name: m.name.as_deref(), params: m.params };
     cel.matches(&input)
 }
@@ -313,7 +318,7 @@ impl LevelIndex {
         match subject {
             Subject::Http => {}
             Subject::BaseHttp => probe(&self.base),
-            Subject::Message(msg) => match msg.method.as_deref() {
+            Subject::Message(msg) | Subject::Listed(msg) => match msg.method.as_deref() {
                 // A client-sent JSON-RPC response (sampling, elicitation): base protocol.
                 None => probe(&self.base),
                 Some(method) => {

@@ -21,6 +21,7 @@ pub use crate::re2::full_match_regex;
 pub use http::{host_suffix_covers, path_prefix_matches};
 use index::LevelIndex;
 
+use crate::list_filter::ListKind;
 use crate::mcp::{McpBody, McpMessage, NotMcp};
 use crate::plan::{json_content_hash, AuthorizerPlan, CompiledPlan, PLAN_VERSION};
 use crate::cel_rule::Uses;
@@ -302,6 +303,28 @@ impl<'e> Route<'e> {
     }
 }
 
+impl Route<'_> {
+    /// Whether the caller of `req` may use an entry of a list response (SPEC §5 list filtering): a
+    /// call to it (`tools/call` or `prompts/get` by name, `resources/read` by uri) on this route
+    /// matches a rule at every level. What an entry cannot tell counts as possibly allowing: an
+    /// ExternalAuth policy's authorizer is not asked, and a CEL rule on `request.mcp.params`
+    /// matches. The MCP header check is not made: the request's `Mcp-*` headers name the list.
+    pub fn may_use(&self, req: &HttpRequest<'_>, kind: ListKind, entry: &str) -> bool {
+        let entry = Some(std::borrow::Cow::Borrowed(entry));
+        let call = McpMessage {
+            method: Some(std::borrow::Cow::Borrowed(kind.call_method())),
+            id: None,
+            name: if kind == ListKind::Resources { None } else { entry.clone() },
+            uri: if kind == ListKind::Resources { entry } else { None },
+            subscriptions: Vec::new(),
+            protocol_version: None,
+            params: None,
+        };
+        let subject = Subject::Listed(&call);
+        self.levels.iter().flatten().all(|level| level.policies.is_empty() || level.first_match(req, &subject).is_some())
+    }
+}
+
 /// At most this many authorizer calls are made for one request (a batch makes one per element that
 /// triggers an ExternalAuth policy, per level); a request that needs more is denied.
 pub const MAX_AUTHZ_CALLS: u32 = 32;
@@ -340,6 +363,9 @@ struct Walk<'e> {
 /// What rules are matched against: one MCP message, or a request classified by HTTP only.
 enum Subject<'m, 'a> {
     Message(&'m McpMessage<'a>),
+    /// A call to an entry of a list response, as the caller could make it (list filtering): a
+    /// CEL rule that reads `params`, which the call would carry, counts as matching.
+    Listed(&'m McpMessage<'a>),
     /// GET, or DELETE with `mcp-session-id`: a base-protocol transport request.
     BaseHttp,
     /// Anything else without a readable MCP body.

@@ -94,7 +94,9 @@ impl WantedHeaders {
         let sent = authorizers(plan).flat_map(|a| &a.allowed_headers).map(String::as_str);
         // HTTP authorizers are always sent `authorization` (as Envoy's ext_authz does).
         let always = authorizers(plan).next().map(|_| "authorization");
-        let mut wanted = Self::with(matchers.chain(sent).chain(always));
+        // List filtering removes it from list requests (when they have it).
+        let listing = plan.settings.list_filtering.then_some("accept-encoding");
+        let mut wanted = Self::with(matchers.chain(sent).chain(always).chain(listing));
         // `:scheme` and `x-request-id` only go to authorizers: without any, they keep their numbers
         // (the lifecycle indexes by them) but are not collected.
         wanted.skip_authz_only = authorizers(plan).next().is_none();
@@ -172,6 +174,11 @@ impl RequestHeaders {
             Some((_, v)) => self.text(v),
             None => "",
         }
+    }
+
+    /// The first value of a kept header (`lower_name`: one of the wanted names), if sent.
+    pub fn named(&self, lower_name: &str) -> Option<&str> {
+        self.wanted.iter().find(|(k, _)| self.text(k) == lower_name).map(|(_, v)| self.text(v))
     }
 
     pub fn pairs(&self) -> Vec<(&str, &str)> {

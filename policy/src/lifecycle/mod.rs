@@ -8,11 +8,13 @@
 //! request twice).
 
 pub mod headers;
+mod listing;
 
 use std::rc::Rc;
 
 use crate::authz::{self, Answer, CallInput};
 use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, Step, Verdict};
+use crate::list_filter::ListRequests;
 use crate::log_safe::Quoted;
 use crate::mcp::{self, NotMcp, ReadOptions};
 use crate::response;
@@ -66,10 +68,13 @@ pub enum Counter {
     AuthzTimeout,
     AuthzUnavailable,
     AuthzMalformed,
+    ListFiltered,
+    ListEntriesRemoved,
+    ListUnreadable,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 13] = [
+    pub const ALL: [Counter; 16] = [
         Counter::Allow,
         Counter::AllowNoPolicy,
         Counter::DenyGateway,
@@ -83,6 +88,9 @@ impl Counter {
         Counter::AuthzTimeout,
         Counter::AuthzUnavailable,
         Counter::AuthzMalformed,
+        Counter::ListFiltered,
+        Counter::ListEntriesRemoved,
+        Counter::ListUnreadable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -100,6 +108,9 @@ impl Counter {
             Counter::AuthzTimeout => "toolgate.authz.timeout",
             Counter::AuthzUnavailable => "toolgate.authz.unavailable",
             Counter::AuthzMalformed => "toolgate.authz.malformed",
+            Counter::ListFiltered => "toolgate.list.filtered",
+            Counter::ListEntriesRemoved => "toolgate.list.entries_removed",
+            Counter::ListUnreadable => "toolgate.list.unreadable",
         }
     }
 }
@@ -133,6 +144,12 @@ const REFUSED: u32 = u32::MAX;
 pub trait HostBase {
     fn log(&mut self, level: LogLevel, message: &str);
     fn count(&mut self, counter: Counter);
+    /// Adds `n` to a counter.
+    fn count_by(&mut self, counter: Counter, n: u64) {
+        for _ in 0..n {
+            self.count(counter);
+        }
+    }
     /// Milliseconds on the host's (wall) clock.
     fn now_ms(&mut self) -> u64;
 }
@@ -160,6 +177,14 @@ pub trait Host: HostBase {
     fn record(&mut self, summary: &str);
     /// Whether the host logs at `level` now.
     fn logs_at(&mut self, level: LogLevel) -> bool;
+    /// The first value of a response header (`lower_name`), if sent.
+    fn response_header(&mut self, lower_name: &str) -> Option<String>;
+    fn remove_response_header(&mut self, name: &str);
+    /// The response body buffered so far (its first `size` bytes).
+    fn response_body(&mut self, size: usize) -> Option<Vec<u8>>;
+    /// Replaces the buffered response body (all `size` bytes of it) with `body`; false if the host
+    /// refused.
+    fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool;
 }
 
 /// What loading a plan needs of the proxy.
@@ -264,6 +289,8 @@ enum State {
     Buffering(Box<Held>),
     /// Paused for an authorizer's answer.
     Calling(Box<Held>, Pending),
+    /// An allowed list request whose response is filtered (SPEC §5).
+    Listing(Box<listing::Listing>),
     /// Decided: later callbacks let the request continue (if it was allowed) and do nothing else.
     Done,
 }
@@ -346,11 +373,21 @@ impl Request {
             time_ms: if needs.time { host.now_ms() } else { 0 },
         });
         if matches!(held.classified, Classified::JsonBody { .. }) {
+            // List filtering removes `accept-encoding` from a list request, which it knows as one
+            // only from its body: its headers are held where they can be, else the header is
+            // removed from every request that may be one.
+            let settings = &loaded.evaluator.plan().settings;
+            let strip = settings.list_filtering
+                && listing::may_be_a_list(&held.headers)
+                && held.headers.named("accept-encoding").is_some();
+            if strip && !settings.pause_headers {
+                host.remove_request_header("accept-encoding");
+            }
             self.state = State::Buffering(held);
             // The body callback pauses until the whole body is here. The headers continue (in
             // Envoy, pausing them stops body delivery), unless the host keeps delivering the body
-            // and an authorizer may ask for header changes.
-            let hold = needs.external_auth && loaded.evaluator.plan().settings.pause_headers;
+            // and an authorizer may ask for header changes, or list filtering for one.
+            let hold = (needs.external_auth || strip) && settings.pause_headers;
             return if hold { Action::Pause } else { Action::Continue };
         }
         self.advance(host, &loaded, held, Context::Callback)
@@ -477,12 +514,18 @@ impl Request {
         let debug_reasons = ev.plan().settings.debug_reasons;
         let timeout_ms = ev.plan().settings.authz_timeout_ms;
         enum Next {
-            Allowed(String),
+            Allowed(String, ListRequests),
             Denied(String, Counter, response::Reply),
             Call(authz::Prepared),
         }
         let next = with_request(&held, loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
-            Step::Decided(d) if d.allowed() => Next::Allowed(d.summary()),
+            Step::Decided(d) if d.allowed() => {
+                let lists = match body {
+                    BodyInput::Mcp(mcp) if ev.plan().settings.list_filtering => ListRequests::of(mcp),
+                    _ => ListRequests::default(),
+                };
+                Next::Allowed(d.summary(), lists)
+            }
             Step::Decided(d) => Next::Denied(d.summary(), deny_counter(&d), response::denial(body, &d, debug_reasons)),
             Step::Authorize(call) => {
                 let message = match (body, call.message) {
@@ -502,10 +545,17 @@ impl Request {
         });
         let (method, path) = (held.headers.get(headers::METHOD), held.headers.get(headers::PATH));
         match next {
-            Next::Allowed(summary) => {
+            Next::Allowed(summary, lists) => {
                 host.count(Counter::Allow);
                 record(host, method, path, &summary);
-                self.state = State::Done;
+                self.state = if lists.is_empty() {
+                    State::Done
+                } else {
+                    if ev.plan().settings.pause_headers && held.headers.named("accept-encoding").is_some() {
+                        host.remove_request_header("accept-encoding");
+                    }
+                    State::Listing(Box::new(listing::Listing::new(held, lists, summary)))
+                };
                 if context == Context::Answer {
                     host.resume();
                 }
@@ -631,6 +681,22 @@ fn deny_counter(d: &Decision<'_>) -> Counter {
 /// Runs `f` on the request as the evaluator sees it: its HTTP attributes and its body, read again
 /// from the held bytes (cheap next to a call, and it keeps nothing borrowed across callbacks).
 fn with_request<T>(held: &Held, loaded: &Loaded, f: impl FnOnce(&HttpRequest<'_>, BodyInput<'_, '_>) -> T) -> T {
+    let opts = ReadOptions { capture_params: loaded.needs.params() };
+    http_request(held, |req| match &held.classified {
+        Classified::Http => f(req, BodyInput::None),
+        Classified::EmptyJsonPost => f(req, BodyInput::NotMcp(&NotMcp::EmptyBody)),
+        Classified::JsonBody { encoded: Some(encoding) } => {
+            f(req, BodyInput::NotMcp(&NotMcp::Encoded { encoding: encoding.clone() }))
+        }
+        Classified::JsonBody { encoded: None } => match mcp::read_body(&held.body, opts) {
+            Ok(body) => f(req, BodyInput::Mcp(&body)),
+            Err(e) => f(req, BodyInput::NotMcp(&e)),
+        },
+    })
+}
+
+/// Runs `f` on the HTTP attributes of a held request.
+fn http_request<T>(held: &Held, f: impl FnOnce(&HttpRequest<'_>) -> T) -> T {
     let pairs = held.headers.pairs();
     let req = HttpRequest {
         method: held.headers.get(headers::METHOD),
@@ -641,18 +707,7 @@ fn with_request<T>(held: &Held, loaded: &Loaded, f: impl FnOnce(&HttpRequest<'_>
         principal: held.principal.as_deref(),
         time_ms: held.time_ms,
     };
-    let opts = ReadOptions { capture_params: loaded.needs.params() };
-    match &held.classified {
-        Classified::Http => f(&req, BodyInput::None),
-        Classified::EmptyJsonPost => f(&req, BodyInput::NotMcp(&NotMcp::EmptyBody)),
-        Classified::JsonBody { encoded: Some(encoding) } => {
-            f(&req, BodyInput::NotMcp(&NotMcp::Encoded { encoding: encoding.clone() }))
-        }
-        Classified::JsonBody { encoded: None } => match mcp::read_body(&held.body, opts) {
-            Ok(body) => f(&req, BodyInput::Mcp(&body)),
-            Err(e) => f(&req, BodyInput::NotMcp(&e)),
-        },
-    }
+    f(&req)
 }
 
 fn read_headers(host: &mut impl Host, wanted: &WantedHeaders) -> RequestHeaders {

@@ -46,6 +46,9 @@ struct Fake {
     records: Vec<String>,
     logs: Vec<(LogLevel, String)>,
     counts: Vec<Counter>,
+    // The response: its headers, the body buffered now (the host's buffer).
+    response_headers: Vec<(String, String)>,
+    response_body: Vec<u8>,
 }
 
 impl Fake {
@@ -160,6 +163,20 @@ impl Host for Fake {
     }
     fn logs_at(&mut self, level: LogLevel) -> bool {
         self.debug || level > LogLevel::Debug
+    }
+    fn response_header(&mut self, lower_name: &str) -> Option<String> {
+        self.response_headers.iter().find(|(k, _)| k == lower_name).map(|(_, v)| v.clone())
+    }
+    fn remove_response_header(&mut self, name: &str) {
+        self.response_headers.retain(|(k, _)| k != name);
+    }
+    fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        Some(self.response_body.get(..size.min(self.response_body.len()))?.to_vec())
+    }
+    fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool {
+        let size = size.min(self.response_body.len());
+        self.response_body.splice(..size, body.iter().copied());
+        true
     }
 }
 
@@ -696,3 +713,5 @@ fn with_pause_headers_a_json_post_under_an_authorizer_is_held_from_its_headers()
     p.configure(&mut FakeRoot::default(), &serde_json::to_vec(&plan.seal()).unwrap());
     assert_eq!(p.request().on_request_headers(&mut Fake::post(&call(1, "x")), false), Action::Continue);
 }
+
+mod listing;
