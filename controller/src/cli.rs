@@ -39,9 +39,25 @@ pub struct PlanArgs {
     /// denied.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_timeout_ms)]
     pub authz_timeout: u32,
+    /// List filtering (SPEC §5): `on` rewrites the result of an allowed tools/list, prompts/list or
+    /// resources/list to the entries the caller could use (tools/call, prompts/get, resources/read
+    /// by the same caller would be allowed); `off` passes lists on unchanged and the filter does no
+    /// work on responses.
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    #[arg(value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub list_filtering: bool,
     /// Exit 1 when any policy is not Accepted.
     #[arg(long)]
     pub strict: bool,
+}
+
+/// `on` / `off` as a bool (the spelling of Toolgate's switches, e.g. `--list-filtering off`).
+pub fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{text:?}: on or off")),
+    }
 }
 
 /// `5s`, `1500ms`, `2m` as milliseconds, 1 ms to 10 minutes.
@@ -97,6 +113,7 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
             debug_reasons: args.debug_reasons,
             authz_timeout_ms: args.authz_timeout,
             pause_headers,
+            list_filtering: args.list_filtering,
         },
         gateway_classes: args.gateway_class.iter().cloned().collect(),
     };

@@ -388,6 +388,17 @@ impl lifecycle::Host for Simulated {
     fn set_request_header(&mut self, _: &str, _: &str) {}
     fn add_request_header(&mut self, _: &str, _: &str) {}
     fn remove_request_header(&mut self, _: &str) {}
+    // explain decides on the request; it has no response to filter (list filtering, SPEC §5).
+    fn response_header(&mut self, _: &str) -> Option<String> {
+        None
+    }
+    fn remove_response_header(&mut self, _: &str) {}
+    fn response_body(&mut self, _: usize) -> Option<Vec<u8>> {
+        None
+    }
+    fn replace_response_body(&mut self, _: usize, _: &[u8]) -> bool {
+        false
+    }
     fn record(&mut self, summary: &str) {
         self.record = Some(summary.to_string());
     }

@@ -255,6 +255,46 @@ fn validate_rejects_regular_expressions_re2_rejects() {
 }
 
 #[test]
+fn list_filtering_is_on_by_default_and_off_on_request() {
+    let dir = tmp("list-filtering");
+    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
+    let wasm = dir.join("filter.wasm");
+    std::fs::write(&wasm, b"\0asm").unwrap();
+    let settings = |extra: &[&str]| -> Value {
+        let out = dir.join(format!("out{}", extra.len()));
+        let mut args = vec![
+            "render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "-o", out.to_str().unwrap(),
+            "--resolve", "mcp-server.default=127.0.0.1:7001",
+        ];
+        args.extend_from_slice(extra);
+        let o = toolgate(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let lds = read_json(&out.join("default.gw").join("lds.json"));
+        let hcm = &lds["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+        let plan: Value = serde_json::from_str(
+            hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap(),
+        )
+        .unwrap();
+        plan["settings"].clone()
+    };
+    // On by default, and then not written (plans without the setting keep their hash).
+    assert_eq!(settings(&[]).get("listFiltering"), None);
+    assert_eq!(settings(&["--list-filtering", "on"]).get("listFiltering"), None);
+    assert_eq!(settings(&["--list-filtering=off"])["listFiltering"], Value::Bool(false));
+    // Anything but on/off is a usage error.
+    let o = toolgate(&["render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "--list-filtering", "no"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("on or off"));
+    // The same switch on compile and the controller; documented in the help.
+    let o = toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", dir.join("c").to_str().unwrap(), "--list-filtering", "off"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for cmd in ["render", "controller"] {
+        let help = String::from_utf8(toolgate(&[cmd, "--help"]).stdout).unwrap();
+        assert!(help.contains("--list-filtering <on|off>"), "{cmd}: {help}");
+    }
+}
+
+#[test]
 fn render_honours_httproute_timeouts() {
     let dir = tmp("render-timeouts");
     let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);

@@ -59,6 +59,11 @@ pub struct ControllerArgs {
     /// How long an ExternalAuth authorizer may take (e.g. 5s).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cli::parse_timeout_ms)]
     pub authz_timeout: u32,
+    /// List filtering (SPEC §5) in the plans written: `on` (lists keep only the entries the caller
+    /// could use) or `off` (lists pass unchanged).
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    #[arg(value_parser = crate::cli::parse_on_off, action = clap::ArgAction::Set)]
+    pub list_filtering: bool,
     /// Prometheus /metrics, /healthz and /readyz.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9090")]
     pub metrics_addr: std::net::SocketAddr,
@@ -441,7 +446,11 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
             trust_domain: ctx.args.trust_domain.clone(),
             clusters: ClusterNaming::Istio { cluster_domain: ctx.args.cluster_domain.clone() },
         },
-        settings: PlanSettings { authz_timeout_ms: ctx.args.authz_timeout, ..PlanSettings::default() },
+        settings: PlanSettings {
+            authz_timeout_ms: ctx.args.authz_timeout,
+            list_filtering: ctx.args.list_filtering,
+            ..PlanSettings::default()
+        },
         gateway_classes: ctx.args.gateway_class.clone(),
     };
     let topo = topology::build(&inv, &opts);
