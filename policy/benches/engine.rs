@@ -122,6 +122,19 @@ fn compile(levels: &Levels) -> CompiledPlan {
     plan.seal()
 }
 
+/// The benchmark's request: agent-a's POST to /mcp with `headers`.
+fn request<'a>(headers: &'a [(&'a str, &'a str)]) -> HttpRequest<'a> {
+    HttpRequest {
+        method: "POST",
+        path: "/mcp",
+        authority: "127.0.0.1:20443",
+        port: 20443,
+        headers,
+        principal: Some(PRINCIPAL),
+        time_ms: 0,
+    }
+}
+
 fn headers(tool: &str) -> Vec<(&str, &str)> {
     vec![
         (":authority", "127.0.0.1:20443"),
@@ -158,15 +171,7 @@ fn reader(c: &mut Criterion) {
 fn evaluate(c: &mut Criterion) {
     let plans = [("20_tools", compile(&twenty())), ("1000_policies", compile(&many(199)))];
     let hdrs = headers(TOOL);
-    let req = HttpRequest {
-        method: "POST",
-        path: "/mcp",
-        authority: "127.0.0.1:20443",
-        port: 20443,
-        headers: &hdrs,
-        principal: Some(PRINCIPAL),
-        time_ms: 0,
-    };
+    let req = request(&hdrs);
     let small = body(300, TOOL);
     let mut g = c.benchmark_group("evaluate");
     for (name, plan) in &plans {
@@ -193,15 +198,7 @@ fn evaluate(c: &mut Criterion) {
 /// rule on the tool name, one on the tool name and an argument (`params` captured and decoded).
 fn cel(c: &mut Criterion) {
     let hdrs = headers(TOOL);
-    let req = HttpRequest {
-        method: "POST",
-        path: "/mcp",
-        authority: "127.0.0.1:20443",
-        port: 20443,
-        headers: &hdrs,
-        principal: Some(PRINCIPAL),
-        time_ms: 0,
-    };
+    let req = request(&hdrs);
     let small = body(300, TOOL);
     let cases = [
         ("tool_name", "request.mcp.tool_name == 'tool-00017'", false),
