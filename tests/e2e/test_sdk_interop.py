@@ -250,7 +250,7 @@ def test_sdk_client_with_the_sample_server(gateway, mode):
         async with si.client(gw, mode) as c:
             assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
             tools = await c.list_tools()
-            assert [t.name for t in tools.tools][:3] == ["get-sum", "echo", "get-env"]
+            assert [t.name for t in tools.tools] == ["get-sum"]   # list filtering: what a may call
             assert _text(await c.call_tool("get-sum", {"a": 40, "b": 2})) == "42"
             await _denied(c.call_tool("echo", {"message": "hi"}))
             assert (await c.read_resource("memo://insights")).contents[0].text.startswith("Insights memo")
@@ -278,3 +278,30 @@ def test_sdk_client_with_the_sample_server(gateway, mode):
         # What the SDK client sent, checked by the sample server and by Toolgate before it.
         assert listen["headers"]["mcp-method"] == "subscriptions/listen"
         assert listen["headers"]["mcp-protocol-version"] == "2026-07-28"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sdk_list_tools_holds_what_the_agent_may_call(gateway, mode):
+    """List filtering (SPEC §5) as a real client sees it, through the sample server's twelve tools: agent-b,
+    allowed get-sum alone at the gateway level, lists get-sum alone; agent-a, allowed anything, lists all.
+    The SDK's HTTP client accepts gzip; the filter takes accept-encoding off list requests, so the server
+    answers them uncompressed and the filter can read them."""
+    gw = gateway(policy("p", rule("a", source=sa("a")),
+                        rule("b", source=sa("b"), mcp=mcp_match(("tools/call", ["get-sum"]), base=True))))
+
+    async def scenario():
+        async with si.client(gw, mode, agent="agent-b") as c:
+            assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+            assert [t.name for t in (await c.list_tools()).tools] == ["get-sum"]
+            assert _text(await c.call_tool("get-sum", {"a": 40, "b": 2})) == "42"
+            await _denied(c.call_tool("echo", {"message": "hi"}))
+        async with si.client(gw, mode, agent="agent-a") as c:
+            names = [t.name for t in (await c.list_tools()).tools]
+            assert len(names) == 12 and names[:3] == ["get-sum", "echo", "get-env"], names
+
+    anyio.run(scenario)
+    lists = [e for e in gw.server.executed() if e["jsonrpc_method"] == "tools/list"]
+    assert len(lists) == 2, lists
+    assert all("accept-encoding" not in e["headers"] for e in lists), lists
+    calls = [e for e in gw.server.executed() if e["jsonrpc_method"] == "tools/call"]
+    assert calls and all("gzip" in e["headers"].get("accept-encoding", "") for e in calls), calls  # it accepts gzip
