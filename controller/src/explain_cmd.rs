@@ -143,7 +143,7 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         method: &method,
         path,
         authority: host,
-        port: listener.listener.port,
+        port: crate::model::port(&listener.listener),
         headers: &header_refs,
         principal: described.principal.as_deref(),
         time_ms: 0,
@@ -193,7 +193,7 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         authority: host.to_string(),
         principal: described.principal.clone(),
         cluster,
-        port: listener.listener.port,
+        port: crate::model::port(&listener.listener),
         body: body_bytes.clone().unwrap_or_default(),
         assumed: described.authorizers.unwrap_or_default(),
         ..Simulated::default()

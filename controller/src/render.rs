@@ -21,7 +21,13 @@ use toolgate_policy::compile::parse_authorizer_cluster;
 use toolgate_policy::plan::{AuthorizerPlan, AuthorizerProtocol};
 
 use crate::cli::{self, Failure, InputArgs, PlanArgs};
-use crate::model::{Inventory, Listener, ObjectRef, RouteMatch, UrlRewrite};
+use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
+use gateway_api::apis::standard::httproutes::{
+    HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
+    HttpRouteRulesMatchesQueryParamsType,
+};
+
+use crate::model::{self, CaRef, Inventory, Listener, RouteMatch, UrlRewrite};
 use crate::topology::{path_of, BackendTarget, GatewayOut, ListenerOut, Precedence, RouteOut, Upstream};
 
 #[derive(Args, Debug)]
@@ -266,11 +272,11 @@ impl Ctx<'_> {
     fn downstream_tls(&self, gw: &GatewayOut, listener: &Listener) -> Result<Value, Failure> {
         let ns = &gw.gateway.namespace;
         let tls = listener.tls.as_ref();
-        if let Some(mode) = tls.and_then(|t| t.mode.as_deref()).filter(|m| *m != "Terminate") {
-            eprintln!("error: listener {}: TLS mode {mode} is not supported (Terminate only)", listener.name);
+        if let Some(GatewayListenersTlsMode::Passthrough) = tls.and_then(|t| t.mode.as_ref()) {
+            eprintln!("error: listener {}: TLS mode Passthrough is not supported (Terminate only)", listener.name);
             return Err(Failure::Invalid);
         }
-        let cert_ref = tls.and_then(|t| t.certificate_refs.first()).ok_or_else(|| {
+        let cert_ref = tls.and_then(|t| t.certificate_refs.as_ref()).and_then(|refs| refs.first()).ok_or_else(|| {
             eprintln!("error: listener {}: HTTPS needs tls.certificateRefs", listener.name);
             Failure::Invalid
         })?;
@@ -291,7 +297,8 @@ impl Ctx<'_> {
                 "tls_certificates": [{ "certificate_chain": { "filename": crt_path }, "private_key": { "filename": key_path } }],
             },
         });
-        let ca = match gw.gateway.spec.client_ca_refs(listener.port) {
+        let refs = model::client_ca_refs(&gw.gateway.spec, listener.port);
+        let ca = match refs.as_slice() {
             [] => self.client_ca.map(str::to_string),
             refs => Some(self.client_ca_bundle(ns, refs)?),
         };
@@ -304,14 +311,14 @@ impl Ctx<'_> {
         Ok(json!({ "name": "envoy.transport_sockets.tls", "typed_config": context }))
     }
 
-    fn client_ca_bundle(&self, ns: &str, refs: &[ObjectRef]) -> Result<String, Failure> {
+    fn client_ca_bundle(&self, ns: &str, refs: &[CaRef]) -> Result<String, Failure> {
         let mut bundle = String::new();
         for r in refs {
-            let ref_ns = r.namespace.as_deref().unwrap_or(ns);
-            let kind = r.kind.as_deref().unwrap_or("ConfigMap");
+            let ref_ns = r.namespace.unwrap_or(ns);
+            let kind = r.kind;
             let data = match kind {
-                "ConfigMap" => self.inv.config_map(ref_ns, &r.name),
-                "Secret" => self.inv.secret(ref_ns, &r.name),
+                "ConfigMap" => self.inv.config_map(ref_ns, r.name),
+                "Secret" => self.inv.secret(ref_ns, r.name),
                 _ => None,
             };
             let pem = data.and_then(|d| d.spec.get("ca.crt")).ok_or_else(|| {
@@ -460,37 +467,44 @@ fn pretty(v: &Value) -> Vec<u8> {
     out
 }
 
-fn string_match(kind: Option<&str>, value: &str) -> Value {
-    match kind {
-        Some("RegularExpression") => json!({ "safe_regex": { "regex": value } }),
-        _ => json!({ "exact": value }),
+fn string_match(regex: bool, value: &str) -> Value {
+    if regex {
+        json!({ "safe_regex": { "regex": value } })
+    } else {
+        json!({ "exact": value })
     }
 }
 
 fn route_match(m: &RouteMatch) -> Value {
     let (kind, value) = path_of(m);
     let mut out = match kind {
-        "Exact" => json!({ "path": value }),
-        "RegularExpression" => json!({ "safe_regex": { "regex": value } }),
-        _ if value == "/" => json!({ "prefix": "/" }),
-        _ => json!({ "path_separated_prefix": value.trim_end_matches('/') }),
+        HttpRouteRulesMatchesPathType::Exact => json!({ "path": value }),
+        HttpRouteRulesMatchesPathType::RegularExpression => json!({ "safe_regex": { "regex": value } }),
+        HttpRouteRulesMatchesPathType::PathPrefix if value == "/" => json!({ "prefix": "/" }),
+        HttpRouteRulesMatchesPathType::PathPrefix => json!({ "path_separated_prefix": value.trim_end_matches('/') }),
     };
     let mut headers: Vec<Value> = m
         .headers
         .iter()
-        .map(|h| json!({ "name": h.name, "string_match": string_match(h.match_type.as_deref(), &h.value) }))
+        .flatten()
+        .map(|h| {
+            let regex = h.r#type == Some(HttpRouteRulesMatchesHeadersType::RegularExpression);
+            json!({ "name": h.name, "string_match": string_match(regex, &h.value) })
+        })
         .collect();
     if let Some(method) = &m.method {
-        headers.push(json!({ "name": ":method", "string_match": { "exact": method } }));
+        headers.push(json!({ "name": ":method", "string_match": { "exact": model::method_name(method) } }));
     }
     if !headers.is_empty() {
         out["headers"] = json!(headers);
     }
-    if !m.query_params.is_empty() {
-        out["query_parameters"] = json!(m
-            .query_params
+    if let Some(query_params) = m.query_params.as_ref().filter(|q| !q.is_empty()) {
+        out["query_parameters"] = json!(query_params
             .iter()
-            .map(|q| json!({ "name": q.name, "string_match": string_match(q.match_type.as_deref(), &q.value) }))
+            .map(|q| {
+                let regex = q.r#type == Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression);
+                json!({ "name": q.name, "string_match": string_match(regex, &q.value) })
+            })
             .collect::<Vec<_>>());
     }
     out
@@ -534,11 +548,11 @@ fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstr
             action["host_rewrite_literal"] = json!(host);
         }
         if let Some(path) = &rw.path {
-            match (path.modifier_type.as_str(), &path.replace_full_path, &path.replace_prefix_match) {
-                ("ReplaceFullPath", Some(full), _) => {
+            match (&path.r#type, &path.replace_full_path, &path.replace_prefix_match) {
+                (HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath, Some(full), _) => {
                     action["regex_rewrite"] = json!({ "pattern": { "regex": "^/.*$" }, "substitution": full });
                 }
-                ("ReplacePrefixMatch", _, Some(prefix)) => {
+                (HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch, _, Some(prefix)) => {
                     let (_, matched) = path_of(m);
                     if matched == "/" || matched.trim_end_matches('/').is_empty() {
                         // Every path matches "/": put the new prefix in front of the whole path.

@@ -12,7 +12,11 @@ use toolgate_policy::api::{
 use toolgate_policy::compile::{compile, istio_cluster, ClusterNaming, CompileOptions, CompiledPolicy};
 use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings};
 
-use crate::model::{BackendRef, GatewaySpec, Inventory, Listener, Object, RouteMatch, UrlRewrite};
+use gateway_api::apis::standard::httproutes::{
+    HttpRouteRulesFiltersType, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
+};
+
+use crate::model::{self, BackendRef, GatewaySpec, Inventory, Listener, Object, RouteMatch, UrlRewrite};
 
 pub const CONTROLLER_NAME: &str = "toolgate.dev/controller";
 /// SPEC §7: more policies than this on one target are not accepted.
@@ -280,7 +284,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 .iter()
                 .chain(plan.backends.values().flat_map(|l| &l.allow))
                 .any(|p| p.rules.iter().any(|r| r.principal.is_some()));
-            if sourced && gw.spec.client_ca_refs(listener.port).is_empty() {
+            if sourced && model::client_ca_refs(&gw.spec, listener.port).is_empty() {
                 topo.warnings.push(format!(
                     "listener {listener_id}: rules with a source apply, but the listener does not request client \
                      certificates (no spec.tls.frontend CA), so its callers have no identity and those rules never match; \
@@ -393,14 +397,14 @@ fn attached_routes(
         .routes
         .iter()
         .filter(|route| {
-            route.spec.parent_refs.iter().any(|p| {
+            route.spec.parent_refs.iter().flatten().any(|p| {
                 p.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
                     && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
                     && p.name == gw.name
                     && p.namespace.as_deref().unwrap_or(&route.namespace) == gw.namespace
                     && p.section_name.as_deref().is_none_or(|s| s == listener.name)
                     && p.port.is_none_or(|port| port == listener.port)
-            }) && listener.admits_routes_from(&gw.namespace, &route.namespace)
+            }) && model::admits_routes_from(listener, &gw.namespace, &route.namespace)
         })
         .collect();
     // Gateway API precedence between routes: oldest first, then namespace/name.
@@ -411,20 +415,28 @@ fn attached_routes(
         .into_iter()
         .map(|route| RouteOut {
             name: route.key(),
-            hostnames: route.spec.hostnames.clone(),
+            hostnames: route.spec.hostnames.clone().unwrap_or_default(),
             rules: route
                 .spec
                 .rules
                 .iter()
+                .flatten()
                 .map(|rule| RouteRuleOut {
-                    matches: rule.matches.clone(),
-                    rewrite: rule.filters.iter().find(|f| f.filter_type == "URLRewrite").and_then(|f| f.url_rewrite.clone()),
+                    matches: rule.matches.clone().unwrap_or_default(),
+                    rewrite: rule
+                        .filters
+                        .iter()
+                        .flatten()
+                        .find(|f| f.r#type == HttpRouteRulesFiltersType::UrlRewrite)
+                        .and_then(|f| f.url_rewrite.clone()),
                     timeout: rule.timeouts.as_ref().and_then(|t| t.request.clone().or_else(|| t.backend_request.clone())),
                     backends: rule
                         .backend_refs
                         .iter()
+                        .flatten()
                         .filter_map(|b| match resolve_backend(xbackends, &route.namespace, b) {
-                            Ok(u) => Some((u, b.weight.unwrap_or(1))),
+                            // Weights are checked not to be negative on reading.
+                            Ok(u) => Some((u, b.weight.and_then(|w| u32::try_from(w).ok()).unwrap_or(1))),
                             Err(e) => {
                                 warnings.push(format!("HTTPRoute {}: {e}", route.key()));
                                 None
@@ -439,7 +451,7 @@ fn attached_routes(
 
 fn resolve_backend(xbackends: &XBackends, route_ns: &str, b: &BackendRef) -> Result<Upstream, String> {
     let namespace = b.namespace.clone().unwrap_or_else(|| route_ns.to_string());
-    if b.is_xbackend() {
+    if model::is_xbackend(b) {
         let xb = xbackends
             .get(&namespace, &b.name)
             .ok_or_else(|| format!("backendRef XBackend {namespace}/{} not found", b.name))?;
@@ -450,8 +462,10 @@ fn resolve_backend(xbackends: &XBackends, route_ns: &str, b: &BackendRef) -> Res
             _ => return Err(format!("XBackend {namespace}/{}: exactly one of serviceName or hostname must be set", b.name)),
         };
         Ok(Upstream::XBackend { namespace, name: b.name.clone(), target, path: mcp.path_or_default().to_string() })
-    } else if b.is_service() {
-        let port = b.port.ok_or_else(|| format!("backendRef Service {namespace}/{} has no port", b.name))?;
+    } else if model::is_service(b) {
+        // Ports are checked to fit on reading.
+        let port = b.port.and_then(|p| u16::try_from(p).ok());
+        let port = port.ok_or_else(|| format!("backendRef Service {namespace}/{} has no port", b.name))?;
         Ok(Upstream::Service { namespace, name: b.name.clone(), port })
     } else {
         Err(format!(
@@ -480,22 +494,21 @@ impl Precedence {
         use std::cmp::Reverse;
         let (kind, value) = path_of(m);
         Precedence {
-            exact: Reverse(kind == "Exact"),
+            exact: Reverse(*kind == HttpRouteRulesMatchesPathType::Exact),
             path_len: Reverse(value.len()),
             method: Reverse(m.method.is_some()),
-            headers: Reverse(m.headers.len()),
-            queries: Reverse(m.query_params.len()),
+            headers: Reverse(m.headers.as_ref().map_or(0, Vec::len)),
+            queries: Reverse(m.query_params.as_ref().map_or(0, Vec::len)),
             order,
         }
     }
 }
 
-pub fn path_of(m: &RouteMatch) -> (&str, &str) {
+/// A match's path: its type (default `PathPrefix`) and value (default `/`).
+pub fn path_of(m: &RouteMatch) -> (&HttpRouteRulesMatchesPathType, &str) {
+    static PATH_PREFIX: HttpRouteRulesMatchesPathType = HttpRouteRulesMatchesPathType::PathPrefix;
     let p = m.path.as_ref();
-    (
-        p.and_then(|p| p.match_type.as_deref()).unwrap_or("PathPrefix"),
-        p.and_then(|p| p.value.as_deref()).unwrap_or("/"),
-    )
+    (p.and_then(|p| p.r#type.as_ref()).unwrap_or(&PATH_PREFIX), p.and_then(|p| p.value.as_deref()).unwrap_or("/"))
 }
 
 
@@ -536,16 +549,20 @@ fn host_matches(pattern: &str, host: &str) -> bool {
 fn route_match_holds(m: &RouteMatch, path: &str, method: &str, headers: &[(String, String)]) -> bool {
     let (kind, value) = path_of(m);
     let path_ok = match kind {
-        "Exact" => path == value,
-        "RegularExpression" => toolgate_policy::eval::full_match_regex(value).is_ok_and(|r| r.is_match(path)),
-        _ => toolgate_policy::eval::path_prefix_matches(value, path),
+        HttpRouteRulesMatchesPathType::Exact => path == value,
+        HttpRouteRulesMatchesPathType::RegularExpression => {
+            toolgate_policy::eval::full_match_regex(value).is_ok_and(|r| r.is_match(path))
+        }
+        HttpRouteRulesMatchesPathType::PathPrefix => toolgate_policy::eval::path_prefix_matches(value, path),
     };
     let header = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
     path_ok
-        && m.method.as_deref().is_none_or(|x| x == method)
-        && m.headers.iter().all(|h| {
-            header(&h.name).is_some_and(|v| match h.match_type.as_deref() {
-                Some("RegularExpression") => toolgate_policy::eval::full_match_regex(&h.value).is_ok_and(|r| r.is_match(v)),
+        && m.method.as_ref().is_none_or(|x| model::method_name(x) == method)
+        && m.headers.iter().flatten().all(|h| {
+            header(&h.name).is_some_and(|v| match h.r#type {
+                Some(HttpRouteRulesMatchesHeadersType::RegularExpression) => {
+                    toolgate_policy::eval::full_match_regex(&h.value).is_ok_and(|r| r.is_match(v))
+                }
                 _ => v == h.value,
             })
         })

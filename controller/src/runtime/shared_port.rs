@@ -23,7 +23,7 @@
 use toolgate_policy::plan::{CompiledPlan, HostMatch, HttpMatch, LevelPlan, PolicyPlan, RulePlan};
 
 use crate::hostname::Hostname;
-use crate::model::Listener;
+use crate::model::{self, Listener};
 use crate::topology::GatewayOut;
 
 /// The name of the Allow policy added for the other listeners' requests (in logs and `explain`).
@@ -52,9 +52,10 @@ pub fn plan_for(gw: &GatewayOut, listener: &Listener, plan: &CompiledPlan) -> Co
         }
     }
     let mut scoped = plan.clone();
-    scope_level(&mut scoped.gateway, &own, &bypass, listener.port);
+    let port = model::port(listener);
+    scope_level(&mut scoped.gateway, &own, &bypass, port);
     for level in scoped.backends.values_mut() {
-        scope_level(level, &own, &bypass, listener.port);
+        scope_level(level, &own, &bypass, port);
     }
     scoped.seal()
 }
