@@ -83,7 +83,7 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         eprintln!("error: --request {}: {e}", args.request.display());
         Failure::Usage
     })?;
-    let described: RequestFile = serde_yaml::from_str(&text).map_err(|e| {
+    let described: RequestFile = yaml_serde::from_str(&text).map_err(|e| {
         eprintln!("error: --request {}: {e}", args.request.display());
         Failure::Invalid
     })?;

@@ -83,7 +83,7 @@ fn parse_in_pieces(texts: &[std::io::Result<String>]) -> Vec<Option<Vec<Value>>>
         .flat_map(|(i, text)| split_documents(text).into_iter().map(move |piece| (i, piece)))
         .collect();
     let parsed = crate::par::map(&pieces, |&(_, piece)| {
-        serde_yaml::Deserializer::from_str(piece).map(Value::deserialize).collect::<Result<Vec<_>, _>>().ok()
+        yaml_serde::Deserializer::from_str(piece).map(Value::deserialize).collect::<Result<Vec<_>, _>>().ok()
     });
     let mut out: Vec<Option<Vec<Value>>> = texts.iter().map(|t| t.as_ref().ok().map(|_| Vec::new())).collect();
     for ((i, _), documents) in pieces.into_iter().zip(parsed) {
@@ -99,7 +99,7 @@ fn parse_in_pieces(texts: &[std::io::Result<String>]) -> Vec<Option<Vec<Value>>>
 /// Cuts go before lines that start with the document marker `---` and a blank: YAML allows no such
 /// line inside a node (libyaml ends plain and block scalars there, and fails on quoted scalars and
 /// flow collections, which then fail in their piece too). The first marker is no cut, so that the
-/// first piece holds a document (serde_yaml yields a null one for a stream without any) and every
+/// first piece holds a document (the YAML parser yields a null one for a stream without any) and every
 /// other piece starts with one.
 fn split_documents(text: &str) -> Vec<&str> {
     let is_marker = |at: usize| {
@@ -121,7 +121,7 @@ fn split_documents(text: &str) -> Vec<&str> {
 
 /// Every document of `text`, parsed in one piece.
 fn parse_whole(file: &Path, text: &str) -> Result<Vec<Value>, InputError> {
-    serde_yaml::Deserializer::from_str(text)
+    yaml_serde::Deserializer::from_str(text)
         .enumerate()
         .map(|(doc, de)| {
             Value::deserialize(de).map_err(|e| InputError::Syntax {

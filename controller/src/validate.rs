@@ -755,7 +755,7 @@ mod tests {
     }
 
     fn errors(yaml: &str) -> Vec<String> {
-        let v: Value = serde_yaml::from_str(yaml).unwrap();
+        let v: Value = yaml_serde::from_str(yaml).unwrap();
         let Admission::Refused(errors) = admit(&v, "default") else { panic!("valid: {yaml}") };
         errors.into_iter().map(|e| format!("{}: {}", e.path, e.message)).collect()
     }
@@ -771,7 +771,7 @@ mod tests {
             "apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]\n  action: ExternalAuth\n  externalAuth: {protocol: GRPC, grpc: {}, backendRef: {name: a}}\n",
         );
         assert_eq!(e, vec!["spec.externalAuth.backendRef: Invalid value: Must have port for Service reference"]);
-        let v: Value = serde_yaml::from_str(
+        let v: Value = yaml_serde::from_str(
             "apiVersion: agentic.networking.x-k8s.io/v0alpha0\nkind: XBackend\nmetadata: {name: b}\nspec: {mcp: {port: 80, hostname: a}}\n",
         )
         .unwrap();
@@ -794,7 +794,7 @@ mod tests {
             if expected.is_empty() {
                 continue;
             }
-            let d = stored(&serde_yaml::from_str(&text).unwrap());
+            let d = stored(&yaml_serde::from_str(&text).unwrap());
             for (pointer, want) in expected {
                 let want: Value = serde_json::from_str(want.trim()).unwrap();
                 assert_eq!(d.pointer(pointer.trim()), Some(&want), "{pointer}");

@@ -196,7 +196,7 @@ fn crds_and_cases_against_a_real_api_server() {
 
 /// The object was created for real; read it through `version` and check it is there, whole.
 fn read_back(server: &Server, case: &common::Case, version: &str) -> Vec<String> {
-    let obj: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(&case.file).unwrap()).unwrap();
+    let obj: serde_json::Value = yaml_serde::from_str(&std::fs::read_to_string(&case.file).unwrap()).unwrap();
     let kind = obj["kind"].as_str().unwrap().to_lowercase();
     let name = obj["metadata"]["name"].as_str().unwrap();
     let resource = format!("{kind}.{version}.agentic.networking.x-k8s.io");

@@ -203,7 +203,7 @@ mod tests {
         let raw: Vec<RawObject> = yaml
             .split("---\n")
             .enumerate()
-            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: serde_yaml::from_str(text).unwrap() })
+            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).unwrap() })
             .collect();
         let (inv, errors) = crate::model::Inventory::from_raw(raw, "default");
         assert!(errors.is_empty());
