@@ -168,7 +168,7 @@ fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckReq
 /// The JSON-RPC message as a Struct: `jsonrpc`, `id` (its JSON type kept), `method`, `params`.
 fn mcp_struct(m: &McpMessage<'_>) -> Struct {
     let string = |s: &str| Value { kind: Some(Kind::StringValue(s.to_string())) };
-    let raw = |text: &str| serde_json::from_str::<serde_json::Value>(text).map(|v| json::to_value(&v)).ok();
+    let raw = |text: &str| json::parse_value(text).ok();
     let mut fields = std::collections::BTreeMap::new();
     fields.insert("jsonrpc".to_string(), string("2.0"));
     if let Some(id) = m.id.and_then(raw) {

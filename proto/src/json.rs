@@ -34,6 +34,69 @@ pub fn to_value(json: &Json) -> Value {
     Value { kind: Some(kind) }
 }
 
+/// JSON text straight to a `google.protobuf.Value` (the mapping of [`to_value`]), without a
+/// `serde_json::Value` in between: half the allocations (measured natively: the largest part of
+/// preparing a gRPC authorizer call was building `params` twice).
+pub fn parse_value(text: &str) -> Result<Value, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = serde::de::DeserializeSeed::deserialize(ValueSeed, &mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+struct ValueSeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for ValueSeed {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ValueSeed {
+    type Value = Value;
+    fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value { kind: Some(Kind::NullValue(NullValue::NullValue as i32)) })
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value { kind: Some(Kind::BoolValue(b)) })
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value { kind: Some(Kind::NumberValue(n as f64)) })
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value { kind: Some(Kind::NumberValue(n as f64)) })
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+        Ok(Value { kind: Some(Kind::NumberValue(n)) })
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value { kind: Some(Kind::StringValue(s.to_string())) })
+    }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value { kind: Some(Kind::StringValue(s)) })
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut values = Vec::new();
+        while let Some(v) = seq.next_element_seed(ValueSeed)? {
+            values.push(v);
+        }
+        Ok(Value { kind: Some(Kind::ListValue(ListValue { values })) })
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = alloc::collections::BTreeMap::new();
+        // A repeated key keeps its last value, as serde_json::Value does.
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(ValueSeed)?;
+            fields.insert(key, value);
+        }
+        Ok(Value { kind: Some(Kind::StructValue(Struct { fields })) })
+    }
+}
+
 /// A JSON object as a `google.protobuf.Struct`.
 pub fn to_struct(map: &Map<String, Json>) -> Struct {
     Struct {
@@ -106,6 +169,21 @@ impl From<&Value> for Json {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn parsed_text_is_the_value_of_its_json() {
+        for text in [
+            r#"{"name":"get-sum","arguments":{"a":1,"b":-2.5,"c":[true,null,"x",{"d":18446744073709551615}],"e":{}},"name":"twice"}"#,
+            "[]",
+            "\"\\u00e9\"",
+            "0",
+        ] {
+            let json: Json = serde_json::from_str(text).unwrap();
+            assert_eq!(parse_value(text).unwrap(), to_value(&json), "{text}");
+        }
+        assert!(parse_value("{\"a\":1} x").is_err());
+        assert!(parse_value("1e400").is_err());
+    }
 
     #[test]
     fn round_trip() {

@@ -309,6 +309,8 @@ struct Held {
     body: Vec<u8>,
     /// Authorizer calls that allowed so far.
     authorized: u32,
+    /// The body was read as MCP once: later steps read it again without the checks it passed.
+    read_ok: bool,
     /// The host's clock when the headers arrived (only read for CEL rules on `request.time`).
     time_ms: u64,
 }
@@ -370,6 +372,7 @@ impl Request {
             buffered: 0,
             body: Vec::new(),
             authorized: 0,
+            read_ok: false,
             time_ms: if needs.time { host.now_ms() } else { 0 },
         });
         if matches!(held.classified, Classified::JsonBody { .. }) {
@@ -509,7 +512,7 @@ impl Request {
     }
 
     /// Decides as far as possible: allow, deny, or start the next authorizer call.
-    fn advance(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, held: Box<Held>, context: Context) -> Action {
+    fn advance(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, mut held: Box<Held>, context: Context) -> Action {
         let ev = &loaded.evaluator;
         let debug_reasons = ev.plan().settings.debug_reasons;
         let timeout_ms = ev.plan().settings.authz_timeout_ms;
@@ -518,7 +521,7 @@ impl Request {
             Denied(String, Counter, response::Reply),
             Call(authz::Prepared),
         }
-        let next = with_request(&held, loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+        let (read_ok, next) = with_request(&held, loaded, |req, body| (matches!(body, BodyInput::Mcp(_)), match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
             Step::Decided(d) if d.allowed() => {
                 let lists = match body {
                     BodyInput::Mcp(mcp) if ev.plan().settings.list_filtering => ListRequests::of(mcp),
@@ -542,7 +545,8 @@ impl Request {
                 };
                 Next::Call(authz::prepare(call.authorizer, &input))
             }
-        });
+        }));
+        held.read_ok = read_ok;
         let (method, path) = (held.headers.get(headers::METHOD), held.headers.get(headers::PATH));
         match next {
             Next::Allowed(summary, lists) => {
@@ -688,7 +692,7 @@ fn with_request<T>(held: &Held, loaded: &Loaded, f: impl FnOnce(&HttpRequest<'_>
         Classified::JsonBody { encoded: Some(encoding) } => {
             f(req, BodyInput::NotMcp(&NotMcp::Encoded { encoding: encoding.clone() }))
         }
-        Classified::JsonBody { encoded: None } => match mcp::read_body(&held.body, opts) {
+        Classified::JsonBody { encoded: None } => match if held.read_ok { mcp::reread_body(&held.body, opts) } else { mcp::read_body(&held.body, opts) } {
             Ok(body) => f(req, BodyInput::Mcp(&body)),
             Err(e) => f(req, BodyInput::NotMcp(&e)),
         },
