@@ -438,6 +438,24 @@ def test_a_cel_argument_rule_keeps_its_tool_listed(gateway):
     assert_denied(gw.call("echo", {"message": "ho"}, **HTTP))
 
 
+def test_an_external_auth_policy_keeps_its_entries_listed(gateway, start_authorizer):
+    # Gateway: an authorizer that denies echo calls. Backend: three tools. The authorizer is asked about
+    # the list request, never about its entries (possibly allowing): echo stays listed; calling it asks.
+    az = start_authorizer(rule={"deny_tools": ["echo"]})
+    gw = gateway(harness.external_auth_policy("ea", grpc={}),
+                 policy("be", tools_call_rule("three", ["get-sum", "echo", "get-env"], base=True), target="backend"),
+                 listeners={"http": "HTTP"}, render_args=az.resolve_arg("GRPC"))
+    before = len(az.requests())
+    r = listing(gw, "tools/list", **HTTP)
+    assert_filtered(gw, r, "tools/list", ["get-sum", "echo", "get-env"])
+    assert gw.decision(r) == ("allow gateway=- backend=default/be:three authorized-by=default/ea"
+                              " list=filtered removed=9/12")
+    asked = az.requests()[before:]
+    assert [q["mcp_proxy"]["method"] for q in asked] == ["tools/list"], asked
+    assert_denied(gw.call("echo", **HTTP))
+    assert_allowed(gw.call("get-sum", **HTTP))
+
+
 def test_cache_scope_public_becomes_private(gateway):
     gw = gateway(callers_policy())
     for method in LISTS:
