@@ -162,7 +162,9 @@ def convergence(results: list[Result], changes: list[tuple[float, str]], tool: s
     out = []
     for j, (t, new) in enumerate(changes):
         end = changes[j + 1][0] if j + 1 < len(changes) else float("inf")
-        window = [r for r in results if r.tool == tool and r.thread in threads and t <= r.sent < end]
+        # A request still in flight at the next change may get either plan's decision (measured: one
+        # sent 2 ms before a change was recorded got the next plan's): not counted against this one.
+        window = [r for r in results if r.tool == tool and r.thread in threads and t <= r.sent < end and r.done < end]
         want = EXPECTED[tool][new]
         holds_from = max((r.done for r in window if r.outcome != want), default=t)
         after = [r for r in window if r.sent > holds_from]
