@@ -12,14 +12,18 @@ REPO = Path(__file__).resolve().parent.parent
 NOTES = Path(__file__).resolve().parent / "notes.md"
 
 COLORS = {"a": "#9e9e9e", "b": "#5b8def", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "c26": "#f39c12", "c0": "#f4b183", "d": "#c0392b",
-          "e": "#2e8b57", "f1": "#d4a017", "f2": "#b8860b", "g1": "#1f77b4", "g2": "#66a182"}
+          "e": "#2e8b57", "f1": "#d4a017", "f2": "#b8860b", "g1": "#1f77b4", "g2": "#66a182",
+          "l1": "#17becf", "l0": "#9edae5"}
 
 # (c) in the last report before the request lifecycle moved into the engine and the filter dropped the
 # SDK (docs/benchmarks.md generated at 091d54c): the reference for "(c) must not get more expensive".
 PREVIOUS_C = {"commit": "091d54c", "Ir": 291.7e3, "est_cycles": 439.0e3, "a_Ir": 214.0e3, "scaled_delta_us": 6.1}
 
-# Rows compared with another row than bare Envoy: what CEL, ExternalAuth and the earlier filter add to (c).
-BASES = {"c0": "c", "c26": "c", "f1": "c", "f2": "c", "g1": "c", "g2": "a", "e": "a"}
+# Rows compared with another row than bare Envoy: what CEL, ExternalAuth and the earlier filter add to (c),
+# and list filtering to the same tools/list unfiltered.
+BASES = {"c0": "c", "c26": "c", "f1": "c", "f2": "c", "g1": "c", "g2": "a", "e": "a", "l1": "l0"}
+# Rows whose request is a tools/list (bench/run.py LIST_KEYS), timed in the 300 B body's place.
+LIST_KEYS = ("l1", "l0")
 
 
 def paired(runs: list, body: str, key: str, base: str, field: str) -> list:
@@ -66,7 +70,7 @@ def summarise(results: dict) -> dict:
                 s["d_cpu"] = med([r["cpu_us"] - b["cpu_us"] for r, b in pairs])
                 s["d_cpu_all"] = [r["cpu_us"] - b["cpu_us"] for r, b in pairs]
                 s["x_rss"] = med([r["rss_kib"] / b["rss_kib"] for r, b in pairs if b["rss_kib"]])
-            for base in ("a", "c"):
+            for base in dict.fromkeys(("a", "c", BASES.get(key, "a"))):
                 if base != key:
                     s[f"vs_{base}"] = {f: med(paired(runs, body, key, base, fld))
                                        for f, fld in (("cpu", "cpu_us"), ("p50", "p50_us"), ("p99", "p99_us"))}
@@ -170,7 +174,9 @@ def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
         if c0 and c0.get("vs_c"):
             v = c0["vs_c"]
             timed = f"(c) − (c0) {-v['cpu']:+.1f} µs (rounds: {', '.join(f'{-x:+.1f}' for x in v['cpu_all'])})"
-        rows.append(("(c) not more expensive than before the lifecycle moved into the engine and the SDK was dropped "
+        since = ("before the lifecycle moved into the engine and the SDK was dropped"
+                 if not results["info"].get("baseline_lifecycle") else f"with the filter at {results['info'].get('baseline')}")
+        rows.append((f"(c) not more expensive than {since} "
                      "(callgrind; verdict: within 1 % of (c0) when run, else of the earlier report's Δ vs (a))",
                      timed, "; ".join(p for p in parts if p), verdict(ok)))
     c26 = small.get("c26")
@@ -220,6 +226,47 @@ def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
             oks.append(s1 <= s2)
         rows.append(("(g1) Toolgate's ExternalAuth gRPC callout costs no more Envoy CPU than Envoy's ext_authz gRPC (g2)",
                      timed, cgt, verdict(*oks) if len(oks) == 2 else verdict(*(oks or [None]))))
+    l1, l0 = small.get("l1"), small.get("l0")
+    if ("l1" in cg and "l0" in cg) or (l1 and l1.get("vs_l0")):
+        lst = results.get("list") or {}
+        timed, cgt = "", ""
+        if l1 and l1.get("vs_l0") and l0:
+            v = l1["vs_l0"]
+            timed = (f"{v['cpu']:+.1f} µs per request ({l1['cpu']:.1f} vs {l0['cpu']:.1f} µs, {v['cpu'] / l0['cpu'] * 100:+.1f} %; "
+                     f"rounds: {', '.join(f'{x:+.1f}' for x in v['cpu_all'])})")
+        if "l1" in cg and "l0" in cg:
+            dr = cg["l1"]["Ir"] / cg["l0"]["Ir"] - 1
+            cgt = (f"{(cg['l1']['Ir'] - cg['l0']['Ir']) / 1e3:+,.1f} k instructions ({dr * 100:+.1f} %; "
+                   f"{cg['l1']['Ir'] / 1e3:,.1f} vs {cg['l0']['Ir'] / 1e3:,.1f} k)"
+                   + (f", {sc['l1'] - sc['l0']:+.2f} µs scaled" if "l1" in sc and "l0" in sc else ""))
+        rows.append((f"(l1) filtering a {lst.get('tools', 100)}-tool tools/list "
+                     f"(~{lst.get('response_bytes', 30e3) / 1e3:.0f} KB, {lst.get('allowed', 10)} kept): "
+                     "Envoy CPU added over (l0)", timed, cgt, "reported"))
+    if "c0" in cg or (c0 and c0.get("vs_c")):
+        # Whether tools/call requests pay for list filtering: (c) against the filter at the baseline.
+        base = results["info"].get("baseline") or "the baseline"
+        lists = results["info"].get("baseline_list_filtering")
+        what = f"(c0) = (c)'s configuration with the filter at {base}" + (
+            ", which has no list filtering" if lists is False else ", which already has list filtering" if lists else "")
+        timed, cgt, ok = "", "", None
+        if c0 and c0.get("vs_c") and c0.get("cpu"):
+            v = c0["vs_c"]
+            timed = (f"(c) − (c0) {-v['cpu']:+.1f} µs, {-v['cpu'] / c0['cpu'] * 100:+.1f} % "
+                     f"(rounds: {', '.join(f'{-x:+.1f}' for x in v['cpu_all'])})")
+        if "c" in cg and "c0" in cg:
+            b = cg["c0"]
+            dr = cg["c"]["Ir"] / b["Ir"] - 1
+            de = cg["c"]["est_cycles"] / b["est_cycles"] - 1
+            cgt = (f"(c) {cg['c']['Ir'] / 1e3:,.1f} k vs (c0) {b['Ir'] / 1e3:,.1f} k instructions: {dr * 100:+.2f} %; "
+                   f"est. cycles {de * 100:+.2f} %")
+            ok = dr <= 0.01 and de <= 0.01
+        if ok is None:
+            text = "not judged (no callgrind counts in this run); compares (c) with " + what
+        else:
+            text = (("met" if ok else "**missed**") + ": (c)'s instructions and est. cycles within +1 % of " + what
+                    + (" (callgrind)" if lists is False else
+                       " (callgrind; a baseline with list filtering does not isolate it: use one before it)"))
+        rows.append(("(c) unchanged by list filtering (tools/call requests pay nothing)", timed, cgt, text))
     m = results.get("micro", {}).get("mcp_reader/read_body/1MiB")
     if m:
         mbs = m["bytes"] / (m["median_ns"] / 1e9) / 1e6
@@ -300,11 +347,19 @@ def markdown(results: dict, summ: dict) -> str:
     for k, (name, what) in results["configs"].items():
         L.append(f"| ({k}) | {name} | {what} |")
     small_only = [k for k in results["configs"] if any(k in per for per in summ.values())
-                  and not all(k in per for per in summ.values())]
+                  and not all(k in per for per in summ.values()) and k not in LIST_KEYS]
+    lists = [k for k in LIST_KEYS if k in results["configs"]]
     L.append("")
     if small_only:
         L.append(f"{', '.join(f'({k})' for k in small_only)}: timed with the 300 B body only (their targets are about "
                  "300 B calls; it keeps `make bench` short).\n")
+    if lists:
+        lst = results.get("list") or {}
+        L.append(f"{', '.join(f'({k})' for k in lists)}: one request only, a `tools/list` of "
+                 f"{lst.get('request_bytes', '?')} B (`Mcp-Method: tools/list`), answered with "
+                 f"{lst.get('tools', '?')} tools of {lst.get('entry_bytes', '?')} B ({lst.get('response_bytes', 0):,} B of JSON); "
+                 "it is timed and counted in the 300 B body's place (its table and the callgrind stage), where "
+                 "ratios to (a) compare different requests: (l1) is read against (l0).\n")
     L.append("Checked before measuring (Python HTTPS client with client certificates):\n")
     for k, text in results.get("checks", {}).items():
         L.append(f"- ({k}) {text}")
@@ -323,6 +378,8 @@ def markdown(results: dict, summ: dict) -> str:
              "column on a shared machine; req/s and latency depend on both CPUs.\n")
     for body, per in summ.items():
         L.append(f"### {body} `tools/call` body\n")
+        if any(k in per for k in LIST_KEYS):
+            L.append(f"{', '.join(f'({k})' for k in LIST_KEYS if k in per)}: a `tools/list` request instead (see above).\n")
         L.append("| | req/s | ×(a) | p50 µs | ×(a) | p99 µs | ×(a) | Envoy CPU µs/req (min–max) | Δ vs (a) | ×(a) | Envoy util | RSS MiB | ×(a) | other CPU µs/req |")
         L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         for k, s in per.items():
@@ -344,7 +401,8 @@ def markdown(results: dict, summ: dict) -> str:
                  f"then {next(iter(cg.values()))['requests']:,} requests of the 300 B body (h2load, HTTP/1.1, 4 connections, agent-a's "
                  "certificate). Estimated cycles = instructions + 10 × L1 misses + 100 × last-level misses. Last column: "
                  "estimated cycles scaled so that (a) = 16.6 µs, the issue's reference for bare Envoy on its machine "
-                 "(on that scale the no-op and naive filters come out near the issue's +3.3 and +4.3 µs).\n")
+                 "(on that scale the no-op and naive filters come out near the issue's +3.3 and +4.3 µs)."
+                 + (" (l1)/(l0) send their `tools/list` request instead." if any(k in cg for k in LIST_KEYS) else "") + "\n")
         L.append("| | k instructions/req | Δ vs (a) | I1 misses | D1 misses | k est. cycles/req | Δ vs (a) | scaled µs | Δ vs (a) |")
         L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
         for k, r in cg.items():
@@ -357,9 +415,10 @@ def markdown(results: dict, summ: dict) -> str:
     if rel:
         small = summ.get("300B", {})
         sc = cg_scaled(results)
-        L.append("## What the 2026-07-28 form, CEL, ExternalAuth and the earlier filter add (300 B)\n")
+        L.append("## What the 2026-07-28 form, CEL, ExternalAuth, the earlier filter and list filtering add (300 B)\n")
         L.append("Each row against its base: (c26), (f1), (f2), (g1) and (c0) against Toolgate (c); (g2) and (e) against "
-                 "bare Envoy (a). Timed deltas: per round, then the median; p50/p99 are wrk's latencies at "
+                 "bare Envoy (a); (l1), the filtered tools/list, against (l0), the same unfiltered. "
+                 "Timed deltas: per round, then the median; p50/p99 are wrk's latencies at "
                  f"{p['connections']} connections (queueing included). Authorizer CPU: the authorizer process's CPU "
                  "time per request (toolgate-test-authz for (g), bench-authz for (e)), on the load generator's core.\n")
         L.append("| | base | k instructions/req | Δ vs base | scaled µs Δ vs base | Envoy CPU µs/req | Δ vs base | "

@@ -79,16 +79,26 @@ CONFIGS = {
     "f2": ("Toolgate, CEL argument", "as (f1), the CEL expression `request.mcp.tool_name == 'tool-00017' && request.mcp.params.arguments.path == '/srv/data/report.txt'` (the body carries `arguments.path`; `params` is captured for it)"),
     "g1": ("Toolgate + ExternalAuth gRPC", "(c)'s plan plus a gateway-level `action: ExternalAuth` policy (`protocol: GRPC, grpc: {}`, no rules: every request) calling toolgate-test-authz (tests/authz-servers) over gRPC, then (c)'s Allow policy"),
     "g2": ("ext_authz (gRPC)", "envoy.filters.http.ext_authz, `grpc_service.envoy_grpc` (HTTP/2 cluster), `with_request_body`, router only: the same authorizer and rule file as (g1)"),
+    "l1": ("Toolgate, tools/list filtered", "`toolgate render --list-filtering on` output: 1 gateway-level XAccessPolicy, 1 rule: SPIFFE source (as (c)), `MATCH_BASE_PROTOCOL_METHODS` (tools/list is one) and tools/call of 10 of the upstream's 100 tools (every tenth); the request is a `tools/list` POST (`Mcp-Method: tools/list`, no `Mcp-Name`), the upstream answers a JSON result of 100 tools of 300 B each (~30 KB, content-length set), the filter keeps the 10"),
+    "l0": ("Toolgate, tools/list unfiltered", "(l1)'s policy rendered with `--list-filtering off`: the same request, authorized the same way; the 100-tool answer passes unchanged (the filter does no work on responses)"),
 }
 # Opt-in (`--baseline REV`): (c)'s configuration with the filter .wasm built at another commit.
 BASELINE_KEY = "c0"
 # Rows timed with the 300 B body only (their targets are about 300 B calls; keeps `make bench` short).
-SMALL_ONLY = {"f1", "f2", "g1", "g2", "c26", BASELINE_KEY}
+SMALL_ONLY = {"f1", "f2", "g1", "g2", "c26", "l1", "l0", BASELINE_KEY}
 # Rows whose request is the MCP 2026-07-28 form of the call: the body carries params._meta's protocol
 # version and the request this header besides (c)'s Mcp-Method and Mcp-Name.
 V26 = "2026-07-28"
 MODERN = {"c26"}
 MODERN_HEADERS = {"mcp-protocol-version": V26}
+# Rows whose request is a `tools/list` (LIST_REQUEST, timed in the 300 B body's place: one request
+# only), answered by the upstream (`bench-upstream --tools-list`) with LIST_TOOLS, LIST_ENTRY_BYTES
+# each (~30 KB); their policy lets agent-a call LIST_ALLOWED, so (l1)'s filter keeps 10 of 100.
+LIST_KEYS = {"l1", "l0"}
+LIST_TOOLS = [f"tool-{i:05d}" for i in range(100)]
+LIST_ALLOWED = LIST_TOOLS[::10]
+LIST_ENTRY_BYTES = 300
+LIST_REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}'
 ARG_PATH = "/srv/data/report.txt"  # `arguments.path` of every benchmark body (make_body), read by (f2)
 BODIES = {"300B": 300, "64KiB": 64 * 1024, "1MiB": 1024 * 1024}
 
@@ -124,6 +134,26 @@ def make_body(size: int, tool: str, small_first: bool = True, modern: bool = Fal
     body = (head + text + tail).encode()
     assert len(body) == size, (len(body), size)
     json.loads(body)
+    return body
+
+
+def tools_list_response() -> bytes:
+    """The upstream's answer to the list rows' tools/list: a JSON-RPC result (id 1, as LIST_REQUEST)
+    of LIST_TOOLS, each entry exactly LIST_ENTRY_BYTES (name, title, a description padded to size, a
+    small inputSchema), about 30 KB in all."""
+    words = "Reads a file under /srv/data and returns its text, or a summary of it; paths outside are refused. "
+    entries = []
+    for i, name in enumerate(LIST_TOOLS):
+        head = '{"name":"' + name + '","title":"Tool ' + str(i) + '","description":"'
+        tail = ('","inputSchema":{"type":"object","properties":{"path":{"type":"string"},'
+                '"mode":{"type":"string","enum":["summary","full"]}},"required":["path"]}}')
+        n = LIST_ENTRY_BYTES - len(head) - len(tail)
+        assert n > 0, n
+        entry = head + (words * (n // len(words) + 1))[:n] + tail
+        assert len(entry) == LIST_ENTRY_BYTES and json.loads(entry)["name"] == name
+        entries.append(entry)
+    body = ('{"jsonrpc":"2.0","id":1,"result":{"tools":[' + ",".join(entries) + "]}}").encode()
+    assert [t["name"] for t in json.loads(body)["result"]["tools"]] == LIST_TOOLS
     return body
 
 
@@ -188,9 +218,10 @@ spec:
     return "".join(out)
 
 
-def policy_yaml(name: str, target: str | None, rules: list[tuple[str | None, list[str]]]) -> str:
+def policy_yaml(name: str, target: str | None, rules: list[tuple[str | None, list[str]]], base: bool = False) -> str:
     """One Allow XAccessPolicy on the Gateway (target None) or an XBackend; each rule: (SPIFFE source or
-    None, tools/call params)."""
+    None, tools/call params); `base`: the rules also allow the base protocol methods
+    (`MATCH_BASE_PROTOCOL_METHODS`: initialize, ping, tools/list, ...)."""
     ref = ("{group: gateway.networking.k8s.io, kind: Gateway, name: " + GATEWAY + "}" if target is None
            else "{group: agentic.networking.x-k8s.io, kind: XBackend, name: " + target + "}")
     out = [f"---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\n"
@@ -201,12 +232,20 @@ def policy_yaml(name: str, target: str | None, rules: list[tuple[str | None, lis
             out.append(f"    source: {{type: SPIFFE, spiffe: \"{source}\"}}\n")
         out.append("    authorization:\n      type: Inline\n      mcp:\n        methods:\n"
                    f"        - name: tools/call\n          params: [{', '.join(tools)}]\n")
+        if base:
+            out.append("        mcpBaseProtocolMethodsOption: MATCH_BASE_PROTOCOL_METHODS\n")
     return "".join(out)
 
 
 def policies_c() -> str:
     """(c): one gateway-level policy, two rules for agent-a with 10 tools each."""
     return policy_yaml("agents", None, [(PRINCIPAL, TOOLS[:10]), (PRINCIPAL, TOOLS[10:])])
+
+
+def policies_l() -> str:
+    """(l1)/(l0): one gateway-level policy, one rule for agent-a: the base protocol methods (tools/list
+    among them) and tools/call of LIST_ALLOWED."""
+    return policy_yaml("agents-list", None, [(PRINCIPAL, LIST_ALLOWED)], base=True)
 
 
 def cel_policy_yaml(name: str, expression: str) -> str:
@@ -394,9 +433,9 @@ class Envoy:
 
 
 def render(name: str, policies: str, certs: Path, upstream: Server, port: int, backends: int,
-           resolve: list[str] = ()) -> tuple[Path, float]:
-    """`toolgate render` of the bench Gateway with `policies`; returns the Gateway's folder and the
-    wall time of the render."""
+           resolve: list[str] = (), extra: list[str] = ()) -> tuple[Path, float]:
+    """`toolgate render` of the bench Gateway with `policies` (`extra`: more render options); returns
+    the Gateway's folder and the wall time of the render."""
     src = WORK / "inputs" / name
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
@@ -408,7 +447,7 @@ def render(name: str, policies: str, certs: Path, upstream: Server, port: int, b
     t = time.perf_counter()
     sh([str(TOOLGATE), "render", "-f", str(src), "--wasm", str(WASM_TOOLGATE), "-o", str(out), "--bind", "127.0.0.1",
         "--resolve", f"upstream.{NS}={upstream.address}", *(a for r in resolve for a in ("--resolve", r)),
-        "--access-log", "/dev/null", "--strict"],
+        "--access-log", "/dev/null", "--strict", *extra],
        stdout=subprocess.DEVNULL)
     took = time.perf_counter() - t
     return out / f"{NS}.{GATEWAY}", took
@@ -560,24 +599,47 @@ def edit_ext_authz_grpc(authz: Server):
     return edit
 
 
-def edit_baseline(wasm: Path):
-    """(c0): (c)'s configuration with the filter .wasm of an earlier commit. That version predates the
-    plan settings `authzTimeoutMs`/`pauseHeaders` (its plan parser refuses unknown fields) and the
-    `allow_on_headers_stop_iteration` render sets now: both removed, the plan's hash recomputed
-    (SHA-256 of the compact plan with `hash` empty, as policy/src/plan.rs)."""
+def baseline_knows(rev: str, path: str, text: str) -> bool:
+    """Whether file `path` at commit `rev` contains `text`."""
+    out = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{path}"], capture_output=True, text=True)
+    return out.returncode == 0 and text in out.stdout
+
+
+def edit_baseline(wasm: Path, rev: str):
+    """(c0): (c)'s configuration with the filter .wasm of an earlier commit. What that version predates
+    is removed: plan settings its parser does not know (it refuses unknown fields: `authzTimeoutMs`,
+    `pauseHeaders`, `listFiltering`, each kept when policy/src/plan.rs at `rev` has the field) and the
+    Wasm option `allow_on_headers_stop_iteration` (kept when its render set it); the plan's hash is
+    recomputed (SHA-256 of the compact plan with `hash` empty, as policy/src/plan.rs). With 4df76a5 all
+    of them go."""
     import hashlib
+
+    drop = [k for k, field in (("authzTimeoutMs", "pub authz_timeout_ms"), ("pauseHeaders", "pub pause_headers"),
+                               ("listFiltering", "pub list_filtering"))
+            if not baseline_knows(rev, "policy/src/plan.rs", field)]
+    keep_stop = baseline_knows(rev, "controller/src/render.rs", "allow_on_headers_stop_iteration")
 
     def edit(lds, cds):
         cfg = hcm_of(lds)["http_filters"][0]["typed_config"]["config"]
         cfg["vm_config"]["code"]["local"]["filename"] = str(wasm)
-        cfg.pop("allow_on_headers_stop_iteration", None)
+        if not keep_stop:
+            cfg.pop("allow_on_headers_stop_iteration", None)
         plan = json.loads(cfg["configuration"]["value"])
-        for k in ("authzTimeoutMs", "pauseHeaders"):
+        for k in drop:
             plan.get("settings", {}).pop(k, None)
         plan["hash"] = ""
         plan["hash"] = hashlib.sha256(json.dumps(plan, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
         cfg["configuration"]["value"] = json.dumps(plan, separators=(",", ":"), ensure_ascii=False)
     return edit
+
+
+def plan_of(gateway_dir: Path) -> dict:
+    """The Toolgate plan in a Gateway folder's listener (the Wasm filter's configuration)."""
+    for f in hcm_of(json.loads((gateway_dir / "lds.json").read_text()))["http_filters"]:
+        conf = f["typed_config"].get("config", {}).get("configuration")
+        if conf:
+            return json.loads(conf["value"])
+    raise RuntimeError(f"no plan in {gateway_dir}")
 
 
 def plan_bytes(gateway_dir: Path) -> int:
@@ -603,6 +665,32 @@ def modern_lua() -> Path:
     return out
 
 
+def list_lua() -> Path:
+    """bench/wrk/post.lua for the LIST_KEYS rows: `mcp-method: tools/list` and no `mcp-name`."""
+    text = LUA.read_text()
+    anchor = 'wrk.headers["mcp-method"] = "tools/call"\nwrk.headers["mcp-name"] = os.getenv("BENCH_TOOL")\n'
+    assert anchor in text, "bench/wrk/post.lua changed: update list_lua()"
+    out = WORK / "post-tools-list.lua"
+    out.write_text(text.replace(anchor, 'wrk.headers["mcp-method"] = "tools/list"\n'))
+    return out
+
+
+def lua_of(key: str) -> Path:
+    return list_lua() if key in LIST_KEYS else modern_lua() if key in MODERN else LUA
+
+
+def body_name(key: str, body: str) -> str:
+    """The request body file (Loader.bodies key) a row sends in `body`'s place."""
+    return "tools-list" if key in LIST_KEYS else f"{body}-{V26}" if key in MODERN else body
+
+
+def request_headers(key: str) -> dict:
+    """The MCP headers of a row's benchmark request."""
+    if key in LIST_KEYS:
+        return {"mcp-method": "tools/list"}
+    return {"mcp-method": "tools/call", "mcp-name": TOOL, **(MODERN_HEADERS if key in MODERN else {})}
+
+
 class Loader:
     def __init__(self, certs: Path, connections: int, bodies: dict[str, Path]):
         self.certs = certs
@@ -610,12 +698,11 @@ class Loader:
         self.bodies = bodies
 
     def run(self, port: int, body: str, duration: int, key: str = "") -> dict:
-        modern = key in MODERN
-        path = self.bodies[f"{body}-{V26}" if modern else body]
+        path = self.bodies[body_name(key, body)]
         env = dict(os.environ, LD_PRELOAD=str(SHIM), BENCH_CLIENT_CERT=str(self.certs / "agent-a.crt"),
                    BENCH_CLIENT_KEY=str(self.certs / "agent-a.key"), BENCH_BODY=str(path), BENCH_TOOL=TOOL)
         cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{self.connections}", f"-d{duration}s", "--timeout", "10s",
-               "-s", str(modern_lua() if modern else LUA), f"https://127.0.0.1:{port}/mcp"]
+               "-s", str(lua_of(key)), f"https://127.0.0.1:{port}/mcp"]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=duration + 60)
         found = re.search(r"^BENCH_JSON (.*)$", out.stdout, re.M)
         if out.returncode != 0 or not found:
@@ -623,9 +710,65 @@ class Loader:
         return json.loads(found.group(1))
 
 
+def denied(r: harness.Response) -> bool:
+    """A Toolgate (or RBAC, ext_authz) denial: 403, or a JSON-RPC error with code 403."""
+    if r.status == 403:
+        return True
+    try:
+        b = r.json()
+    except ValueError:
+        return False
+    return isinstance(b, dict) and isinstance(b.get("error"), dict) and b["error"].get("code") == 403
+
+
+def sanity_list(key: str, port: int, certs: Path) -> str:
+    """(l1)/(l0): agent-a's tools/list (the benchmark request) comes back as the upstream's result with
+    exactly LIST_ALLOWED (l1) or all LIST_TOOLS (l0), nothing else changed; agent-b's is denied (the
+    policy has no rule for it); agent-a's tools/call is allowed for a kept tool, denied for a removed one
+    (the list matches the calls). Returns a one-line summary."""
+    url = f"https://localhost:{port}/mcp"
+    ca = certs / "ca.crt"
+
+    def post(agent: str, body: bytes, headers: dict) -> harness.Response:
+        return harness.mcp_post(url, body, headers=headers, cert=harness.client_cert(certs, agent), ca=ca)
+
+    full = tools_list_response()
+    want = LIST_ALLOWED if key == "l1" else LIST_TOOLS
+    r = post("agent-a", LIST_REQUEST, request_headers(key))
+    try:
+        got = r.json()
+        names = [t["name"] for t in got["result"]["tools"]]
+    except (ValueError, KeyError, TypeError):
+        raise RuntimeError(f"config {key}: agent-a's tools/list: {r.status} {r.text[:200]}") from None
+    expected = json.loads(full)
+    expected["result"]["tools"] = [t for t in expected["result"]["tools"] if t["name"] in want]
+    if r.status != 200 or names != want or got != expected:
+        raise RuntimeError(f"config {key}: agent-a's tools/list holds {len(names)} tools ({', '.join(names[:4])}, ...), "
+                           f"expected {len(want)} ({', '.join(want[:4])}, ...) and nothing else changed")
+    other = post("agent-b", LIST_REQUEST, request_headers(key))
+    if not denied(other):
+        raise RuntimeError(f"config {key}: agent-b's tools/list was not denied: {other.status} {other.text[:200]}")
+    kept, removed = LIST_ALLOWED[1], LIST_TOOLS[1]
+
+    def call(tool: str) -> harness.Response:
+        return post("agent-a", json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                           "params": {"name": tool, "arguments": {}}}).encode(),
+                    {"mcp-method": "tools/call", "mcp-name": tool})
+    ok, no = call(kept), call(removed)
+    if ok.status != 200 or b'"result"' not in ok.body or not denied(no):
+        raise RuntimeError(f"config {key}: agent-a's tools/call: {kept} -> {ok.status} {ok.text[:100]}, "
+                           f"{removed} -> {no.status} {no.text[:100]}")
+    what = (f"exactly the {len(want)} it may call" if key == "l1" else "all of them (list filtering off)")
+    return (f"agent-a's tools/list: {len(names)} of the upstream's {len(LIST_TOOLS)} tools, {what} "
+            f"({len(r.body):,} of {len(full):,} bytes, the rest of the JSON unchanged); denies agent-b's tools/list "
+            f"({other.status}); allows agent-a/{kept}, denies agent-a/{removed} ({no.status})")
+
+
 def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
     """The benchmark request is allowed (the upstream answers) for agent-a; where a rule is configured,
     agent-b and a tool outside the list are denied. Returns a one-line summary."""
+    if key in LIST_KEYS:
+        return sanity_list(key, port, certs)
     url = f"https://localhost:{port}/mcp"
     ca = certs / "ca.crt"
 
@@ -634,15 +777,6 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
     def call(agent: str, tool: str, body: bytes, headers: dict | None = None) -> harness.Response:
         return harness.mcp_post(url, body, headers={"mcp-method": "tools/call", "mcp-name": tool, **extra, **(headers or {})},
                                 cert=harness.client_cert(certs, agent), ca=ca)
-
-    def denied(r: harness.Response) -> bool:
-        if r.status == 403:
-            return True
-        try:
-            b = r.json()
-        except ValueError:
-            return False
-        return isinstance(b, dict) and isinstance(b.get("error"), dict) and b["error"].get("code") == 403
 
     for name, body in bodies.items():
         r = call("agent-a", TOOL, body)
@@ -680,13 +814,14 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
 
 # Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
 # 1.5 MB module at valgrind speed), so they go first.
-CALLGRIND_CONFIGS = ("c", "c26", BASELINE_KEY, "g1", "f1", "f2", "d", "a", "n", "e", "g2")
+CALLGRIND_CONFIGS = ("c", "c26", BASELINE_KEY, "l1", "l0", "g1", "f1", "f2", "d", "a", "n", "e", "g2")
 
 
 def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int,
-                  headers: dict | None = None) -> dict:
+                  headers: dict) -> dict:
     """Envoy under `valgrind --tool=callgrind --cache-sim=yes`: counters zeroed after a warm-up, then
-    `requests` requests (h2load over HTTP/1.1, 4 connections, agent-a's certificate), then a dump.
+    `requests` requests (h2load over HTTP/1.1, 4 connections, agent-a's certificate; `body` with the
+    MCP `headers`), then a dump.
     Returns the events per request and an estimate of cycles (Ir + 10 x L1 misses + 100 x LL misses,
     KCachegrind's rule of thumb). Deterministic up to timers, unlike CPU time on a shared machine."""
     out = WORK / "callgrind" / f"{key}.out"
@@ -716,8 +851,7 @@ def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Pat
         def load(n: int, strict: bool = True) -> None:
             r = subprocess.run(["h2load", "--h1", "-n", str(n), "-c", "4", "-d", str(body),
                                 "-H", "content-type: application/json", "-H", "accept: application/json, text/event-stream",
-                                "-H", "mcp-method: tools/call", "-H", f"mcp-name: {TOOL}",
-                                *(a for k, v in (headers or {}).items() for a in ("-H", f"{k}: {v}")),
+                                *(a for k, v in headers.items() for a in ("-H", f"{k}: {v}")),
                                 f"https://127.0.0.1:{port}/mcp"],
                                env=env, capture_output=True, text=True, timeout=900)
             ok = re.search(r"status codes: (\d+) 2xx", r.stdout)
@@ -753,16 +887,16 @@ def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Pat
             proc.wait(10)
 
 
-def callgrind(keys: list[str], dirs: dict, ports: dict, certs: Path, body: Path, requests: int,
-              modern_body: Path | None = None) -> dict:
+def callgrind(keys: list[str], dirs: dict, ports: dict, certs: Path, bodies: dict[str, Path], requests: int) -> dict:
+    """`bodies`: the Loader's request files; each row sends its 300 B request (body_name, request_headers)."""
     from concurrent.futures import ThreadPoolExecutor
 
     todo = [k for k in CALLGRIND_CONFIGS if k in keys]
-    log(f"instruction counts: Envoy under callgrind, {requests} requests of 300 B for {' '.join(todo)} (2 at a time)")
+    log(f"instruction counts: Envoy under callgrind, {requests} requests of 300 B (the list rows: their tools/list) "
+        f"for {' '.join(todo)} (2 at a time)")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {k: pool.submit(callgrind_one, k, dirs[k], ports[k], certs,
-                                  modern_body if k in MODERN and modern_body else body, requests,
-                                  MODERN_HEADERS if k in MODERN else None) for k in todo}
+        futures = {k: pool.submit(callgrind_one, k, dirs[k], ports[k], certs, bodies[body_name(k, "300B")], requests,
+                                  request_headers(k)) for k in todo}
         done = {k: f.result() for k, f in futures.items()}
     out = {k: done[k] for k in keys if k in done}
     for k, r in out.items():
@@ -917,11 +1051,23 @@ def main() -> int:
     baseline_wasm = None
     if args.baseline:
         baseline_wasm, short = build_baseline(args.baseline)
+    # What the baseline filter predates: the lifecycle in the engine (4df76a5 and earlier), list
+    # filtering (what "(c) unchanged by list filtering" compares).
+    def at_baseline(path: str) -> bool:
+        return bool(args.baseline) and subprocess.run(
+            ["git", "-C", str(REPO), "cat-file", "-e", f"{args.baseline}:{path}"], capture_output=True).returncode == 0
+    baseline_lifecycle = at_baseline("policy/src/lifecycle/mod.rs")
+    baseline_lists = at_baseline("policy/src/list_filter.rs")
+    if args.baseline:
         CONFIGS[BASELINE_KEY] = (f"Toolgate, 20 tools, filter at {short}",
-                                 f"(c)'s configuration and plan with the filter .wasm built at {short} "
-                                 "(before the lifecycle moved into the engine and the SDK was dropped)")
+                                 f"(c)'s configuration and plan with the filter .wasm built at {short}"
+                                 + (" (before the lifecycle moved into the engine and the SDK was dropped)" if not baseline_lifecycle
+                                    else " (before list filtering)" if not baseline_lists else "")
+                                 + "; plan settings and Wasm options that version does not know removed")
     info = versions()
     info["baseline"] = args.baseline
+    info["baseline_lifecycle"] = baseline_lifecycle
+    info["baseline_list_filtering"] = baseline_lists
     info["quick"] = quick
     info["params"] = {"duration_s": args.duration, "rounds": args.rounds, "connections": args.connections,
                       "warmup_s": args.warmup, "configs": keys, "bodies": body_names}
@@ -940,11 +1086,16 @@ def main() -> int:
     modern_bodies = {"300B": make_body(BODIES["300B"], TOOL, modern=True)}
     body_paths[f"300B-{V26}"] = body_dir / f"300B-{V26}.json"
     body_paths[f"300B-{V26}"].write_bytes(modern_bodies["300B"])
+    # The list rows' request, and the upstream's answer to it.
+    body_paths["tools-list"] = body_dir / "tools-list.json"
+    body_paths["tools-list"].write_bytes(LIST_REQUEST)
+    list_response = body_dir / "tools-list-response.json"
+    list_response.write_bytes(tools_list_response())
 
     procs: list = []
     envoys: dict[str, Envoy] = {}
     try:
-        upstream = Server("upstream", [str(UPSTREAM)])
+        upstream = Server("upstream", [str(UPSTREAM), "--tools-list", str(list_response)])
         procs.append(upstream)
         authz = Server("authz", [str(AUTHZ), "--principal", PRINCIPAL, "--tools", ",".join(TOOLS)])
         procs.append(authz)
@@ -980,12 +1131,19 @@ def main() -> int:
         dirs["e"] = derive(dir_c, "cfg-e", rebased(ports["e"])(edit_ext_authz(authz)))
         dirs["g2"] = derive(dir_c, "cfg-g2", rebased(ports["g2"])(edit_ext_authz_grpc(authz_grpc)))
         if baseline_wasm:
-            dirs[BASELINE_KEY] = derive(dir_c, f"cfg-{BASELINE_KEY}", rebased(ports[BASELINE_KEY])(edit_baseline(baseline_wasm)))
-        for k, pol, extra in (("f1", policies_f1, []), ("f2", policies_f2, []),
-                              ("g1", policies_g1, [f"{AUTHZ_SERVICE}.{NS}={authz_grpc.address}"])):
+            dirs[BASELINE_KEY] = derive(dir_c, f"cfg-{BASELINE_KEY}", rebased(ports[BASELINE_KEY])(edit_baseline(baseline_wasm, args.baseline)))
+        for k, pol, extra, opts in (("f1", policies_f1, [], []), ("f2", policies_f2, [], []),
+                                    ("g1", policies_g1, [f"{AUTHZ_SERVICE}.{NS}={authz_grpc.address}"], []),
+                                    ("l1", policies_l, [], ["--list-filtering", "on"]),
+                                    ("l0", policies_l, [], ["--list-filtering", "off"])):
             if k in keys:
-                d, _ = render(k, pol(), certs, upstream, ports[k], BACKENDS, resolve=extra)
+                d, _ = render(k, pol(), certs, upstream, ports[k], BACKENDS, resolve=extra, extra=opts)
                 dirs[k] = derive(d, f"cfg-{k}", edit_none)
+        for k in (k for k in keys if k in LIST_KEYS):
+            # The plan says it: listFiltering is written only when off.
+            on = plan_of(dirs[k])["settings"].get("listFiltering", True)
+            if on != (k == "l1"):
+                raise RuntimeError(f"config {k}: the rendered plan has listFiltering {on}")
 
         # 10,000 policies: `toolgate compile` and `toolgate render` wall time, plan size, load in the VM.
         log("10,000 policies: toolgate compile / render, and the plan's load time in Envoy")
@@ -1079,8 +1237,7 @@ def main() -> int:
             e.stop()
         cg = {}
         if args.callgrind_requests:
-            cg = callgrind(keys, dirs, ports, certs, body_paths["300B"], args.callgrind_requests,
-                           body_paths[f"300B-{V26}"])
+            cg = callgrind(keys, dirs, ports, certs, body_paths, args.callgrind_requests)
     finally:
         for e in envoys.values():
             e.stop()
@@ -1088,7 +1245,9 @@ def main() -> int:
             p.stop()
 
     results = {"callgrind": cg, "info": info, "configs": {k: CONFIGS[k] for k in keys}, "bodies": {b: BODIES[b] for b in body_names},
-               "checks": checks, "runs": runs, "micro": micro_results, "sizes": sizes, "plan_loads": plan_loads,
+               "checks": checks, "runs": runs,
+               "list": {"tools": len(LIST_TOOLS), "allowed": len(LIST_ALLOWED), "entry_bytes": LIST_ENTRY_BYTES,
+                        "response_bytes": list_response.stat().st_size, "request_bytes": len(LIST_REQUEST)}, "micro": micro_results, "sizes": sizes, "plan_loads": plan_loads,
                "elapsed_s": time.monotonic() - started}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     raw = WORK / "quick" / "results.json" if quick else WORK / "results.json"
