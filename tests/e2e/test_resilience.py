@@ -543,7 +543,9 @@ def test_a_vm_that_crashes_denies_every_request(tmp_path, certs, wasm_path, star
             assert sent.response is not None and sent.response.status >= 500, sent
             assert sent.executed == [] and sent.upstream_requests == 0, sent
     assert server.executed() == []
-    assert "unreachable" in gw.envoy.log_path.read_text(errors="replace").lower()
+    # Envoy writes its log file out periodically (--file-flush-interval-msec): wait for the line.
+    wait_for(lambda: "unreachable" in gw.envoy.log_path.read_text(errors="replace").lower(), timeout=20,
+             what="the trap in Envoy's log")
 
 
 def test_update_with_a_module_that_cannot_load_keeps_the_plan(gateway, wasm_path, tmp_path):
