@@ -149,16 +149,16 @@ pub fn rewrite_json(
     keep: &mut dyn FnMut(ListKind, &str) -> bool,
 ) -> Result<Rewrite, Unreadable> {
     let syntax = |e: serde_json::Error| Unreadable::Syntax(e.to_string());
-    let top: &RawValue = serde_json::from_str(text).map_err(syntax)?;
-    let responses: Vec<&RawValue> = if top.get().starts_with('[') {
-        serde_json::from_str(top.get()).map_err(syntax)?
+    // A batch is split into its responses; a single response is read once, as fields.
+    let responses: Vec<&str> = if text.trim_start().starts_with('[') {
+        serde_json::from_str::<Vec<&RawValue>>(text).map_err(syntax)?.into_iter().map(RawValue::get).collect()
     } else {
-        vec![top]
+        vec![text]
     };
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     let mut done = Rewrite::default();
     for response in responses {
-        let fields = Fields::parse(response.get()).map_err(syntax)?;
+        let fields = Fields::parse(response).map_err(syntax)?;
         let (Some(id), Some(result)) = (fields.unique("id")?, fields.unique("result")?) else {
             continue;
         };
