@@ -1,7 +1,7 @@
 //! List filtering of responses (policy/src/list_filter.rs): arbitrary response text, as one JSON
 //! body and as an event stream cut into arbitrary chunks, against list requests of every kind and
 //! an arbitrary keep rule. No panic; a rewrite removes no more entries than it saw; a rewritten
-//! JSON body is still JSON; the same stream gives the same output however it is cut.
+//! JSON body is still JSON (when serde_json reads the original); the same stream gives the same output however it is cut.
 #![no_main]
 
 use arbitrary::Unstructured;
@@ -39,7 +39,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(json) = std::str::from_utf8(text) {
         if let Ok(done) = rewrite_json(json, &requests, &mut keep) {
             assert!(done.removed <= done.entries);
-            if let Some(new) = done.text {
+            // Still JSON, as the original was (serde_json's Value refuses some numbers that raw values
+            // and clients accept, e.g. 1E4444: then there is nothing to compare).
+            if let (Some(new), true) = (done.text, serde_json::from_str::<serde_json::Value>(json).is_ok()) {
                 assert!(serde_json::from_str::<serde_json::Value>(&new).is_ok(), "{json} -> {new}");
             }
         }
