@@ -52,7 +52,9 @@ fuzz_target!(|data: &[u8]| {
         principal: r.principal.map(str::to_string),
         cluster: r.backend.then(|| CLUSTER.to_string()),
         port: i64::from(r.port),
+        protocol: "HTTP/2".into(),
         body: r.body.to_vec(),
+        debug: true,
         now: 1_790_000_000_000,
         ..FakeHost::default()
     };
@@ -76,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
         let mut answers = answers.into_iter();
         let mut answered = 0;
         while answered < host.calls.len() {
-            let token = host.calls[answered];
+            let token = host.calls[answered].token();
             let (skew, ms, a) = answers.next().unwrap_or((0, 0, Answer::Failed));
             host.now += u64::from(ms);
             let answer = match a {
@@ -92,17 +94,17 @@ fuzz_target!(|data: &[u8]| {
             };
             if skew % 8 == 1 {
                 // Not the token the lifecycle waits for: ignored.
-                let before = (host.allows, host.denies, host.replies.len());
+                let before = (host.allows(), host.denies(), host.replies.len());
                 req.on_call_answer(&mut host, token.wrapping_add(1000), answer.clone());
-                assert_eq!(before, (host.allows, host.denies, host.replies.len()));
+                assert_eq!(before, (host.allows(), host.denies(), host.replies.len()));
             }
             req.on_call_answer(&mut host, token, answer);
             answered += 1;
             assert!(host.calls.len() <= 64, "more authorizer calls than the plan allows");
         }
-        assert!(host.allows + host.denies <= 1, "two decisions for one request");
+        assert!(host.allows() + host.denies() <= 1, "two decisions for one request");
         if !host.replies.is_empty() {
-            assert_eq!(host.allows, 0, "answered locally and allowed");
+            assert_eq!(host.allows(), 0, "answered locally and allowed");
             assert_eq!(host.replies.len(), 1);
         }
         // Paused by the last callback: an authorizer's answer must have resumed it, or a local

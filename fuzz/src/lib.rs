@@ -1,5 +1,5 @@
 //! Shared pieces of the fuzz targets: a counting allocator (the allocation bound), the fixed plans,
-//! arbitrary HTTP requests, and a fake proxy host for the lifecycle.
+//! arbitrary HTTP requests, and the fake proxy host for the lifecycle (the policy crate's).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -154,134 +154,10 @@ impl<'a> Request<'a> {
 }
 
 // ------------------------------------------------------------------------------------------------
-// A fake proxy host for the lifecycle.
+// The fake proxy host for the lifecycle: the policy crate's (feature `test-host`), shared with its
+// lifecycle tests and benchmark.
 
-use toolgate_policy::lifecycle::{
-    headers::serialize_map, Callout, Counter, Host, HostBase, LogLevel, Property, RootHost,
-};
-
-#[derive(Default)]
-pub struct FakeHost {
-    pub headers: Vec<(String, String)>,
-    pub principal: Option<String>,
-    pub cluster: Option<String>,
-    pub port: i64,
-    pub body: Vec<u8>,
-    pub now: u64,
-    pub refuse_calls: bool,
-    pub next_token: u32,
-    pub shared: Vec<(String, Vec<u8>)>,
-    // What the lifecycle did.
-    pub replies: Vec<u32>,
-    pub resumed: u32,
-    pub calls: Vec<u32>,
-    pub records: Vec<String>,
-    pub allows: u32,
-    pub denies: u32,
-    // The response.
-    pub response_headers: Vec<(String, String)>,
-    pub response_body: Vec<u8>,
-}
-
-impl HostBase for FakeHost {
-    fn log(&mut self, _level: LogLevel, message: &str) {
-        assert!(!message.is_empty());
-    }
-    fn count(&mut self, counter: Counter) {
-        match counter {
-            Counter::Allow | Counter::AllowNoPolicy => self.allows += 1,
-            Counter::DenyGateway
-            | Counter::DenyBackend
-            | Counter::DenyMcpHeader
-            | Counter::DenyNoPlan
-            | Counter::TooLarge => self.denies += 1,
-            _ => {}
-        }
-    }
-    fn now_ms(&mut self) -> u64 {
-        self.now
-    }
-}
-
-impl Host for FakeHost {
-    fn request_headers(&mut self) -> Option<Vec<u8>> {
-        let p: Vec<(&str, &str)> = self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Some(serialize_map(&p))
-    }
-    fn property(&mut self, property: Property) -> Option<Vec<u8>> {
-        match property {
-            Property::PeerUriSan => self.principal.clone().map(String::into_bytes),
-            Property::ClusterName => self.cluster.clone().map(String::into_bytes),
-            Property::DestinationPort => Some(self.port.to_le_bytes().to_vec()),
-            Property::RequestProtocol => Some(b"HTTP/2".to_vec()),
-        }
-    }
-    fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
-        Some(self.body.get(..size.min(self.body.len()))?.to_vec())
-    }
-    fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], _body: &[u8]) -> bool {
-        assert!((200..600).contains(&status), "reply status {status}");
-        assert!(headers.iter().all(|(n, v)| !n.is_empty() && !v.contains(['\r', '\n'])));
-        self.replies.push(status);
-        true
-    }
-    fn resume(&mut self) {
-        self.resumed += 1;
-    }
-    fn call(&mut self, callout: &Callout<'_>) -> Option<u32> {
-        if self.refuse_calls {
-            return None;
-        }
-        match *callout {
-            Callout::Grpc { timeout_ms, .. } | Callout::Http { timeout_ms, .. } => assert!(timeout_ms > 0),
-        }
-        self.next_token += 1;
-        self.calls.push(self.next_token);
-        Some(self.next_token)
-    }
-    fn set_request_header(&mut self, name: &str, _value: &str) {
-        assert!(!name.is_empty());
-    }
-    fn add_request_header(&mut self, name: &str, _value: &str) {
-        assert!(!name.is_empty());
-    }
-    fn remove_request_header(&mut self, _name: &str) {}
-    fn record(&mut self, summary: &str) {
-        // The access log prints the summary inside double quotes: no request text may end them.
-        assert!(!summary.contains(['"', '\n', '\r']), "summary {summary:?}");
-        self.records.push(summary.to_string());
-    }
-    fn logs_at(&mut self, _level: LogLevel) -> bool {
-        true
-    }
-    fn response_header(&mut self, lower_name: &str) -> Option<String> {
-        self.response_headers.iter().find(|(k, _)| k == lower_name).map(|(_, v)| v.clone())
-    }
-    fn remove_response_header(&mut self, name: &str) {
-        self.response_headers.retain(|(k, _)| k != name);
-    }
-    fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
-        Some(self.response_body.get(..size.min(self.response_body.len()))?.to_vec())
-    }
-    fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool {
-        let size = size.min(self.response_body.len());
-        self.response_body.splice(..size, body.iter().copied());
-        true
-    }
-}
-
-impl RootHost for FakeHost {
-    fn plugin_name(&mut self) -> String {
-        "fuzz".into()
-    }
-    fn shared_get(&mut self, key: &str) -> Option<Vec<u8>> {
-        self.shared.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
-    }
-    fn shared_set(&mut self, key: &str, value: &[u8]) {
-        self.shared.retain(|(k, _)| k != key);
-        self.shared.push((key.to_string(), value.to_vec()));
-    }
-}
+pub use toolgate_policy::testing::FakeHost;
 
 // ------------------------------------------------------------------------------------------------
 // Oracles for the reader, independent of it (as in policy/tests/mcp_reader.rs).

@@ -8,20 +8,22 @@
 //!   `content-length` and `allowedHeaders`, the body prefix with `forwardBody`, and the caller's
 //!   SPIFFE ID in `x-toolgate-principal`; a 2xx allows.
 //!
-//! Messages are the prost structs of `toolgate-ext-authz-proto` (no protoc at build time).
+//! Messages are the prost structs of `toolgate-ext-authz-proto` (no protoc at build time); the one
+//! message sent, the CheckRequest, is written straight to bytes (authz/wire.rs).
 
 use prost::Message;
-use toolgate_ext_authz_proto::envoy::config::core::v3::grpc_service::EnvoyGrpc;
-use toolgate_ext_authz_proto::envoy::config::core::v3::{
-    header_value_option::HeaderAppendAction, GrpcService, HeaderValueOption, Metadata,
+use toolgate_ext_authz_proto::envoy::config::core::v3::{header_value_option::HeaderAppendAction, HeaderValueOption};
+use toolgate_ext_authz_proto::envoy::service::auth::v3::{check_response::HttpResponse, CheckResponse};
+#[cfg(test)]
+use toolgate_ext_authz_proto::{
+    envoy::config::core::v3::Metadata,
+    envoy::service::auth::v3::{attribute_context, AttributeContext, CheckRequest},
+    google::protobuf::{value::Kind, Struct, Value},
+    json,
 };
-use toolgate_ext_authz_proto::envoy::service::auth::v3::{
-    attribute_context, check_response::HttpResponse, AttributeContext, CheckRequest, CheckResponse,
-};
-use toolgate_ext_authz_proto::google::protobuf::{value::Kind, Struct, Value};
-use toolgate_ext_authz_proto::json;
 
 use crate::eval::{AuthzFailure, HttpRequest};
+use wire::Writer;
 use crate::lifecycle::CallAnswer;
 use crate::mcp::McpMessage;
 use crate::plan::{AuthorizerPlan, AuthorizerProtocol};
@@ -89,11 +91,8 @@ pub(crate) enum HeaderEdit {
 pub(crate) fn prepare(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Prepared {
     let call = match &authorizer.protocol {
         AuthorizerProtocol::Grpc => PreparedCall::Grpc {
-            upstream: GrpcService {
-                envoy_grpc: Some(EnvoyGrpc { cluster_name: authorizer.cluster.clone(), authority: authorizer.authority.clone() }),
-            }
-            .encode_to_vec(),
-            message: check_request(authorizer, input).encode_to_vec(),
+            upstream: grpc_service(authorizer),
+            message: check_request_bytes(authorizer, input),
         },
         AuthorizerProtocol::Http { path_prefix, .. } => http_call(authorizer, path_prefix, input),
     };
@@ -116,6 +115,93 @@ fn sent_headers<'r>(authorizer: &'r AuthorizerPlan, req: &'r HttpRequest<'_>) ->
     })
 }
 
+/// The serialised `GrpcService` naming the authorizer's cluster and authority (prost's encoding of
+/// `GrpcService { envoy_grpc: Some(EnvoyGrpc { cluster_name, authority }) }`).
+fn grpc_service(authorizer: &AuthorizerPlan) -> Vec<u8> {
+    let mut w = Writer::with_capacity(8 + authorizer.cluster.len() + authorizer.authority.len());
+    w.message(1, |w| {
+        w.bytes(1, authorizer.cluster.as_bytes());
+        w.bytes(2, authorizer.authority.as_bytes());
+    });
+    w.buf
+}
+
+/// The serialised CheckRequest of a call: the message [`check_request`] builds with prost, written
+/// straight to bytes (wire.rs says why; authz/tests.rs checks they decode the same).
+fn check_request_bytes(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Vec<u8> {
+    let req = input.req;
+    // `headers` is a map: by name (a stable sort keeps repeated headers' values in order), repeated
+    // headers joined with "," as Envoy's ext_authz does.
+    let mut sent: Vec<(&str, &str)> = sent_headers(authorizer, req).collect();
+    sent.sort_by(|a, b| a.0.cmp(b.0));
+    let (body, partial) = forwarded_body(authorizer, input.body);
+    if partial {
+        sent.retain(|(name, _)| *name != PARTIAL_BODY_HEADER);
+        let at = sent.partition_point(|(name, _)| *name < PARTIAL_BODY_HEADER);
+        sent.insert(at, (PARTIAL_BODY_HEADER, "true"));
+    }
+    let params = input.message.and_then(|m| m.params).map_or(0, str::len);
+    let headers: usize = sent.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+    let mut w = Writer::with_capacity(160 + headers + body.len() + 2 * params + req.path.len() + req.authority.len());
+    // CheckRequest.attributes (1): AttributeContext.
+    w.message(1, |w| {
+        // source (1): Peer.principal (4); destination (2): an empty Peer.
+        w.message(1, |w| w.bytes(4, req.principal.unwrap_or_default().as_bytes()));
+        w.message(2, |_| ());
+        // request (4): Request.http (2): HttpRequest.
+        w.message(4, |w| {
+            w.message(2, |w| {
+                w.bytes(1, input.request_id.as_bytes());
+                w.bytes(2, req.method.as_bytes());
+                let mut i = 0;
+                while i < sent.len() {
+                    let name = sent[i].0;
+                    let same = sent[i..].iter().take_while(|(n, _)| *n == name).count();
+                    if same == 1 {
+                        w.string_entry(3, name, sent[i].1);
+                    } else {
+                        let joined: Vec<&str> = sent[i..i + same].iter().map(|(_, v)| *v).collect();
+                        w.string_entry(3, name, &joined.join(","));
+                    }
+                    i += same;
+                }
+                w.bytes(4, req.path.as_bytes());
+                w.bytes(5, req.authority.as_bytes());
+                w.bytes(6, input.scheme.as_bytes());
+                let size = if input.body.is_empty() { -1 } else { i64::try_from(input.body.len()).unwrap_or(i64::MAX) };
+                w.int64(9, size);
+                w.bytes(10, input.protocol.as_bytes());
+                match std::str::from_utf8(body) {
+                    Ok(text) => w.bytes(11, text.as_bytes()),
+                    Err(_) => w.bytes(12, body),
+                }
+            })
+        });
+        // metadata_context (11): Metadata.filter_metadata (1)["mcp_proxy"], a Struct.
+        if let Some(m) = input.message {
+            w.message(11, |w| w.map_entry(1, MCP_METADATA_KEY, |w| mcp_fields(w, m)));
+        }
+    });
+    w.buf
+}
+
+/// The fields of the JSON-RPC message's Struct (see [`mcp_struct`]), in prost's (sorted) order.
+fn mcp_fields(w: &mut Writer, m: &McpMessage<'_>) {
+    if let Some(id) = m.id {
+        let _ = w.json_entry(1, "id", id);
+    }
+    w.map_entry(1, "jsonrpc", |w| w.string_value("2.0"));
+    if let Some(method) = m.method.as_deref() {
+        w.map_entry(1, "method", |w| w.string_value(method));
+    }
+    if let Some(params) = m.params {
+        let _ = w.json_entry(1, "params", params);
+    }
+}
+
+/// The CheckRequest of a call as prost messages: what [`check_request_bytes`] writes (the tests'
+/// reference).
+#[cfg(test)]
 fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckRequest {
     let req = input.req;
     let mut headers = std::collections::BTreeMap::<String, String>::new();
@@ -166,6 +252,7 @@ fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckReq
 }
 
 /// The JSON-RPC message as a Struct: `jsonrpc`, `id` (its JSON type kept), `method`, `params`.
+#[cfg(test)]
 fn mcp_struct(m: &McpMessage<'_>) -> Struct {
     let string = |s: &str| Value { kind: Some(Kind::StringValue(s.to_string())) };
     let raw = |text: &str| json::parse_value(text).ok();
@@ -347,6 +434,8 @@ pub fn assumed_answer(callout: &crate::lifecycle::Callout<'_>, allow: bool) -> C
         },
     }
 }
+
+mod wire;
 
 #[cfg(test)]
 mod tests;

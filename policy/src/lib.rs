@@ -13,6 +13,7 @@
 //! - [`response`]: the denial replies.
 //! - [`str_map`]: the string-keyed hash map the evaluator and the filter index names with.
 //! - [`log_safe`]: request-derived text shown in summaries and logs, escaped.
+//! - `testing` (feature `test-host`): a fake proxy host for driving the lifecycle natively.
 
 pub mod api;
 pub mod authz;
@@ -27,3 +28,5 @@ pub mod plan;
 pub mod re2;
 pub mod response;
 pub mod str_map;
+#[cfg(any(test, feature = "test-host"))]
+pub mod testing;

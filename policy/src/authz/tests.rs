@@ -3,7 +3,10 @@ use toolgate_ext_authz_proto::envoy::service::auth::v3::{DeniedHttpResponse, OkH
 use toolgate_ext_authz_proto::google::protobuf::BoolValue;
 use toolgate_ext_authz_proto::google::rpc::Status;
 
+use toolgate_ext_authz_proto::envoy::config::core::v3::{grpc_service::EnvoyGrpc, GrpcService};
+
 use super::*;
+use crate::plan::{AuthorizerPlan, AuthorizerProtocol};
 
 fn response(code: i32, http: Option<HttpResponse>) -> CheckResponse {
     CheckResponse { status: Some(Status { code, ..Default::default() }), http_response: http, dynamic_metadata: None }
@@ -58,4 +61,94 @@ fn http_responses() {
         assert_eq!(read_http_response(&[], h(bad), vec![]), Answer::Fail(AuthzFailure::Malformed), "{bad:?}");
     }
     assert_eq!(read_http_response(&[], vec![], vec![]), Answer::Fail(AuthzFailure::Malformed));
+}
+
+fn authorizer(allowed_headers: &[&str], forward_body_bytes: u32) -> AuthorizerPlan {
+    AuthorizerPlan {
+        cluster: "authz/default/authz/9000".into(),
+        authority: "authz.default.svc.cluster.local".into(),
+        protocol: AuthorizerProtocol::Grpc,
+        allowed_headers: allowed_headers.iter().map(|h| h.to_string()).collect(),
+        forward_body_bytes,
+    }
+}
+
+/// The CheckRequest written by hand (wire.rs) decodes to the message prost builds, for every shape
+/// of input: repeated and filtered headers, partial, non-UTF-8 and absent bodies, no caller, JSON-RPC
+/// messages with every kind of `id` and `params` (long enough for multi-byte lengths), and text the
+/// protobuf JSON mapping refuses (left out, as before).
+#[test]
+fn hand_written_check_requests_decode_as_prost_ones() {
+    let long = format!(r#"{{"name":"t","arguments":{{"text":"{}","n":[1,2.5,-3e2,true,false,null,{{}},[]]}}}}"#, "x\\u00e9\\n".repeat(3000));
+    let bodies: Vec<String> = vec![
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":[true,null,"x"]}}}"#.into(),
+        r#"{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"a\"b\u00e9","z":{},"a":[],"m":{"k\n":-0.0}}}"#.into(),
+        r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#.into(),
+        r#"{"jsonrpc":"2.0","id":12345678901234567890,"method":"tools/list","params":{}}"#.into(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into(),
+        format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{long}}}"#),
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}]"#.into(),
+    ];
+    let headers: Vec<(&str, &str)> = vec![
+        (":method", "POST"),
+        ("x-b", "2"),
+        ("x-a", "1"),
+        ("x-b", "1"),
+        ("x-toolgate-principal", "spiffe://forged"),
+        ("x-envoy-auth-partial-body", "client"),
+        ("x-empty", ""),
+        ("x-b", "3"),
+    ];
+    let mut cases = 0;
+    for body in &bodies {
+        let read = crate::mcp::read_body(body.as_bytes(), crate::mcp::ReadOptions { capture_params: true }).expect("MCP");
+        let mut messages: Vec<Option<&McpMessage<'_>>> = read.messages().iter().map(Some).collect();
+        messages.push(None);
+        for message in messages {
+            for (authorizer, principal, body) in [
+                (authorizer(&[], 0), Some("spiffe://cluster.local/ns/default/sa/a"), body.as_bytes()),
+                (authorizer(&[], 16), None, body.as_bytes()),
+                (authorizer(&["x-b", "x-envoy-auth-partial-body"], 1 << 20), None, body.as_bytes()),
+                (authorizer(&["x-b"], 8), Some(""), b"\xff\xfe not UTF-8".as_slice()),
+                (authorizer(&[], 1024), None, b"".as_slice()),
+            ] {
+                let req = HttpRequest {
+                    method: "POST",
+                    path: "/mcp?x=1",
+                    authority: "gw",
+                    port: 8443,
+                    headers: &headers,
+                    principal,
+                    time_ms: 0,
+                };
+                let input = CallInput { req: &req, scheme: "https", request_id: "rid", protocol: "HTTP/2", message, body };
+                let written = check_request_bytes(&authorizer, &input);
+                let decoded = CheckRequest::decode(written.as_slice()).expect("a CheckRequest");
+                assert_eq!(decoded, check_request(&authorizer, &input), "{body:?} {message:?}");
+                // Without a params Struct (whose keys prost sorts), the very same bytes.
+                if message.is_none_or(|m| m.params.is_none()) {
+                    assert_eq!(written, check_request(&authorizer, &input).encode_to_vec());
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases > 40);
+    // JSON text the mapping refuses (a number out of range, not JSON): the field is left out.
+    let odd = McpMessage { id: Some("1E4444"), params: Some(r#"{"a":[1,{"b":1E4444}]}"#), ..read_one() };
+    let req = HttpRequest { method: "POST", path: "/", authority: "gw", port: 0, headers: &[], principal: None, time_ms: 0 };
+    let input = CallInput { req: &req, scheme: "", request_id: "", protocol: "", message: Some(&odd), body: b"" };
+    let decoded = CheckRequest::decode(check_request_bytes(&authorizer(&[], 0), &input).as_slice()).unwrap();
+    assert_eq!(decoded, check_request(&authorizer(&[], 0), &input));
+    let fields = &decoded.attributes.unwrap().metadata_context.unwrap().filter_metadata[MCP_METADATA_KEY].fields;
+    assert_eq!(fields.keys().collect::<Vec<_>>(), ["jsonrpc", "method"]);
+    // The upstream: prost's bytes.
+    let a = authorizer(&[], 0);
+    let prost_upstream = GrpcService { envoy_grpc: Some(EnvoyGrpc { cluster_name: a.cluster.clone(), authority: a.authority.clone() }) };
+    assert_eq!(grpc_service(&a), prost_upstream.encode_to_vec());
+}
+
+fn read_one() -> McpMessage<'static> {
+    let body: &'static str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#;
+    crate::mcp::read_body(body.as_bytes(), crate::mcp::ReadOptions { capture_params: true }).unwrap().messages()[0].clone()
 }

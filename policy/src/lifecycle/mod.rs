@@ -319,6 +319,8 @@ struct Held {
 struct Pending {
     token: u32,
     started_ms: u64,
+    /// The level whose ExternalAuth policy made the call (its authorizer reads the answer).
+    level: Level,
 }
 
 /// Where a decision is made: in a request callback (the host continues or stops the request by
@@ -439,20 +441,20 @@ impl Request {
         // Envoy ends a call at its timeout by its own (coarse, cached) clock: measured against ours the
         // call can end a few ms "early" (298 ms for a 300 ms timeout, Envoy 1.40), hence the slack.
         let elapsed = host.now_ms().saturating_sub(pending.started_ms) + TIMEOUT_SLACK_MS;
-        // The call is re-derived (the walk is deterministic): the authorizer it went to and the
-        // decision so far.
+        // The answer is read by the authorizer of the level that called. An allow needs nothing
+        // else: the request goes on to its next step (which reads the body again). Anything else
+        // is answered from the call, re-derived (the walk is deterministic): the decision so far.
         let debug_reasons = ev.plan().settings.debug_reasons;
-        let outcome = with_request(&held, &loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
-            Step::Authorize(call) => {
-                let answer = authz::read_answer(call.authorizer, answer, elapsed >= timeout);
-                match answer {
-                    Answer::Allow(edits) => Ok(edits),
-                    denied => Err(denial_of(call, denied, body, debug_reasons)),
-                }
-            }
-            // Unreachable: the step that made the call makes it again.
-            Step::Decided(d) => Err(Outcome::decided(&d)),
-        });
+        let read = authorizer_of(ev.plan(), held.cluster.as_deref(), pending.level)
+            .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, elapsed >= timeout));
+        let outcome = match read {
+            Answer::Allow(edits) => Ok(edits),
+            denied => with_request(&held, &loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+                Step::Authorize(call) => Err(denial_of(call, denied, body, debug_reasons)),
+                // Unreachable: the step that made the call makes it again.
+                Step::Decided(d) => Err(Outcome::decided(&d)),
+            }),
+        };
         match outcome {
             Ok(edits) => {
                 host.count(Counter::AuthzAllow);
@@ -519,7 +521,7 @@ impl Request {
         enum Next {
             Allowed(String, ListRequests),
             Denied(String, Counter, response::Reply),
-            Call(authz::Prepared),
+            Call(authz::Prepared, Level),
         }
         let (read_ok, next) = with_request(&held, loaded, |req, body| (matches!(body, BodyInput::Mcp(_)), match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
             Step::Decided(d) if d.allowed() => {
@@ -543,7 +545,7 @@ impl Request {
                     message,
                     body: &held.body,
                 };
-                Next::Call(authz::prepare(call.authorizer, &input))
+                Next::Call(authz::prepare(call.authorizer, &input), call.level)
             }
         }));
         held.read_ok = read_ok;
@@ -572,7 +574,7 @@ impl Request {
                 host.send_reply(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
                 Action::Pause
             }
-            Next::Call(prepared) => {
+            Next::Call(prepared, level) => {
                 // Before the call: the host's timeout runs from its start.
                 let started_ms = host.now_ms();
                 let token = match &prepared.call {
@@ -590,10 +592,10 @@ impl Request {
                     }
                 };
                 match token {
-                    Some(token) if token != REFUSED => self.state = State::Calling(held, Pending { token, started_ms }),
+                    Some(token) if token != REFUSED => self.state = State::Calling(held, Pending { token, started_ms, level }),
                     // The host refused to start the call (e.g. no such cluster): as if it failed.
                     _ => {
-                        self.state = State::Calling(held, Pending { token: REFUSED, started_ms });
+                        self.state = State::Calling(held, Pending { token: REFUSED, started_ms, level });
                         self.on_call_answer(host, REFUSED, CallAnswer::Failed);
                     }
                 }
@@ -680,6 +682,16 @@ fn deny_counter(d: &Decision<'_>) -> Counter {
         },
         Verdict::Allow => Counter::Allow,
     }
+}
+
+/// The authorizer of `level`'s ExternalAuth policy on the route to `cluster` (what [`Evaluator::route`]
+/// walks).
+fn authorizer_of<'p>(plan: &'p crate::plan::CompiledPlan, cluster: Option<&str>, level: Level) -> Option<&'p crate::plan::AuthorizerPlan> {
+    let level = match level {
+        Level::Gateway => Some(&plan.gateway),
+        Level::Backend => cluster.and_then(|c| plan.backends.get(c)),
+    };
+    level.and_then(|l| l.external_auth.as_ref()).map(|ea| &ea.authorizer)
 }
 
 /// Runs `f` on the request as the evaluator sees it: its HTTP attributes and its body, read again

@@ -5,7 +5,7 @@ use prost::Message;
 use toolgate_ext_authz_proto::envoy::config::core::v3::HeaderValueOption;
 use toolgate_ext_authz_proto::envoy::r#type::v3::HttpStatus;
 use toolgate_ext_authz_proto::envoy::service::auth::v3::{
-    check_response::HttpResponse, CheckRequest, CheckResponse, DeniedHttpResponse, OkHttpResponse,
+    check_response::HttpResponse, CheckResponse, DeniedHttpResponse, OkHttpResponse,
 };
 use toolgate_ext_authz_proto::google::rpc::Status;
 use toolgate_ext_authz_proto::json;
@@ -20,197 +20,18 @@ const A: &str = "spiffe://cluster.local/ns/default/sa/a";
 const B: &str = "spiffe://cluster.local/ns/default/sa/b";
 const CLUSTER: &str = "xbackend/default/tools";
 
-#[derive(Debug, Clone, PartialEq)]
-enum Made {
-    Grpc { cluster: String, message: Vec<u8>, timeout_ms: u32 },
-    Http { cluster: String, headers: Vec<(String, String)>, body: Vec<u8> },
+type Fake = crate::testing::FakeHost;
+type FakeRoot = crate::testing::FakeHost;
+use crate::testing::{pairs, Made};
+
+/// A JSON POST to /mcp routed to CLUSTER.
+fn post(body: &str) -> Fake {
+    Fake::post(body.as_bytes(), Some(CLUSTER))
 }
 
-/// A local reply: status, headers, body.
-type Sent = (u32, Vec<(String, String)>, Vec<u8>);
-
-#[derive(Default)]
-struct Fake {
-    headers: Vec<(String, String)>,
-    principal: Option<String>,
-    cluster: Option<String>,
-    body: Vec<u8>,
-    debug: bool,
-    refuse_calls: bool,
-    now: u64,
-    // What the lifecycle did:
-    replies: Vec<Sent>,
-    resumed: u32,
-    calls: Vec<Made>,
-    edits: Vec<String>,
-    records: Vec<String>,
-    logs: Vec<(LogLevel, String)>,
-    counts: Vec<Counter>,
-    // The response: its headers, the body buffered now (the host's buffer).
-    response_headers: Vec<(String, String)>,
-    response_body: Vec<u8>,
-}
-
-impl Fake {
-    fn post(body: &str) -> Self {
-        Fake {
-            headers: pairs(&[(":method", "POST"), (":path", "/mcp"), (":authority", "gw"), ("content-type", "application/json")]),
-            body: body.as_bytes().to_vec(),
-            cluster: Some(CLUSTER.into()),
-            ..Fake::default()
-        }
-    }
-
-    fn get() -> Self {
-        Fake { headers: pairs(&[(":method", "GET"), (":path", "/mcp"), (":authority", "gw")]), cluster: Some(CLUSTER.into()), ..Fake::default() }
-    }
-
-    fn caller(mut self, principal: &str) -> Self {
-        self.principal = Some(principal.into());
-        self
-    }
-
-    fn header(mut self, name: &str, value: &str) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    fn reply(&self) -> (u32, String) {
-        let (status, _, body) = self.replies.last().expect("a reply");
-        (*status, String::from_utf8_lossy(body).into_owned())
-    }
-
-    fn check_request(&self, i: usize) -> CheckRequest {
-        match &self.calls[i] {
-            Made::Grpc { message, .. } => CheckRequest::decode(message.as_slice()).expect("a CheckRequest"),
-            other => panic!("not gRPC: {other:?}"),
-        }
-    }
-}
-
-fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
-    p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-}
-
-impl HostBase for Fake {
-    fn log(&mut self, level: LogLevel, message: &str) {
-        self.logs.push((level, message.into()));
-    }
-
-    fn count(&mut self, counter: Counter) {
-        self.counts.push(counter);
-    }
-
-    fn now_ms(&mut self) -> u64 {
-        self.now
-    }
-}
-
-impl Host for Fake {
-    fn request_headers(&mut self) -> Option<Vec<u8>> {
-        let p: Vec<(&str, &str)> = self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Some(headers::serialize_map(&p))
-    }
-    fn property(&mut self, property: Property) -> Option<Vec<u8>> {
-        match property {
-            Property::PeerUriSan => self.principal.clone().map(String::into_bytes),
-            Property::ClusterName => self.cluster.clone().map(String::into_bytes),
-            Property::DestinationPort => Some(8443i64.to_le_bytes().to_vec()),
-            Property::RequestProtocol => Some(b"HTTP/1.1".to_vec()),
-        }
-    }
-    fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
-        Some(self.body.get(..size.min(self.body.len()))?.to_vec())
-    }
-    fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool {
-        self.replies.push((status, headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), body.to_vec()));
-        true
-    }
-    fn resume(&mut self) {
-        self.resumed += 1;
-    }
-    fn call(&mut self, callout: &Callout<'_>) -> Option<u32> {
-        if self.refuse_calls {
-            return None;
-        }
-        self.calls.push(match *callout {
-            Callout::Grpc { cluster, upstream, service, method, message, timeout_ms } => {
-                assert_eq!((service, method), ("envoy.service.auth.v3.Authorization", "Check"));
-                use toolgate_ext_authz_proto::envoy::config::core::v3::GrpcService;
-                let grpc = GrpcService::decode(upstream).unwrap().envoy_grpc.unwrap();
-                assert_eq!((grpc.cluster_name.as_str(), grpc.authority.as_str()), (cluster, "authz.default.svc.cluster.local"));
-                Made::Grpc { cluster: cluster.into(), message: message.to_vec(), timeout_ms }
-            }
-            Callout::Http { cluster, headers, body, .. } => Made::Http {
-                cluster: cluster.into(),
-                headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-                body: body.to_vec(),
-            },
-        });
-        Some(100 + self.calls.len() as u32)
-    }
-    fn set_request_header(&mut self, name: &str, value: &str) {
-        self.edits.push(format!("set {name}: {value}"));
-    }
-    fn add_request_header(&mut self, name: &str, value: &str) {
-        self.edits.push(format!("add {name}: {value}"));
-    }
-    fn remove_request_header(&mut self, name: &str) {
-        self.edits.push(format!("remove {name}"));
-    }
-    fn record(&mut self, summary: &str) {
-        self.records.push(summary.into());
-    }
-    fn logs_at(&mut self, level: LogLevel) -> bool {
-        self.debug || level > LogLevel::Debug
-    }
-    fn response_header(&mut self, lower_name: &str) -> Option<String> {
-        self.response_headers.iter().find(|(k, _)| k == lower_name).map(|(_, v)| v.clone())
-    }
-    fn remove_response_header(&mut self, name: &str) {
-        self.response_headers.retain(|(k, _)| k != name);
-    }
-    fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
-        Some(self.response_body.get(..size.min(self.response_body.len()))?.to_vec())
-    }
-    fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool {
-        let size = size.min(self.response_body.len());
-        self.response_body.splice(..size, body.iter().copied());
-        true
-    }
-}
-
-#[derive(Default)]
-struct FakeRoot {
-    shared: std::collections::HashMap<String, Vec<u8>>,
-    logs: Vec<String>,
-    counts: Vec<Counter>,
-}
-
-impl HostBase for FakeRoot {
-    fn log(&mut self, _level: LogLevel, message: &str) {
-        self.logs.push(message.into());
-    }
-
-    fn count(&mut self, counter: Counter) {
-        self.counts.push(counter);
-    }
-
-    fn now_ms(&mut self) -> u64 {
-        0
-    }
-}
-
-impl RootHost for FakeRoot {
-    fn plugin_name(&mut self) -> String {
-        "toolgate:test".into()
-    }
-    fn shared_get(&mut self, key: &str) -> Option<Vec<u8>> {
-        self.shared.get(key).cloned()
-    }
-    fn shared_set(&mut self, key: &str, value: &[u8]) {
-        self.shared.insert(key.into(), value.to_vec());
-    }
+/// A GET of /mcp routed to CLUSTER.
+fn get() -> Fake {
+    Fake::get(Some(CLUSTER))
 }
 
 fn tools_rule(name: &str, principal: Option<&str>, tools: &[&str]) -> RulePlan {
@@ -269,7 +90,7 @@ fn plugin(gateway: LevelPlan, backend: Option<LevelPlan>) -> Plugin {
     let mut p = Plugin::default();
     let mut root = FakeRoot::default();
     assert!(p.configure(&mut root, &json));
-    assert!(root.logs[0].contains("loaded plan"), "{:?}", root.logs);
+    assert!(root.logs[0].1.contains("loaded plan"), "{:?}", root.logs);
     p
 }
 
@@ -323,7 +144,7 @@ const FORBIDDEN: &str = r#""error":{"code":403,"message":"Access to this tool is
 #[test]
 fn no_plan_denies_every_request() {
     let p = Plugin::default();
-    let mut host = Fake::post(&call(1, "echo"));
+    let mut host = post(&call(1, "echo"));
     assert_eq!(p.request().on_request_headers(&mut host, false), Action::Pause);
     assert_eq!(host.reply(), (403, format!(r#"{{"jsonrpc":"2.0","id":null,{FORBIDDEN}}}"#)));
     assert_eq!(host.counts, vec![Counter::DenyNoPlan]);
@@ -335,8 +156,8 @@ fn a_refused_first_plan_denies_and_a_refused_update_is_rejected() {
     let mut root = FakeRoot::default();
     let mut p = Plugin::default();
     assert!(p.configure(&mut root, b"{not a plan"));
-    assert!(root.logs[0].contains("REFUSED plan") && root.logs[0].contains("denying every request"), "{:?}", root.logs);
-    let mut host = Fake::post(&call(1, "echo"));
+    assert!(root.logs[0].1.contains("REFUSED plan") && root.logs[0].1.contains("denying every request"), "{:?}", root.logs);
+    let mut host = post(&call(1, "echo"));
     assert_eq!(p.request().on_request_headers(&mut host, false), Action::Pause);
     assert_eq!(host.counts, vec![Counter::DenyNoPlan]);
 
@@ -346,11 +167,11 @@ fn a_refused_first_plan_denies_and_a_refused_update_is_rejected() {
     // An update with a refused plan: false (Envoy rejects the update and keeps the configuration in
     // force), never a stored plan, in this root context or a new one.
     assert!(!p.configure(&mut root, b"[]"));
-    assert!(root.logs.last().unwrap().contains("REFUSED new plan") && root.logs.last().unwrap().contains("update rejected"),
+    assert!(root.logs.last().unwrap().1.contains("REFUSED new plan") && root.logs.last().unwrap().1.contains("update rejected"),
         "{:?}", root.logs);
     assert!(!Plugin::default().configure(&mut root, b"[]"));
     assert_eq!(root.counts, vec![Counter::PlanRejected, Counter::PlanRejected, Counter::PlanRejected]);
-    let mut host = Fake::post(&call(1, "echo"));
+    let mut host = post(&call(1, "echo"));
     let (_, action) = send(&p, &mut host);
     assert_eq!(action, Action::Continue);
     assert_eq!(host.counts, vec![Counter::Allow]);
@@ -359,7 +180,7 @@ fn a_refused_first_plan_denies_and_a_refused_update_is_rejected() {
 #[test]
 fn a_route_without_policy_is_not_read() {
     let p = plugin(LevelPlan::default(), None);
-    let mut host = Fake::post("not even json");
+    let mut host = post("not even json");
     host.debug = true;
     let mut r = p.request();
     assert_eq!(r.on_request_headers(&mut host, false), Action::Continue);
@@ -373,7 +194,7 @@ fn a_route_without_policy_is_not_read() {
 fn a_json_post_is_held_until_its_whole_body_is_here() {
     let p = plugin(allow_level(vec![tools_rule("sum", None, &["get-sum"])]), None);
     let body = call(7, "get-sum");
-    let mut host = Fake::post(&body);
+    let mut host = post(&body);
     host.debug = true;
     let mut r = p.request();
     assert_eq!(r.on_request_headers(&mut host, false), Action::Continue);
@@ -389,7 +210,7 @@ fn a_json_post_is_held_until_its_whole_body_is_here() {
     assert_eq!(r.on_request_body(&mut host, body.len(), true), Action::Continue);
     assert_eq!((host.records.len(), host.resumed, host.replies.len()), (1, 0, 0));
 
-    let mut host = Fake::post(&call(8, "echo"));
+    let mut host = post(&call(8, "echo"));
     let mut r = p.request();
     r.on_request_headers(&mut host, false);
     let size = host.body.len();
@@ -401,7 +222,7 @@ fn a_json_post_is_held_until_its_whole_body_is_here() {
 #[test]
 fn a_body_over_the_limit_gets_413_and_nothing_else() {
     let p = plugin(allow_level(vec![any_rule()]), None);
-    let mut host = Fake::post("x");
+    let mut host = post("x");
     let mut r = p.request();
     r.on_request_headers(&mut host, false);
     assert_eq!(r.on_request_body(&mut host, 1024 * 1024, false), Action::Pause);
@@ -417,7 +238,7 @@ fn a_body_over_the_limit_gets_413_and_nothing_else() {
 fn a_body_that_ends_with_trailers_is_decided_at_the_trailers() {
     let p = plugin(allow_level(vec![tools_rule("sum", None, &["get-sum"])]), None);
     let body = call(3, "echo");
-    let mut host = Fake::post(&body);
+    let mut host = post(&body);
     let mut r = p.request();
     r.on_request_headers(&mut host, false);
     assert_eq!(r.on_request_body(&mut host, body.len(), false), Action::Pause);
@@ -429,15 +250,15 @@ fn a_body_that_ends_with_trailers_is_decided_at_the_trailers() {
 #[test]
 fn requests_without_a_json_body_are_decided_on_their_headers() {
     let p = plugin(allow_level(vec![RulePlan { name: "gets".into(), http: HttpMatch { methods: vec!["GET".into()], ..HttpMatch::default() }, ..RulePlan::default() }]), None);
-    let mut host = Fake::get();
+    let mut host = get();
     assert_eq!(p.request().on_request_headers(&mut host, true), Action::Continue);
     assert_eq!(host.counts, vec![Counter::Allow]);
     // A JSON POST without a body is not MCP; an encoded one neither.
-    let mut host = Fake::post("");
+    let mut host = post("");
     assert_eq!(p.request().on_request_headers(&mut host, true), Action::Pause);
     assert_eq!(host.reply().0, 403);
     assert!(host.records[0].contains("body is not MCP: empty body"), "{:?}", host.records);
-    let mut host = Fake::post(&call(1, "x")).header("content-encoding", "gzip");
+    let mut host = post(&call(1, "x")).header("content-encoding", "gzip");
     let (_, action) = send(&p, &mut host);
     assert_eq!(action, Action::Pause);
     assert!(host.records[0].contains("body is encoded ('gzip')"), "{:?}", host.records);
@@ -452,11 +273,12 @@ fn gateway_ea_only() -> Plugin {
 #[test]
 fn grpc_allow_resumes_once_with_the_authorizers_headers() {
     let p = gateway_ea_only();
-    let mut host = Fake::post(&call(5, "get-sum")).caller(A).header("x-any", "1");
+    let mut host = post(&call(5, "get-sum")).caller(A).header("x-any", "1");
     let (mut r, action) = send(&p, &mut host);
     assert_eq!(action, Action::Pause);
     assert_eq!(host.calls.len(), 1);
-    let Made::Grpc { cluster, timeout_ms, .. } = &host.calls[0] else { panic!() };
+    let Made::Grpc { cluster, authority, timeout_ms, .. } = &host.calls[0] else { panic!() };
+    assert_eq!(authority, "authz.default.svc.cluster.local");
     assert_eq!((cluster.as_str(), *timeout_ms), ("authz/default/authz/9000", 500));
     let check = host.check_request(0);
     let attributes = check.attributes.unwrap();
@@ -490,7 +312,7 @@ fn grpc_denials_answer_as_spec_5_unless_the_authorizer_gives_another_status() {
     let p = gateway_ea_only();
     // No status, and 403 with a custom body: Toolgate's denial, nothing of the authorizer's.
     for denial in [grpc_denied(None, &[], ""), grpc_denied(Some(403), &[("x-leak", "1")], "SECRET")] {
-        let mut host = Fake::post(&call(9, "echo"));
+        let mut host = post(&call(9, "echo"));
         let (mut r, _) = send(&p, &mut host);
         r.on_call_answer(&mut host, 101, denial);
         assert_eq!(host.reply(), (200, format!(r#"{{"jsonrpc":"2.0","id":9,{FORBIDDEN}}}"#)));
@@ -500,7 +322,7 @@ fn grpc_denials_answer_as_spec_5_unless_the_authorizer_gives_another_status() {
         assert_eq!(host.records, vec!["deny gateway: the authorizer of default/ea denied (HTTP 403)"]);
     }
     // 401 with a challenge: passed through as the authorizer gave it.
-    let mut host = Fake::post(&call(9, "echo"));
+    let mut host = post(&call(9, "echo"));
     let (mut r, _) = send(&p, &mut host);
     r.on_call_answer(&mut host, 101, grpc_denied(Some(401), &[("www-authenticate", "Bearer realm=\"mcp\"")], "log in"));
     assert_eq!(host.replies, vec![(401, pairs(&[("www-authenticate", "Bearer realm=\"mcp\"")]), b"log in".to_vec())]);
@@ -519,7 +341,7 @@ fn grpc_failures_deny_and_are_counted_each_in_its_own_stat() {
         (CallAnswer::Http { headers: vec![], body: vec![] }, 0, Counter::AuthzMalformed, "answered something unreadable"),
     ];
     for (answer, elapsed, counter, said) in cases {
-        let mut host = Fake::post(&call(2, "get-sum"));
+        let mut host = post(&call(2, "get-sum"));
         let (mut r, _) = send(&p, &mut host);
         host.now += elapsed;
         r.on_call_answer(&mut host, 101, answer.clone());
@@ -533,7 +355,7 @@ fn grpc_failures_deny_and_are_counted_each_in_its_own_stat() {
 #[test]
 fn a_call_the_host_refuses_to_start_denies_at_once() {
     let p = gateway_ea_only();
-    let mut host = Fake::post(&call(4, "get-sum"));
+    let mut host = post(&call(4, "get-sum"));
     host.refuse_calls = true;
     let mut r = p.request();
     r.on_request_headers(&mut host, false);
@@ -542,7 +364,7 @@ fn a_call_the_host_refuses_to_start_denies_at_once() {
     assert_eq!(host.reply().0, 200);
     assert_eq!(host.counts, vec![Counter::AuthzUnavailable, Counter::DenyGateway]);
     // On a GET, from the headers callback.
-    let mut host = Fake::get();
+    let mut host = get();
     host.refuse_calls = true;
     assert_eq!(p.request().on_request_headers(&mut host, true), Action::Pause);
     assert_eq!(host.reply().0, 403);
@@ -551,7 +373,7 @@ fn a_call_the_host_refuses_to_start_denies_at_once() {
 #[test]
 fn a_request_without_a_body_pauses_its_headers_for_the_call() {
     let p = gateway_ea_only();
-    let mut host = Fake::get().caller(B);
+    let mut host = get().caller(B);
     let mut r = p.request();
     assert_eq!(r.on_request_headers(&mut host, true), Action::Pause);
     let check = host.check_request(0);
@@ -574,26 +396,26 @@ fn levels_run_in_order_and_only_matching_rules_call() {
     let gateway = allow_level(vec![tools_rule("no-delete", None, &["echo", "get-sum", "get-env"])]);
     let p = plugin(gateway, Some(backend));
     // a -> echo: allowed without a call.
-    let mut host = Fake::post(&call(1, "echo")).caller(A);
+    let mut host = post(&call(1, "echo")).caller(A);
     let (_, action) = send(&p, &mut host);
     assert_eq!((action, host.calls.len()), (Action::Continue, 0));
     assert_eq!(host.records, vec!["allow gateway=default/allow:no-delete backend=default/tools:a"]);
     // a -> get-env: denied by Allow, no call.
-    let mut host = Fake::post(&call(2, "get-env")).caller(A);
+    let mut host = post(&call(2, "get-env")).caller(A);
     send(&p, &mut host);
     assert_eq!((host.calls.len(), host.counts.clone()), (0, vec![Counter::DenyBackend]));
     // b -> get-env: the authorizer, then Allow.
-    let mut host = Fake::post(&call(3, "get-env")).caller(B);
+    let mut host = post(&call(3, "get-env")).caller(B);
     let (mut r, _) = send(&p, &mut host);
     assert_eq!(host.calls.len(), 1);
     r.on_call_answer(&mut host, 101, grpc_ok(&[]));
     assert_eq!(host.records, vec!["allow gateway=default/allow:no-delete backend=default/tools:b authorized-by=default/ea"]);
     // The gateway level denies delete-all: the backend authorizer is never called.
-    let mut host = Fake::post(&call(4, "delete-all")).caller(B);
+    let mut host = post(&call(4, "delete-all")).caller(B);
     send(&p, &mut host);
     assert_eq!((host.calls.len(), host.counts.clone()), (0, vec![Counter::DenyGateway]));
     // The authorizer allows, Allow denies: denied.
-    let mut host = Fake::post(&call(5, "delete-all")).caller(B);
+    let mut host = post(&call(5, "delete-all")).caller(B);
     let gateway = LevelPlan { external_auth: ea(vec![any_rule()], grpc_authorizer()), ..allow_level(vec![tools_rule("x", None, &["echo"])]) };
     let p2 = plugin(gateway, None);
     let (mut r, _) = send(&p2, &mut host);
@@ -606,7 +428,7 @@ fn levels_run_in_order_and_only_matching_rules_call() {
 fn a_batch_calls_once_per_element_and_resumes_once() {
     let p = gateway_ea_only();
     let body = format!("[{},{},{}]", call(1, "a"), call(2, "b"), call(3, "c"));
-    let mut host = Fake::post(&body);
+    let mut host = post(&body);
     let (mut r, _) = send(&p, &mut host);
     for (i, token) in [101, 102, 103].into_iter().enumerate() {
         assert_eq!(host.calls.len(), i + 1);
@@ -616,7 +438,7 @@ fn a_batch_calls_once_per_element_and_resumes_once() {
     }
     assert_eq!((host.calls.len(), host.resumed), (3, 1));
     // One element denied: the whole batch, 403 with id null.
-    let mut host = Fake::post(&body);
+    let mut host = post(&body);
     let (mut r, _) = send(&p, &mut host);
     r.on_call_answer(&mut host, 101, grpc_ok(&[]));
     r.on_call_answer(&mut host, 102, grpc_denied(None, &[], ""));
@@ -629,7 +451,7 @@ fn a_batch_calls_once_per_element_and_resumes_once() {
 fn a_request_that_needs_too_many_calls_is_denied() {
     let p = gateway_ea_only();
     let body = format!("[{}]", (0..40).map(|i| call(i, "t")).collect::<Vec<_>>().join(","));
-    let mut host = Fake::post(&body);
+    let mut host = post(&body);
     let (mut r, _) = send(&p, &mut host);
     for token in 101..101 + crate::eval::MAX_AUTHZ_CALLS {
         r.on_call_answer(&mut host, token, grpc_ok(&[]));
@@ -646,14 +468,14 @@ fn a_request_that_needs_too_many_calls_is_denied() {
 fn http_calls_carry_the_request_and_a_2xx_allows() {
     let p = plugin(LevelPlan { external_auth: ea(vec![any_rule()], http_authorizer()), allow: vec![] }, None);
     let body = call(6, "get-sum");
-    let mut host = Fake::post(&body)
+    let mut host = post(&body)
         .caller(A)
         .header("x-a", "1")
         .header("x-secret", "s")
         .header("authorization", "Bearer t")
         .header("x-toolgate-principal", "spiffe://forged");
     let (mut r, _) = send(&p, &mut host);
-    let Made::Http { cluster, headers, body: sent } = &host.calls[0] else { panic!() };
+    let Made::Http { cluster, headers, body: sent, .. } = &host.calls[0] else { panic!() };
     assert_eq!(cluster, "authz/default/authz/8080");
     assert_eq!(
         headers,
@@ -676,7 +498,7 @@ fn http_calls_carry_the_request_and_a_2xx_allows() {
     // Any other status denies: 403 as Toolgate's denial, others passed through; a 5xx is the
     // authorizer (or Envoy's call) failing, answered as Toolgate's denial.
     for (status, expected) in [("403", 200), ("401", 401), ("302", 302), ("500", 200), ("503", 200)] {
-        let mut host = Fake::post(&body);
+        let mut host = post(&body);
         let (mut r, _) = send(&p, &mut host);
         let answer = CallAnswer::Http { headers: pairs(&[(":status", status), ("www-authenticate", "Basic"), ("content-length", "2")]), body: b"no".to_vec() };
         r.on_call_answer(&mut host, 101, answer);
@@ -698,7 +520,7 @@ fn with_pause_headers_a_json_post_under_an_authorizer_is_held_from_its_headers()
     plan.gateway = level;
     let mut p = Plugin::default();
     p.configure(&mut FakeRoot::default(), &serde_json::to_vec(&plan.seal()).unwrap());
-    let mut host = Fake::post(&call(1, "get-sum"));
+    let mut host = post(&call(1, "get-sum"));
     let mut r = p.request();
     assert_eq!(r.on_request_headers(&mut host, false), Action::Pause);
     let size = host.body.len();
@@ -711,7 +533,7 @@ fn with_pause_headers_a_json_post_under_an_authorizer_is_held_from_its_headers()
     plan.gateway = allow_level(vec![any_rule()]);
     let mut p = Plugin::default();
     p.configure(&mut FakeRoot::default(), &serde_json::to_vec(&plan.seal()).unwrap());
-    assert_eq!(p.request().on_request_headers(&mut Fake::post(&call(1, "x")), false), Action::Continue);
+    assert_eq!(p.request().on_request_headers(&mut post(&call(1, "x")), false), Action::Continue);
 }
 
 mod listing;

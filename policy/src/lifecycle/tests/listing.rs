@@ -57,7 +57,7 @@ const JSON: [(&str, &str); 3] = [(":status", "200"), ("content-type", "applicati
 #[test]
 fn a_json_list_keeps_what_the_caller_may_call() {
     let p = two_agents();
-    let mut host = Fake::post(LIST).caller(B);
+    let mut host = post(LIST).caller(B);
     let (mut r, action) = send(&p, &mut host);
     assert_eq!(action, Action::Continue);
     let all = tools(&["echo", "get-sum", "get-env"]);
@@ -71,7 +71,7 @@ fn a_json_list_keeps_what_the_caller_may_call() {
     );
     assert_eq!(host.records.last().unwrap(), "allow gateway=default/allow:b backend=- list=filtered removed=2/3");
     // Agent A keeps every tool: nothing rewritten, still counted as filtered.
-    let mut host = Fake::post(LIST).caller(A);
+    let mut host = post(LIST).caller(A);
     let (mut r, _) = send(&p, &mut host);
     assert_eq!(respond(&mut r, &mut host, &JSON, &[&all]), all);
     assert!(host.records.last().unwrap().ends_with("list=filtered removed=0/3"), "{:?}", host.records);
@@ -81,7 +81,7 @@ fn a_json_list_keeps_what_the_caller_may_call() {
 fn both_levels_narrow_the_list() {
     let backend = allow_level(vec![lister("backend", None, &["echo", "get-env"])]);
     let p = plugin(allow_level(vec![lister("b", Some(B), &["get-sum", "get-env"])]), Some(backend));
-    let mut host = Fake::post(LIST).caller(B);
+    let mut host = post(LIST).caller(B);
     let (mut r, _) = send(&p, &mut host);
     assert_eq!(respond(&mut r, &mut host, &JSON, &[&tools(&["echo", "get-sum", "get-env"])]), tools(&["get-env"]));
 }
@@ -106,7 +106,7 @@ fn a_cel_rule_on_arguments_keeps_its_tool_listed() {
     );
     let all = tools(&["echo", "get-sum", "get-env"]);
     for (who, expected) in [(B, all.clone()), (A, tools(&["get-env"]))] {
-        let mut host = Fake::post(LIST).caller(who);
+        let mut host = post(LIST).caller(who);
         let (mut r, _) = send(&p, &mut host);
         assert_eq!(respond(&mut r, &mut host, &JSON, &[&all]), expected, "{who}");
     }
@@ -115,7 +115,7 @@ fn a_cel_rule_on_arguments_keeps_its_tool_listed() {
 #[test]
 fn an_event_stream_is_filtered_as_it_streams() {
     let p = two_agents();
-    let mut host = Fake::post(LIST).caller(B);
+    let mut host = post(LIST).caller(B);
     let (mut r, _) = send(&p, &mut host);
     let note = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n";
     let list = format!("event: message\ndata: {}\n\n", tools(&["echo", "get-sum"]));
@@ -136,7 +136,7 @@ fn a_list_response_that_cannot_be_read_is_replaced_by_an_error() {
         (&JSON, r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[],"tools":[{"name":"echo"}]}}"#, "ambiguous"),
     ];
     for (headers, body, says) in cases {
-        let mut host = Fake::post(LIST).caller(B);
+        let mut host = post(LIST).caller(B);
         let (mut r, _) = send(&p, &mut host);
         let out = respond(&mut r, &mut host, headers, &[&body[..3], &body[3..]]);
         let reply: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{out}: {e}"));
@@ -151,7 +151,7 @@ fn a_list_response_that_cannot_be_read_is_replaced_by_an_error() {
     // Over the body limit (the plan's), as one JSON body or as one event.
     let p = plugin_with(|s| s.max_body_bytes = 64, allow_level(vec![lister("b", Some(B), &["get-sum"])]), None);
     for headers in [&JSON[..], &[(":status", "200"), ("content-type", "text/event-stream")][..]] {
-        let mut host = Fake::post(LIST).caller(B);
+        let mut host = post(LIST).caller(B);
         let (mut r, _) = send(&p, &mut host);
         let body = format!("data: {}", tools(&["echo", "get-sum", "get-env", "a", "b"]));
         let out = respond(&mut r, &mut host, headers, &[&body[..40], &body[40..]]);
@@ -164,20 +164,20 @@ fn other_responses_are_not_looked_at() {
     let p = two_agents();
     let all = tools(&["echo", "get-sum"]);
     // An error status, a call rather than a list, a plan with list filtering off.
-    let mut host = Fake::post(LIST).caller(B);
+    let mut host = post(LIST).caller(B);
     let (mut r, _) = send(&p, &mut host);
     assert_eq!(respond(&mut r, &mut host, &[(":status", "500"), ("content-type", "application/json")], &[&all]), all);
-    let mut host = Fake::post(&call(7, "get-sum")).caller(B);
+    let mut host = post(&call(7, "get-sum")).caller(B);
     let (mut r, _) = send(&p, &mut host);
     assert_eq!(respond(&mut r, &mut host, &JSON, &[&all]), all);
     assert_eq!(host.response_headers.len(), 3, "headers untouched");
     let off = plugin_with(|s| s.list_filtering = false, allow_level(vec![lister("b", Some(B), &["get-sum"])]), None);
-    let mut host = Fake::post(LIST).caller(B);
+    let mut host = post(LIST).caller(B);
     let (mut r, _) = send(&off, &mut host);
     assert_eq!(respond(&mut r, &mut host, &JSON, &[&all]), all);
     assert_eq!(host.counts, vec![Counter::Allow]);
     // A denied list request is answered by the filter: its "response" is not filtered again.
-    let mut host = Fake::post(LIST).caller("spiffe://cluster.local/ns/default/sa/c");
+    let mut host = post(LIST).caller("spiffe://cluster.local/ns/default/sa/c");
     let (mut r, _) = send(&p, &mut host);
     assert_eq!(r.on_response_headers(&mut host, false), Action::Continue);
     assert_eq!(r.on_response_body(&mut host, 0, true), Action::Continue);
@@ -190,7 +190,7 @@ fn accept_encoding_is_removed_from_list_requests() {
     // method), at its headers.
     let p = two_agents();
     for (mcp_method, removed) in [(None, true), (Some("tools/list"), true), (Some("tools/call"), false)] {
-        let mut host = Fake::post(LIST).caller(B).header("accept-encoding", "gzip");
+        let mut host = post(LIST).caller(B).header("accept-encoding", "gzip");
         if let Some(m) = mcp_method {
             host = host.header("mcp-method", m);
         }
@@ -199,13 +199,13 @@ fn accept_encoding_is_removed_from_list_requests() {
         assert_eq!(host.edits.contains(&"remove accept-encoding".to_string()), removed, "{mcp_method:?}");
     }
     // Without the header, nothing to remove.
-    let mut host = Fake::post(LIST).caller(B);
+    let mut host = post(LIST).caller(B);
     send(&p, &mut host);
     assert!(host.edits.is_empty());
     // With header pausing: the headers are held and the header removed once the body shows a list.
     let p = plugin_with(|s| s.pause_headers = true, allow_level(vec![lister("b", Some(B), &["get-sum"])]), None);
     for (body, removed) in [(LIST.to_string(), true), (call(1, "get-sum"), false)] {
-        let mut host = Fake::post(&body).caller(B).header("accept-encoding", "gzip");
+        let mut host = post(&body).caller(B).header("accept-encoding", "gzip");
         let mut r = p.request();
         assert_eq!(r.on_request_headers(&mut host, false), Action::Pause);
         assert!(host.edits.is_empty());
@@ -218,7 +218,7 @@ fn accept_encoding_is_removed_from_list_requests() {
 #[test]
 fn response_trailers_end_a_buffered_list() {
     let p = two_agents();
-    let mut host = Fake::post(LIST).caller(B);
+    let mut host = post(LIST).caller(B);
     let (mut r, _) = send(&p, &mut host);
     host.response_headers = pairs(&JSON);
     r.on_response_headers(&mut host, false);
