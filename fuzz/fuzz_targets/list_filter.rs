@@ -1,12 +1,14 @@
 //! List filtering of responses (policy/src/list_filter.rs): arbitrary response text, as one JSON
 //! body and as an event stream cut into arbitrary chunks, against list requests of every kind and
 //! an arbitrary keep rule. No panic; a rewrite removes no more entries than it saw; a rewritten
-//! JSON body is still JSON (when serde_json reads the original); the same stream gives the same output however it is cut.
+//! JSON body is still JSON (when serde_json reads the original); the single pass agrees with the
+//! serde_json reading it replaced (`serde_reference`: the same text, or the same kind of refusal);
+//! the same stream gives the same output however it is cut.
 #![no_main]
 
 use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
-use toolgate_policy::list_filter::{rewrite_json, ListKind, ListRequests, SseFilter};
+use toolgate_policy::list_filter::{rewrite_json, serde_reference, ListKind, ListRequests, SseFilter, Unreadable};
 use toolgate_policy::mcp::{read_body, ReadOptions};
 
 const REQUESTS: &str = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":"p","method":"prompts/list"},{"jsonrpc":"2.0","id":3,"method":"resources/list"}]"#;
@@ -37,7 +39,14 @@ fuzz_target!(|data: &[u8]| {
         name.bytes().fold(salt ^ kind as u8, |h, b| h.rotate_left(3) ^ b) % 2 == 0
     };
     if let Ok(json) = std::str::from_utf8(text) {
-        if let Ok(done) = rewrite_json(json, &requests, &mut keep) {
+        let single = rewrite_json(json, &requests, &mut keep);
+        match (&single, serde_reference::rewrite_json(json, &requests, &mut keep)) {
+            (Ok(a), Ok(b)) => assert_eq!(*a, b, "{json}"),
+            (Err(Unreadable::Syntax(_)), Err(Unreadable::Syntax(_))) => {}
+            (Err(Unreadable::Ambiguous(a)), Err(Unreadable::Ambiguous(b))) => assert_eq!(*a, b, "{json}"),
+            (a, b) => panic!("{json:?}: single pass {a:?}, serde_json {b:?}"),
+        }
+        if let Ok(done) = single {
             assert!(done.removed <= done.entries);
             // Still JSON, as the original was (serde_json's Value refuses some numbers that raw values
             // and clients accept, e.g. 1E4444: then there is nothing to compare).

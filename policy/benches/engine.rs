@@ -1,16 +1,23 @@
 //! Native micro-benchmarks of the policy engine, run by `make bench` (bench/run.py puts the results in
 //! docs/benchmarks.md): the MCP body reader per body size, evaluation at 20 tools and at 1,000 policies, the
-//! filter's whole per-request engine work, compiling 10,000 policies, loading plans.
+//! filter's whole per-request engine work, compiling 10,000 policies, loading plans, list filtering
+//! of a 100-tool `tools/list` answer (JSON and event stream).
 //!
 //! The bodies and policy sets have the same shape as the ones bench/run.py sends through Envoy.
+//!
+//! For callgrind, `-- count CASE N` runs one case N times outside criterion and exits (CASE:
+//! `read_body_300B`, `read_decide_summary_300B`, `list_json`, `list_sse`); the instructions of one
+//! run are the difference between N = 1001 and N = 1, divided by 1000, e.g.
+//! `valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/deps/engine-* -- count list_json 1001`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use toolgate_policy::api::AccessPolicySpec;
 use toolgate_policy::compile::{compile_policy, CompileOptions};
 use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest};
+use toolgate_policy::list_filter::{rewrite_json, ListKind, ListRequests, SseFilter};
 use toolgate_policy::mcp::{read_body, ReadOptions};
 use toolgate_policy::plan::{CompiledPlan, LevelPlan};
 
@@ -258,9 +265,113 @@ fn plan(c: &mut Criterion) {
     g.finish();
 }
 
+/// The upstream's answer to bench/run.py's list rows (`tools_list_response`): a JSON-RPC result
+/// (id 1) of 100 tools tool-00000..tool-00099, each entry exactly 300 bytes (name, title, a description
+/// padded to size, a small inputSchema), about 30 KB.
+fn tools_list_response() -> String {
+    let words = "Reads a file under /srv/data and returns its text, or a summary of it; paths outside are refused. ";
+    let tail = r#"","inputSchema":{"type":"object","properties":{"path":{"type":"string"},"mode":{"type":"string","enum":["summary","full"]}},"required":["path"]}}"#;
+    let entries: Vec<String> = (0..100)
+        .map(|i| {
+            let head = format!(r#"{{"name":"tool-{i:05}","title":"Tool {i}","description":""#);
+            let n = 300 - head.len() - tail.len();
+            let entry = format!("{head}{}{tail}", &words.repeat(n / words.len() + 1)[..n]);
+            assert_eq!(entry.len(), 300);
+            entry
+        })
+        .collect();
+    format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{}]}}}}"#, entries.join(","))
+}
+
+/// bench/run.py's `LIST_REQUEST`.
+const LIST_REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+
+/// What (l1)'s policy lets agent-a call: every tenth tool (tool-00000, tool-00010, ...).
+fn keep_tenth(_: ListKind, name: &str) -> bool {
+    name.len() == 10 && name.starts_with("tool-") && name.ends_with('0')
+}
+
+struct ListCase {
+    requests: ListRequests,
+    json: String,
+    sse: String,
+}
+
+impl ListCase {
+    fn new() -> Self {
+        let requests = ListRequests::of(&read_body(LIST_REQUEST.as_bytes(), ReadOptions::default()).unwrap());
+        let json = tools_list_response();
+        let sse = format!("event: message\ndata: {json}\n\n");
+        let case = ListCase { requests, json, sse };
+        let done = case.json_once();
+        assert_eq!((done.lists, done.removed, done.entries), (1, 90, 100));
+        assert_eq!(case.sse_once(), 90);
+        case
+    }
+
+    fn json_once(&self) -> toolgate_policy::list_filter::Rewrite {
+        rewrite_json(black_box(&self.json), &self.requests, &mut keep_tenth).unwrap()
+    }
+
+    /// The event stream in one chunk; returns the entries removed.
+    fn sse_once(&self) -> usize {
+        let mut f = SseFilter::default();
+        let out = f.feed(black_box(self.sse.as_bytes()), true, 1 << 20, &self.requests, &mut keep_tenth).unwrap();
+        black_box(out.len());
+        f.done.removed
+    }
+}
+
+/// List filtering (rows (l1)/(l0) of `make bench`, natively): the 100-tool answer filtered down to
+/// 10, as JSON and as one event of an event stream.
+fn list(c: &mut Criterion) {
+    let case = ListCase::new();
+    let mut g = c.benchmark_group("list_filter");
+    g.throughput(Throughput::Bytes(case.json.len() as u64));
+    g.bench_function("rewrite_json/100_tools_keep_10", |bench| bench.iter(|| case.json_once().removed));
+    g.bench_function("sse/100_tools_keep_10", |bench| bench.iter(|| case.sse_once()));
+    g.finish();
+}
+
+/// `-- count CASE N`: CASE run N times, for instruction counts (see the top of the file).
+fn count(case: &str, n: usize) {
+    let small = body(300, TOOL);
+    let plan = compile(&twenty());
+    let ev = Evaluator::from_plan(plan).unwrap();
+    let hdrs = headers(TOOL);
+    let req = request(&hdrs);
+    let list = ListCase::new();
+    let mut sink = 0usize;
+    for _ in 0..n {
+        sink += match case {
+            "read_body_300B" => usize::from(read_body(black_box(&small), ReadOptions::default()).is_ok()),
+            "read_decide_summary_300B" => {
+                let mcp = read_body(black_box(&small), ReadOptions::default()).unwrap();
+                let d = ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp));
+                d.summary().len()
+            }
+            "list_json" => list.json_once().removed,
+            "list_sse" => list.sse_once(),
+            other => panic!("unknown case {other}"),
+        };
+    }
+    black_box(sink);
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_millis(700)).measurement_time(Duration::from_secs(2));
-    targets = reader, evaluate, cel, regex, plan
+    targets = reader, evaluate, cel, regex, plan, list
 }
-criterion_main!(benches);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "count") {
+        let case = args.get(at + 1).expect("count CASE N");
+        let n = args.get(at + 2).and_then(|n| n.parse().ok()).expect("count CASE N");
+        count(case, n);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

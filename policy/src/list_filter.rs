@@ -6,15 +6,17 @@
 //! ([`SseFilter`]). Whether an entry is kept is the caller's question (`keep`), answered by the
 //! evaluator (`Route::may_use`). A rewritten text differs from the original only by the removed
 //! entries (their bytes and a separator) and `cacheScope: "public"` made `"private"`; everything
-//! else, whitespace included, is copied. Parsing uses serde_json with borrowed raw values, whose
-//! positions in the text are the splice points.
+//! else, whitespace included, is copied. The text is read in one pass ([`json`]), which notes the
+//! splice points on the way.
 
-use std::ops::Range;
-
-use serde::de::{Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
+use std::borrow::Cow;
 
 use crate::mcp::McpBody;
+
+mod json;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod serde_reference;
 
 /// The lists Toolgate filters, and the call each entry stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,148 +150,7 @@ pub fn rewrite_json(
     requests: &ListRequests,
     keep: &mut dyn FnMut(ListKind, &str) -> bool,
 ) -> Result<Rewrite, Unreadable> {
-    let syntax = |e: serde_json::Error| Unreadable::Syntax(e.to_string());
-    // A batch is split into its responses; a single response is read once, as fields.
-    let responses: Vec<&str> = if text.trim_start().starts_with('[') {
-        serde_json::from_str::<Vec<&RawValue>>(text).map_err(syntax)?.into_iter().map(RawValue::get).collect()
-    } else {
-        vec![text]
-    };
-    let mut edits: Vec<(Range<usize>, String)> = Vec::new();
-    let mut done = Rewrite::default();
-    for response in responses {
-        let fields = Fields::parse(response).map_err(syntax)?;
-        let (Some(id), Some(result)) = (fields.unique("id")?, fields.unique("result")?) else {
-            continue;
-        };
-        let Some(kind) = requests.kind_of(id.get()) else {
-            continue;
-        };
-        done.lists += 1;
-        let result_fields = Fields::parse(result.get()).map_err(syntax)?;
-        if let Some(list) = result_fields.unique(kind.result_key())? {
-            let entries: Vec<&RawValue> = serde_json::from_str(list.get()).map_err(|_| {
-                Unreadable::Ambiguous(format!("result.{} is not an array", kind.result_key()))
-            })?;
-            let kept: Vec<bool> = entries
-                .iter()
-                .map(|e| entry_name(e, kind).is_some_and(|name| keep(kind, &name)))
-                .collect();
-            done.entries += entries.len();
-            let removed = kept.iter().filter(|k| !**k).count();
-            if removed > 0 {
-                done.removed += removed;
-                edits.push((span(text, list), rebuilt_array(list.get(), &entries, &kept)));
-            }
-        }
-        if let Some(scope) = result_fields.unique("cacheScope")? {
-            if scope.get() == "\"public\"" {
-                edits.push((span(text, scope), "\"private\"".to_string()));
-            }
-        }
-    }
-    if !edits.is_empty() {
-        edits.sort_by_key(|(r, _)| r.start);
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for (range, replacement) in edits {
-            out.push_str(text.get(at..range.start).unwrap_or_default());
-            out.push_str(&replacement);
-            at = range.end;
-        }
-        out.push_str(text.get(at..).unwrap_or_default());
-        done.text = Some(out);
-    }
-    Ok(done)
-}
-
-/// The name (or uri) an entry is called by; None (the entry is removed) when it has none, or has
-/// it twice or in another case (clients could disagree on which it is).
-fn entry_name(entry: &RawValue, kind: ListKind) -> Option<String> {
-    let fields = Fields::parse(entry.get()).ok()?;
-    let raw = fields.unique(kind.entry_key()).ok()??;
-    serde_json::from_str::<String>(raw.get()).ok()
-}
-
-/// Where `raw` (borrowed from `text` by serde_json) is in `text`.
-fn span(text: &str, raw: &RawValue) -> Range<usize> {
-    let start = (raw.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
-    start..start + raw.get().len()
-}
-
-/// The array `array` (whose elements are `entries`) with only the `kept` ones, keeping the
-/// original's spacing: what comes before the first element, between two, and after the last.
-fn rebuilt_array(array: &str, entries: &[&RawValue], kept: &[bool]) -> String {
-    let local = |raw: &RawValue| span(array, raw);
-    let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
-        return array.to_string();
-    };
-    let lead = array.get(1..local(first).start).unwrap_or("");
-    let trail = array
-        .get(local(last).end..array.len().saturating_sub(1))
-        .unwrap_or("");
-    let sep = entries.get(1).map_or(",", |second| {
-        array
-            .get(local(first).end..local(second).start)
-            .unwrap_or(",")
-    });
-    let kept: Vec<&str> = entries
-        .iter()
-        .zip(kept)
-        .filter(|(_, k)| **k)
-        .map(|(e, _)| e.get())
-        .collect();
-    if kept.is_empty() {
-        return "[]".to_string();
-    }
-    format!("[{lead}{}{trail}]", kept.join(sep))
-}
-
-/// An object's members in order, values raw. Deserialised with a visitor rather than into a map
-/// so that a repeated key is seen (a map keeps one of them silently).
-struct Fields<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'a> Fields<'a> {
-    fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Fields<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut members = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    let value: &'de RawValue = map.next_value()?;
-                    members.push((key, value));
-                }
-                Ok(Fields(members))
-            }
-        }
-        let mut de = serde_json::Deserializer::from_str(text);
-        let fields = (&mut de).deserialize_map(V)?;
-        de.end()?;
-        Ok(fields)
-    }
-
-    /// The member `key`, if present once; a repeated key or a variant of it that a case-insensitive
-    /// decoder reads as the same (`Tools`: [`crate::mcp::folded_field`]) is ambiguous.
-    fn unique(&self, key: &str) -> Result<Option<&'a RawValue>, Unreadable> {
-        let lower = key.to_ascii_lowercase();
-        let mut found = None;
-        for (k, v) in &self.0 {
-            let exact = k == key;
-            if exact || crate::mcp::folded_field(k.as_bytes(), &[lower.as_str()]).is_some() {
-                if found.is_some() || !exact {
-                    return Err(Unreadable::Ambiguous(format!(
-                        "{k:?} beside or instead of {key:?}"
-                    )));
-                }
-                found = Some(*v);
-            }
-        }
-        Ok(found)
-    }
+    json::rewrite(text, requests, keep)
 }
 
 /// A `text/event-stream` response filtered event by event as it arrives: complete events go on
@@ -300,6 +161,12 @@ impl<'a> Fields<'a> {
 pub struct SseFilter {
     /// The start of an event not complete yet.
     pending: Vec<u8>,
+    /// Where the search for the end of that event stopped (offset, start of its line): it goes on
+    /// from there when more arrives, rather than from the start (a large event comes in many chunks).
+    searched: (usize, usize),
+    /// The lines of that event found so far: where each ends, and the length of its line break
+    /// (so that the event is not searched for line breaks twice).
+    lines: Vec<(usize, usize)>,
     /// What was done so far.
     pub done: Rewrite,
 }
@@ -319,17 +186,26 @@ impl SseFilter {
         let mut out = Vec::with_capacity(self.pending.len());
         let mut at = 0;
         loop {
-            let rest = &self.pending[at..];
-            let len = match event_len(rest) {
-                Some(len) => len,
+            let rest = self.pending.get(at..).unwrap_or_default();
+            let len = match event_len(rest, self.searched, &mut self.lines) {
+                Ok(len) => len,
                 // The last event without its blank line: still an event to a client.
-                None if end && !rest.is_empty() => rest.len(),
-                None => break,
+                Err(_) if end && !rest.is_empty() => rest.len(),
+                Err(searched) => {
+                    self.searched = searched;
+                    break;
+                }
             };
+            self.searched = (0, 0);
             if len > limit {
                 return Err(Unreadable::TooLarge(limit));
             }
-            out.extend_from_slice(&rewrite_event(&rest[..len], requests, keep, &mut self.done)?);
+            let event = rest.get(..len).unwrap_or_default();
+            match rewrite_event(event, &self.lines, requests, keep, &mut self.done)? {
+                Some(new) => out.extend_from_slice(&new),
+                None => out.extend_from_slice(event),
+            }
+            self.lines.clear();
             at += len;
         }
         self.pending.drain(..at);
@@ -340,32 +216,53 @@ impl SseFilter {
     }
 }
 
-/// One complete event, rewritten when it is a filtered list response.
+/// One complete event, rewritten when it is a filtered list response (None: it goes on as it is).
+/// `found`: its first lines, as [`event_len`] found them.
 fn rewrite_event(
     event: &[u8],
+    found: &[(usize, usize)],
     requests: &ListRequests,
     keep: &mut dyn FnMut(ListKind, &str) -> bool,
     done: &mut Rewrite,
-) -> Result<Vec<u8>, Unreadable> {
+) -> Result<Option<Vec<u8>>, Unreadable> {
     let Ok(text) = std::str::from_utf8(event) else {
         return Err(Unreadable::Syntax("an event is not UTF-8".into()));
     };
-    let lines: Vec<(&str, &str)> = split_lines(text);
-    let data: Vec<&str> = lines.iter().filter_map(|(l, _)| data_value(l)).collect();
-    if data.is_empty() {
-        return Ok(event.to_vec());
+    let mut lines: Vec<(&str, &str)> = Vec::with_capacity(found.len() + 1);
+    let mut start = 0;
+    for &(end, ending) in found {
+        let (Some(line), Some(ending)) = (text.get(start..end), text.get(end..end + ending)) else {
+            break;
+        };
+        lines.push((line, ending));
+        start = end + ending.len();
     }
-    let json = data.join("\n");
+    // The rest (the last event of a stream, without its blank line).
+    lines.extend(split_lines(text.get(start..).unwrap_or_default()));
+    let mut data = lines.iter().filter_map(|(l, _)| data_value(l));
+    // One data line (as servers send JSON) is the JSON itself; more are joined by line breaks.
+    let json: Cow<'_, str> = match (data.next(), data.next()) {
+        (None, _) => return Ok(None),
+        (Some(only), None) => Cow::Borrowed(only),
+        (Some(first), Some(second)) => {
+            let mut joined = format!("{first}\n{second}");
+            for more in data {
+                joined.push('\n');
+                joined.push_str(more);
+            }
+            Cow::Owned(joined)
+        }
+    };
     // Other messages of the stream (requests and notifications from the server) pass as they are.
     // Data that is not JSON (a comment-like keep-alive) cannot be a response: it passes.
     let trimmed = json.trim_start();
     if !trimmed.starts_with('{') && !trimmed.starts_with('[') {
-        return Ok(event.to_vec());
+        return Ok(None);
     }
     let rewrite = rewrite_json(&json, requests, keep)?;
     done.add(&rewrite);
     let Some(new) = rewrite.text else {
-        return Ok(event.to_vec());
+        return Ok(None);
     };
     let mut out = String::with_capacity(event.len());
     let mut data_written = false;
@@ -384,7 +281,7 @@ fn rewrite_event(
             out.push_str(ending);
         }
     }
-    Ok(out.into_bytes())
+    Ok(Some(out.into_bytes()))
 }
 
 /// The value of an SSE `data` line (`data: x` → `x`), or None for another line.
@@ -401,51 +298,74 @@ fn data_value(line: &str) -> Option<&str> {
 fn split_lines(text: &str) -> Vec<(&str, &str)> {
     let mut lines = Vec::new();
     let bytes = text.as_bytes();
-    let (mut start, mut i) = (0, 0);
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\r' if bytes.get(i + 1) == Some(&b'\n') => {
-                lines.push((&text[start..i], &text[i..i + 2]));
-                i += 2;
-                start = i;
-            }
-            b'\r' | b'\n' => {
-                lines.push((&text[start..i], &text[i..i + 1]));
-                i += 1;
-                start = i;
-            }
-            _ => i += 1,
-        }
-    }
-    if start < bytes.len() {
-        lines.push((&text[start..], ""));
+    let mut start = 0;
+    while start < bytes.len() {
+        let i = line_break(bytes, start);
+        let len = match bytes.get(i) {
+            Some(b'\r') if bytes.get(i + 1) == Some(&b'\n') => 2,
+            Some(_) => 1,
+            None => 0,
+        };
+        lines.push((
+            text.get(start..i).unwrap_or_default(),
+            text.get(i..i + len).unwrap_or_default(),
+        ));
+        start = i + len;
     }
     lines
 }
 
 /// The length of the first complete event of `bytes` (up to and including the empty line that ends
-/// it), if there is one.
-fn event_len(bytes: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    let mut line_start = 0;
-    while i < bytes.len() {
-        let ending = match bytes[i] {
-            b'\r' if bytes.get(i + 1) == Some(&b'\n') => 2,
+/// it), if there is one; if not, where the search stopped, to go on from (`from`: where an earlier
+/// search of the same bytes stopped, or (0, 0)). The lines found are added to `lines`.
+fn event_len(
+    bytes: &[u8],
+    from: (usize, usize),
+    lines: &mut Vec<(usize, usize)>,
+) -> Result<usize, (usize, usize)> {
+    let (mut i, mut line_start) = from;
+    loop {
+        i = line_break(bytes, i);
+        let ending = match bytes.get(i) {
+            None => return Err((i, line_start)),
+            Some(b'\r') if bytes.get(i + 1) == Some(&b'\n') => 2,
             // A `\r` at the end of what has arrived may be the first half of `\r\n`: wait.
-            b'\r' if i + 1 == bytes.len() => return None,
-            b'\r' | b'\n' => 1,
-            _ => {
-                i += 1;
-                continue;
-            }
+            Some(b'\r') if i + 1 == bytes.len() => return Err((i, line_start)),
+            Some(_) => 1,
         };
+        lines.push((i, ending));
         if i == line_start {
-            return Some(i + ending);
+            return Ok(i + ending);
         }
         i += ending;
         line_start = i;
     }
-    None
+}
+
+/// The offset of the first `\r` or `\n` at or after `i`, or `b.len()`. Eight bytes at a time, as
+/// [`crate::mcp::scan`] searches strings: an event of a large list is a long line.
+fn line_break(b: &[u8], mut i: usize) -> usize {
+    use crate::mcp::scan::{HI, LO};
+    while let Some(chunk) = b.get(i..i.wrapping_add(8)) {
+        let mut w8 = [0u8; 8];
+        w8.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(w8);
+        let cr = w ^ (LO * u64::from(b'\r'));
+        let lf = w ^ (LO * u64::from(b'\n'));
+        // The lowest flagged byte of each test is exact, so the lowest of the union is the first.
+        let m = ((cr.wrapping_sub(LO) & !cr) | (lf.wrapping_sub(LO) & !lf)) & HI;
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'\r' || c == b'\n' {
+            return i;
+        }
+        i += 1;
+    }
+    b.len()
 }
 
 /// The body that replaces a list response Toolgate could not filter: a JSON-RPC error for the
