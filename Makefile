@@ -6,6 +6,8 @@ CARGO    ?= cargo
 VENV     := .venv
 PYTEST   := $(VENV)/bin/pytest
 WASM     := target/wasm32-wasip1/release/toolgate_filter.wasm
+# The same filter without the response callbacks, for plans rendered with --list-filtering off.
+WASM_NO_LISTS := target/wasm32-wasip1/release/toolgate_filter_no_list_filtering.wasm
 TOOLGATE := target/debug/toolgate
 MCP_SERVER := target/debug/toolgate-sample-mcp-server
 
@@ -27,10 +29,15 @@ setup:
 build: setup
 	$(CARGO) build --locked -p toolgate -p toolgate-sample-mcp-server -p toolgate-test-authz
 
+# Two modules from one build of the engine: without the list-filtering feature first (copied away),
+# then the default one (cargo caches both; the second build puts toolgate_filter.wasm back).
 wasm: setup
+	$(CARGO) build --locked --release --target wasm32-wasip1 -p toolgate-filter --no-default-features --features cel
+	cp $(WASM) $(WASM_NO_LISTS)
+	$(VENV)/bin/python scripts/wasm-keep-exports.py $(WASM_NO_LISTS) filter/exports.txt --without list-filtering
 	$(CARGO) build --locked --release --target wasm32-wasip1 -p toolgate-filter
 	$(VENV)/bin/python scripts/wasm-keep-exports.py $(WASM) filter/exports.txt
-	@ls -l $(WASM)
+	@ls -l $(WASM) $(WASM_NO_LISTS)
 
 test: test-unit test-wasm test-e2e test-k8s test-fuzz
 

@@ -47,6 +47,7 @@ WORK = REPO / ".work" / "bench"
 SHIM = WORK / "bin" / "client-cert-shim.so"
 LUA = BENCH / "wrk" / "post.lua"
 WASM_TOOLGATE = REPO / "target/wasm32-wasip1/release/toolgate_filter.wasm"
+WASM_NO_LISTS = REPO / "target/wasm32-wasip1/release/toolgate_filter_no_list_filtering.wasm"
 WASM_NOOP = REPO / "target/wasm32-wasip1/release/toolgate_bench_noop_filter.wasm"
 WASM_NAIVE = REPO / "target/wasm32-wasip1/release/toolgate_bench_naive_filter.wasm"
 TOOLGATE = REPO / "target/release/toolgate"
@@ -72,6 +73,7 @@ CONFIGS = {
     "n": ("no-op proxy-wasm", "a proxy-wasm filter whose callbacks all continue (bench/noop-filter), same V8 runtime"),
     "s": ("naive proxy-wasm", "reference point: holds the body, parses it with serde_json into a Value, checks params.name against the 20 names (bench/naive-filter); no identity, levels, metrics or access-log record"),
     "c": ("Toolgate, 20 tools", "`toolgate render` output: 1 gateway-level XAccessPolicy, 2 rules (SPIFFE source, tools/call with 10 tools each)"),
+    "cn": ("Toolgate, 20 tools, list filtering off", "(c)'s policies rendered with `--list-filtering off` and run by toolgate_filter_no_list_filtering.wasm (the module without response callbacks): what a tools/call pays when list filtering is off"),
     "c26": ("Toolgate, 20 tools, MCP 2026-07-28", "(c)'s configuration and plan; the same call in its 2026-07-28 form: `MCP-Protocol-Version: 2026-07-28` beside (c)'s `Mcp-Method` and `Mcp-Name`, and `params._meta` with the protocol version (the filter compares all three with the body; same 300 B)"),
     "d": ("Toolgate, 1,000 policies", "`toolgate render` output: 1,000 policies, 10,450 tools on two levels (the API allows 5 policies per target): on the Gateway 5 policies x 10 sourced rules x 10 tools, on each of the 199 XBackends 5 policies x 10 tools; the called tool is in the last rule of the last policy of each level"),
     "e": ("ext_authz (HTTP)", "envoy.filters.http.ext_authz to bench-authz (Rust, thread per connection) with the body and the caller (x-forwarded-client-cert URI); same rule"),
@@ -85,7 +87,7 @@ CONFIGS = {
 # Opt-in (`--baseline REV`): (c)'s configuration with the filter .wasm built at another commit.
 BASELINE_KEY = "c0"
 # Rows timed with the 300 B body only (their targets are about 300 B calls; keeps `make bench` short).
-SMALL_ONLY = {"f1", "f2", "g1", "g2", "c26", "l1", "l0", BASELINE_KEY}
+SMALL_ONLY = {"cn", "f1", "f2", "g1", "g2", "c26", "l1", "l0", BASELINE_KEY}
 # Rows whose request is the MCP 2026-07-28 form of the call: the body carries params._meta's protocol
 # version and the request this header besides (c)'s Mcp-Method and Mcp-Name.
 V26 = "2026-07-28"
@@ -433,9 +435,9 @@ class Envoy:
 
 
 def render(name: str, policies: str, certs: Path, upstream: Server, port: int, backends: int,
-           resolve: list[str] = (), extra: list[str] = ()) -> tuple[Path, float]:
-    """`toolgate render` of the bench Gateway with `policies` (`extra`: more render options); returns
-    the Gateway's folder and the wall time of the render."""
+           resolve: list[str] = (), extra: list[str] = (), wasm: Path = WASM_TOOLGATE) -> tuple[Path, float]:
+    """`toolgate render` of the bench Gateway with `policies` (`extra`: more render options, `wasm`:
+    the module); returns the Gateway's folder and the wall time of the render."""
     src = WORK / "inputs" / name
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
@@ -445,7 +447,7 @@ def render(name: str, policies: str, certs: Path, upstream: Server, port: int, b
     out = WORK / "render" / name
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    sh([str(TOOLGATE), "render", "-f", str(src), "--wasm", str(WASM_TOOLGATE), "-o", str(out), "--bind", "127.0.0.1",
+    sh([str(TOOLGATE), "render", "-f", str(src), "--wasm", str(wasm), "-o", str(out), "--bind", "127.0.0.1",
         "--resolve", f"upstream.{NS}={upstream.address}", *(a for r in resolve for a in ("--resolve", r)),
         "--access-log", "/dev/null", "--strict", *extra],
        stdout=subprocess.DEVNULL)
@@ -814,7 +816,7 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
 
 # Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
 # 1.5 MB module at valgrind speed), so they go first.
-CALLGRIND_CONFIGS = ("c", "c26", BASELINE_KEY, "l1", "l0", "g1", "f1", "f2", "d", "a", "n", "e", "g2")
+CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "f1", "f2", "d", "a", "n", "e", "g2")
 
 
 def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int,
@@ -935,19 +937,19 @@ def micro(quick: bool) -> dict:
 
 
 def build() -> None:
-    log("building: toolgate (release), bench servers, test authorizer, toolgate_filter.wasm, no-op and naive filters")
+    log("building: toolgate (release), bench servers, test authorizer, the filter's two modules (`make wasm`), "
+        "no-op and naive filters")
     sh(["cargo", "build", "--locked", "-q", "--release", "-p", "toolgate", "-p", "toolgate-bench-servers",
         "-p", "toolgate-test-authz"])
-    sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1", "-p", "toolgate-filter",
+    sh(["make", "-s", "wasm"], cwd=REPO, stdout=subprocess.DEVNULL)
+    sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1",
         "-p", "toolgate-bench-noop-filter", "-p", "toolgate-bench-naive-filter"])
-    sh([sys.executable, str(REPO / "scripts" / "wasm-keep-exports.py"), str(WASM_TOOLGATE), str(REPO / "filter" / "exports.txt")],
-       stdout=subprocess.DEVNULL)
 
 
 def build_without_cel() -> int | None:
     """Size of toolgate_filter.wasm built without CEL, when the filter crate has a `cel` feature
-    (`--no-default-features`, own target folder, exports trimmed as `make wasm` does); None when it has
-    none (then a build without CEL needs code changes)."""
+    (`--no-default-features --features list-filtering`, own target folder, exports trimmed as `make wasm`
+    does); None when it has none (then a build without CEL needs code changes)."""
     manifest = (REPO / "filter" / "Cargo.toml").read_text()
     if not re.search(r"^\s*cel\s*=", manifest, re.M):
         return None
@@ -955,7 +957,7 @@ def build_without_cel() -> int | None:
     log("building toolgate_filter.wasm without CEL (--no-default-features)")
     try:
         sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1", "-p", "toolgate-filter",
-            "--no-default-features", "--target-dir", str(target)])
+            "--no-default-features", "--features", "list-filtering", "--target-dir", str(target)])
         wasm = target / "wasm32-wasip1" / "release" / "toolgate_filter.wasm"
         sh([sys.executable, str(REPO / "scripts" / "wasm-keep-exports.py"), str(wasm), str(REPO / "filter" / "exports.txt")],
            stdout=subprocess.DEVNULL)
@@ -1132,18 +1134,22 @@ def main() -> int:
         dirs["g2"] = derive(dir_c, "cfg-g2", rebased(ports["g2"])(edit_ext_authz_grpc(authz_grpc)))
         if baseline_wasm:
             dirs[BASELINE_KEY] = derive(dir_c, f"cfg-{BASELINE_KEY}", rebased(ports[BASELINE_KEY])(edit_baseline(baseline_wasm, args.baseline)))
-        for k, pol, extra, opts in (("f1", policies_f1, [], []), ("f2", policies_f2, [], []),
+        for k, pol, extra, opts in (("cn", policies_c, [], ["--list-filtering", "off"]),
+                                    ("f1", policies_f1, [], []), ("f2", policies_f2, [], []),
                                     ("g1", policies_g1, [f"{AUTHZ_SERVICE}.{NS}={authz_grpc.address}"], []),
                                     ("l1", policies_l, [], ["--list-filtering", "on"]),
                                     ("l0", policies_l, [], ["--list-filtering", "off"])):
             if k in keys:
-                d, _ = render(k, pol(), certs, upstream, ports[k], BACKENDS, resolve=extra, extra=opts)
+                d, _ = render(k, pol(), certs, upstream, ports[k], BACKENDS, resolve=extra, extra=opts,
+                              wasm=WASM_NO_LISTS if k == "cn" else WASM_TOOLGATE)
                 dirs[k] = derive(d, f"cfg-{k}", edit_none)
-        for k in (k for k in keys if k in LIST_KEYS):
+        for k in (k for k in keys if k in LIST_KEYS | {"cn"}):
             # The plan says it: listFiltering is written only when off.
             on = plan_of(dirs[k])["settings"].get("listFiltering", True)
             if on != (k == "l1"):
                 raise RuntimeError(f"config {k}: the rendered plan has listFiltering {on}")
+        if "cn" in keys and b"proxy_on_response_" in WASM_NO_LISTS.read_bytes():
+            raise RuntimeError(f"{WASM_NO_LISTS} exports response callbacks")
 
         # 10,000 policies: `toolgate compile` and `toolgate render` wall time, plan size, load in the VM.
         log("10,000 policies: toolgate compile / render, and the plan's load time in Envoy")

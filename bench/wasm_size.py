@@ -2,7 +2,8 @@
 """`make wasm-size`: what the filter's .wasm is made of, and what it costs Envoy in memory.
 
 Writes docs/wasm-size.md:
-  - the module's size with and without CEL (`--no-default-features`), as `make wasm` ships it
+  - the module's size with and without CEL (`--no-default-features --features list-filtering`), as `make wasm`
+    ships it
     (exports trimmed, `name` section dropped), beside the no-op proxy-wasm filter of `make bench`;
   - its sections, and its code by crate (twiggy, on the build with function names);
   - Envoy's resident memory (VmRSS) with bare Envoy, the no-op filter, Toolgate with and without CEL,
@@ -167,7 +168,7 @@ def main() -> int:
     args = ap.parse_args()
     bench.build()  # toolgate (release), the bench servers and the no-op filter, as `make bench` does
     cel_named, cel = build("cel", [])
-    nocel_named, nocel = build("nocel", ["--no-default-features"])
+    nocel_named, nocel = build("nocel", ["--no-default-features", "--features", "list-filtering"])
     noop = bench.WASM_NOOP
     mem = memory({"Toolgate with CEL": cel, "Toolgate without CEL": nocel}, args.load_seconds)
 
@@ -185,7 +186,7 @@ def main() -> int:
         "| module | bytes | |",
         "|---|--:|---|",
         f"| Toolgate with CEL (default) | {cel.stat().st_size:,} | {kib(cel.stat().st_size)} |",
-        f"| Toolgate without CEL (`--no-default-features`) | {nocel.stat().st_size:,} | {kib(nocel.stat().st_size)} |",
+        f"| Toolgate without CEL (`--no-default-features --features list-filtering`) | {nocel.stat().st_size:,} | {kib(nocel.stat().st_size)} |",
         f"| no-op proxy-wasm filter (bench/noop-filter) | {noop.stat().st_size:,} | {kib(noop.stat().st_size)} |",
         f"| Toolgate with CEL, with its `name` section | {cel_named.stat().st_size:,} | {kib(cel_named.stat().st_size)} |",
         "",

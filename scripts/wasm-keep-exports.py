@@ -2,7 +2,12 @@
 """Rewrites a .wasm module's export section, in place, keeping only the exports listed in a file,
 and drops its `name` custom section.
 
-Usage: wasm-keep-exports.py MODULE.wasm EXPORTS.txt
+Usage: wasm-keep-exports.py MODULE.wasm EXPORTS.txt [--without FEATURE]
+
+An export listed as `NAME [FEATURE]` belongs to a cargo feature of the filter. With `--without FEATURE`
+the module must have been built without it: such an export is then required to be ABSENT (a module
+built with the feature would claim, at run time, callbacks Envoy never calls: list filtering that
+silently does nothing). `make wasm` uses it for toolgate_filter_no_list_filtering.wasm.
 
 Why: Envoy calls every proxy_on_* callback a module exports, on every request; the proxy-wasm SDK
 exports all of them. Dropping the ones the filter does not implement saves those calls into the VM
@@ -71,17 +76,41 @@ def keep_exports(module: bytes, keep: set[str], keep_names: bool = False) -> tup
     return bytes(out), kept, dropped
 
 
+def listed(listing: Path) -> dict[str, str]:
+    """The listed exports, each with its feature ("" for none)."""
+    out = {}
+    for line in listing.read_text().splitlines():
+        parts = line.split("#", 1)[0].split()
+        if parts:
+            out[parts[0]] = parts[1].strip("[]") if len(parts) > 1 else ""
+    return out
+
+
 def main() -> int:
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    without = ""
+    if len(args) == 4 and args[2] == "--without":
+        without = args[3]
+        args = args[:2]
+    if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    wasm, listing = Path(sys.argv[1]), Path(sys.argv[2])
-    keep = {line.strip() for line in listing.read_text().splitlines() if line.strip() and not line.startswith("#")}
+    wasm, listing = Path(args[0]), Path(args[1])
+    exports = listed(listing)
+    if without and without not in exports.values():
+        print(f"{listing}: no export belongs to feature {without!r}", file=sys.stderr)
+        return 1
+    keep = {name for name, feature in exports.items() if feature != without or not without}
+    absent = {name for name, feature in exports.items() if without and feature == without}
     keep_names = os.environ.get("WASM_KEEP_NAMES") == "1"
     trimmed, kept, dropped = keep_exports(wasm.read_bytes(), keep, keep_names)
     missing = sorted(keep - set(kept))
     if missing:
         print(f"{wasm}: exports listed in {listing} but not in the module: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    present = sorted(absent & set(dropped))
+    if present:
+        print(f"{wasm}: built with feature {without!r} (exports {', '.join(present)}), expected without it", file=sys.stderr)
         return 1
     wasm.write_bytes(trimmed)
     print(f"{wasm}: kept {len(kept)} exports" + (f", dropped {len(dropped)}: {' '.join(dropped)}" if dropped else ""))

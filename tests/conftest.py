@@ -121,23 +121,23 @@ def wasm_path() -> Path:
 @pytest.fixture
 def gateway(request, tmp_path, certs, wasm_path, start_mcp_server):
     """gateway(*policies, listeners={"https": "HTTPS", "http": "HTTP"}, https_client_ca=True,
-    render_args=[...], before_start=fn, strict=True, route_rules=[...], name="gw")
+    render_args=[...], before_start=fn, strict=True, route_rules=[...], name="gw", wasm=None)
     -> harness.ToolgateGateway, started: Envoy runs the rendered configuration in front of a fresh
     sample MCP server. Policies are dicts (harness.policy/rule) or YAML strings. `strict` renders with
     --strict (a policy that is not accepted fails the test instead of silently not applying).
     `before_start(gw)` runs between render and Envoy's start; `envoy_args` are added to Envoy's command
-    line. Envoy is stopped after the test."""
+    line; `wasm` is another module than toolgate_filter.wasm. Envoy is stopped after the test."""
     started: list[harness.ToolgateGateway] = []
 
     def make(*policies, listeners=None, https_client_ca=True, render_args=(), before_start=None,
-             name="gw", strict=True, route_rules=None, envoy_args=()) -> harness.ToolgateGateway:
+             name="gw", strict=True, route_rules=None, envoy_args=(), wasm=None) -> harness.ToolgateGateway:
         try:
             harness.toolgate_binary()
         except harness.HarnessError as exc:
             pytest.fail(str(exc))
         workdir = tmp_path / name
         server = start_mcp_server(f"{name}-mcp", workdir=workdir)
-        gw = harness.ToolgateGateway(workdir, certs, wasm_path, server, listeners=listeners,
+        gw = harness.ToolgateGateway(workdir, certs, wasm or wasm_path, server, listeners=listeners,
                                      https_client_ca=https_client_ca, render_args=render_args, strict=strict,
                                      route_rules=route_rules, envoy_args=envoy_args)
         gw.policies = list(policies)

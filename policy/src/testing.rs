@@ -55,6 +55,8 @@ pub struct FakeHost {
     /// Shared data (root context).
     pub shared: Vec<(String, Vec<u8>)>,
     pub plugin_name: String,
+    /// A module built without the response callbacks (root context).
+    pub no_response_callbacks: bool,
     // What the lifecycle did.
     pub replies: Vec<Sent>,
     pub resumed: u32,
@@ -262,6 +264,10 @@ impl Host for FakeHost {
 }
 
 impl RootHost for FakeHost {
+    fn filters_responses(&self) -> bool {
+        !self.no_response_callbacks
+    }
+
     fn plugin_name(&mut self) -> String {
         if self.plugin_name.is_empty() { "toolgate:test".into() } else { self.plugin_name.clone() }
     }

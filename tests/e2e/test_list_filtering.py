@@ -514,3 +514,54 @@ def test_a_plan_change_applies_to_the_next_list(gateway):
     gw.rerender()
     wait_for(lambda: entries(listing(gw, "tools/list", agent="agent-b"), "tools/list") == ["get-sum", "echo", "get-time"],
              timeout=10, interval=0.1, what="list filtering on again")
+
+
+# ---- the module without the response callbacks ----------------------------------------------------
+
+NO_LISTS = harness.REPO / "target/wasm32-wasip1/release/toolgate_filter_no_list_filtering.wasm"
+NO_LISTS_REFUSAL = ("REFUSED plan (settings.listFiltering is on, but this module was built without the response "
+                    "callbacks (toolgate_filter_no_list_filtering.wasm)")
+
+
+@pytest.fixture
+def no_lists_wasm(wasm_path):
+    if not NO_LISTS.exists():
+        pytest.fail(f"{NO_LISTS} not built (`make wasm` builds it beside {wasm_path.name})")
+    return NO_LISTS
+
+
+def test_the_module_without_response_callbacks_serves_plans_without_list_filtering(gateway, no_lists_wasm):
+    """toolgate_filter_no_list_filtering.wasm exports no response callback (Envoy makes no response call into
+    the VM) and enforces a plan rendered with --list-filtering off like toolgate_filter.wasm does."""
+    module = no_lists_wasm.read_bytes()
+    assert b"proxy_on_request_body" in module and b"proxy_on_response_" not in module
+    gw = gateway(callers_policy(), render_args=["--list-filtering", "off"], wasm=no_lists_wasm)
+    assert_allowed(gw.call("get-sum", agent="agent-b"))
+    assert_denied(gw.call("echo", agent="agent-b"))
+    for modern in (False, True):
+        for method in LISTS:
+            r = listing(gw, method, modern=modern, agent="agent-b")
+            assert_allowed(r)
+            assert r.response.body == direct(gw, r, method, modern=modern).body
+            assert " list=" not in gw.decision(r)
+
+
+def test_the_module_without_response_callbacks_refuses_a_plan_that_filters_lists(gateway, no_lists_wasm):
+    """Lists must never pass unfiltered because the module cannot see responses: a plan with list filtering
+    on is refused (no plan yet: every request denied; a plan in force: kept), said in Envoy's log."""
+    gw = gateway(callers_policy(), wasm=no_lists_wasm)
+    for r in (listing(gw, "tools/list", agent="agent-b"), gw.call("get-sum", agent="agent-b")):
+        assert_denied(r, id=None)
+        assert gw.decision(r) == "deny: no valid plan loaded"
+    assert gw.server.executed() == []
+    assert NO_LISTS_REFUSAL in gw.envoy.log_path.read_text(errors="replace")
+    # Rendered with --list-filtering off, the same policies apply.
+    gw.rerender(extra_args=["--list-filtering", "off"])
+    wait_for(lambda: gw.call("get-sum", agent="agent-b").executed, timeout=10, interval=0.1, what="the plan")
+    assert_denied(gw.call("echo", agent="agent-b"))
+    # A new plan with list filtering on: refused, the plan in force (lists unfiltered, calls judged) kept.
+    gw.rerender([policy("agents", rule("b-echo", source=sa("b"), mcp=mcp_match(("tools/call", ["echo"]), base=True)))])
+    wait_for(lambda: "REFUSED new plan (settings.listFiltering is on" in gw.envoy.log_path.read_text(errors="replace"),
+             timeout=10, interval=0.1, what="the refusal")
+    assert entries(listing(gw, "tools/list", agent="agent-b"), "tools/list") == TOOLS
+    assert_denied(gw.call("echo", agent="agent-b"))

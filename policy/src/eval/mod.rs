@@ -42,6 +42,9 @@ pub enum PlanError {
     BodyLimit(u32),
     #[error("{level} level, policy {policy:?}: {problem}")]
     Policy { level: String, policy: String, problem: String },
+    #[error("settings.listFiltering is on, but this module was built without the response callbacks \
+             (toolgate_filter_no_list_filtering.wasm): render with --list-filtering off, or load toolgate_filter.wasm")]
+    ListFilteringUnsupported,
 }
 
 /// HTTP attributes of a request, as the filter reads them from Envoy.

@@ -13,7 +13,7 @@ mod listing;
 use std::rc::Rc;
 
 use crate::authz::{self, Answer, CallInput};
-use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, Step, Verdict};
+use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, PlanError, Step, Verdict};
 use crate::list_filter::ListRequests;
 use crate::log_safe::Quoted;
 use crate::mcp::{self, NotMcp, ReadOptions};
@@ -189,6 +189,11 @@ pub trait Host: HostBase {
 
 /// What loading a plan needs of the proxy.
 pub trait RootHost: HostBase {
+    /// Whether the host calls the response callbacks (a module built without them cannot filter
+    /// lists, so it refuses a plan that does).
+    fn filters_responses(&self) -> bool {
+        true
+    }
     fn plugin_name(&mut self) -> String;
     fn shared_get(&mut self, key: &str) -> Option<Vec<u8>>;
     fn shared_set(&mut self, key: &str, value: &[u8]);
@@ -235,7 +240,13 @@ impl Plugin {
     pub fn configure(&mut self, host: &mut impl RootHost, config: &[u8]) -> bool {
         let plugin = host.plugin_name();
         let started = host.now_ms();
-        match Evaluator::load(config) {
+        let loaded = Evaluator::load(config).and_then(|ev| {
+            if ev.plan().settings.list_filtering && !host.filters_responses() {
+                return Err(PlanError::ListFilteringUnsupported);
+            }
+            Ok(ev)
+        });
+        match loaded {
             Ok(ev) => {
                 let plan = ev.plan();
                 let message = format!(

@@ -178,6 +178,28 @@ fn a_refused_first_plan_denies_and_a_refused_update_is_rejected() {
 }
 
 #[test]
+fn a_module_without_response_callbacks_refuses_plans_that_filter_lists() {
+    let mut root = FakeRoot { no_response_callbacks: true, ..FakeRoot::default() };
+    let mut p = Plugin::default();
+    let mut plan = CompiledPlan::empty("l");
+    plan.gateway = allow_level(vec![tools_rule("echo", None, &["echo"])]);
+    assert!(plan.settings.list_filtering);
+    assert!(p.configure(&mut root, &serde_json::to_vec(&plan.clone().seal()).unwrap()));
+    assert!(root.logs[0].1.contains("REFUSED plan (settings.listFiltering is on, but this module was built without the response callbacks"),
+        "{:?}", root.logs);
+    let mut host = post(&call(1, "echo"));
+    assert_eq!(p.request().on_request_headers(&mut host, false), Action::Pause);
+    assert_eq!(host.counts, vec![Counter::DenyNoPlan]);
+    // The same plan with list filtering off loads and decides.
+    plan.settings.list_filtering = false;
+    assert!(p.configure(&mut root, &serde_json::to_vec(&plan.seal()).unwrap()));
+    assert!(root.logs.last().unwrap().1.contains("loaded plan"), "{:?}", root.logs);
+    let mut host = post(&call(1, "echo"));
+    assert_eq!(send(&p, &mut host).1, Action::Continue);
+    assert_eq!(host.counts, vec![Counter::Allow]);
+}
+
+#[test]
 fn a_route_without_policy_is_not_read() {
     let p = plugin(LevelPlan::default(), None);
     let mut host = post("not even json");
