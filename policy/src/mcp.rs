@@ -21,10 +21,17 @@
 
 use std::borrow::Cow;
 
+mod keys;
+mod kept;
 pub(crate) mod scan;
+mod twins;
 
 pub(crate) use scan::folded_field;
+use keys::{prefix8, DupMode, Key, KeySrc};
 use scan::{decode_into, expected_at, invalid, scan_literal, scan_number, scan_string, skip_ws};
+use twins::folded_twins;
+
+pub use kept::KeptBody;
 
 /// Maximum container nesting. The top-level value is depth 1; a deeper container is [`NotMcp::TooDeep`].
 pub const MAX_DEPTH: usize = 64;
@@ -186,24 +193,12 @@ pub fn read_body(body: &[u8], opts: ReadOptions) -> Result<McpBody<'_>, NotMcp> 
     let text = std::str::from_utf8(body).map_err(|e| NotMcp::InvalidUtf8 {
         offset: e.valid_up_to(),
     })?;
-    Parser::new(text, opts, true).run()
-}
-
-/// [`read_body`] again, on a body it accepted with the same options (the lifecycle reads a held
-/// body once per step of its decision): the same result, without checking the captured `params`
-/// again, the costliest part of a read with `capture_params` (natively, with an ExternalAuth
-/// policy, about a third of the engine's work per request was reading the body three times).
-pub fn reread_body(body: &[u8], opts: ReadOptions) -> Result<McpBody<'_>, NotMcp> {
-    let text = std::str::from_utf8(body).map_err(|e| NotMcp::InvalidUtf8 { offset: e.valid_up_to() })?;
-    Parser::new(text, opts, false).run()
+    Parser::new(text, opts).run()
 }
 
 // ------------------------------------------------------------------------------------------------
 // Parser internals
 // ------------------------------------------------------------------------------------------------
-
-/// Objects with more keys than this switch from linear duplicate search to a hash table.
-const HASH_THRESHOLD: usize = 16;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Role {
@@ -239,16 +234,6 @@ enum Field {
     ProtocolVersion,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum DupMode {
-    /// Compare each new key against the object's keys.
-    Linear,
-    /// Keys are indexed in the per-depth hash table.
-    Hashed,
-    /// Too many collisions (adversarial keys): sort and compare when the object closes.
-    Deferred,
-}
-
 #[derive(Clone, Copy, Debug)]
 struct Frame {
     is_obj: bool,
@@ -263,65 +248,6 @@ struct Frame {
     arena_start: usize,
     mode: DupMode,
     probes: usize,
-}
-
-/// A key of an open object: its decoded bytes live in the body (no escapes) or in the arena.
-#[derive(Clone, Copy, Debug)]
-struct Key {
-    start: usize,
-    end: usize,
-    /// Offset of the key's opening quote in the body.
-    offset: usize,
-    /// The first (up to) eight decoded bytes, little-endian, zero-padded: with the length, this
-    /// decides equality of short keys without touching their bytes, and rejects most others.
-    fp: u64,
-    /// Word-sized on purpose: a byte-sized flag makes copies of a freshly built `Key` stall on
-    /// store forwarding.
-    src: KeySrc,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u64)]
-enum KeySrc {
-    Body,
-    Arena,
-}
-
-impl Key {
-    #[inline]
-    fn len(&self) -> usize {
-        self.end.saturating_sub(self.start)
-    }
-}
-
-/// `src[start..end]`'s first eight bytes (fewer if shorter) as a zero-padded little-endian u64.
-#[inline]
-fn prefix8(src: &[u8], start: usize, end: usize) -> u64 {
-    let n = end.saturating_sub(start).min(8);
-    let mask = if n == 8 {
-        u64::MAX
-    } else {
-        (1u64 << (8 * n)) - 1
-    };
-    if let Some(chunk) = src.get(start..start.wrapping_add(8)) {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(chunk);
-        u64::from_le_bytes(w) & mask
-    } else {
-        let mut v = 0u64;
-        for (i, &c) in src.get(start..start + n).unwrap_or(&[]).iter().enumerate() {
-            v |= u64::from(c) << (8 * i);
-        }
-        v
-    }
-}
-
-/// Whether two keys (of the same object) are equal, fingerprint first.
-#[inline]
-fn same_key(body: &[u8], arena: &[u8], a: &Key, b: &Key) -> bool {
-    a.fp == b.fp
-        && a.len() == b.len()
-        && (a.len() <= 8 || key_bytes(body, arena, a) == key_bytes(body, arena, b))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -359,8 +285,6 @@ struct Parser<'a> {
     s: &'a str,
     b: &'a [u8],
     opts: ReadOptions,
-    /// Check captured `params` ([`folded_twins`]); off only for [`reread_body`].
-    check_params: bool,
     frames: Vec<Frame>,
     keys: Vec<Key>,
     /// Decoded text of escaped keys of the open objects.
@@ -376,60 +300,6 @@ struct Parser<'a> {
     semantic: Option<NotMcp>,
 }
 
-#[cold]
-fn dup_error(body: &[u8], arena: &[u8], k: &Key) -> NotMcp {
-    let text = String::from_utf8_lossy(key_bytes(body, arena, k));
-    // One character more than is shown, so that the message marks the cut.
-    let key = match text.char_indices().nth(crate::log_safe::MAX_SHOWN + 1) {
-        Some((i, _)) => text.get(..i).unwrap_or("").to_string(),
-        None => text.into_owned(),
-    };
-    NotMcp::DuplicateKey {
-        key,
-        offset: k.offset,
-    }
-}
-
-/// Folded 64x64->128 multiply: a fast mixer with good avalanche in the low 32 bits.
-#[inline]
-fn fold_mul(a: u64, b: u64) -> u64 {
-    let m = u128::from(a) * u128::from(b);
-    (m as u64) ^ ((m >> 64) as u64)
-}
-
-/// 32-bit hash of a key's decoded bytes. Not keyed: adversarial collisions are handled by the
-/// probe budget in `add_key`, which falls back to sorting.
-#[inline]
-fn key_hash(body: &[u8], arena: &[u8], k: &Key) -> u32 {
-    const K1: u64 = 0x9E37_79B9_7F4A_7C15;
-    const K2: u64 = 0xD6E8_FEB8_6659_FD93;
-    let mut h = fold_mul(k.fp ^ K2, K1 ^ k.len() as u64);
-    if k.len() > 8 {
-        let bytes = key_bytes(body, arena, k);
-        let mut chunks = bytes.get(8..).unwrap_or(&[]).chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            h = fold_mul(h ^ u64::from_le_bytes(w), K1);
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            if let Some(dst) = w.get_mut(..rest.len()) {
-                dst.copy_from_slice(rest);
-            }
-            h = fold_mul(h ^ u64::from_le_bytes(w), K2);
-        }
-    }
-    h as u32
-}
-
-#[inline]
-fn key_bytes<'x>(body: &'x [u8], arena: &'x [u8], k: &Key) -> &'x [u8] {
-    let src = if k.src == KeySrc::Arena { arena } else { body };
-    src.get(k.start..k.end).unwrap_or(&[])
-}
-
 /// The keys of a message object the reader extracts (SPEC §4).
 const MESSAGE_FIELDS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 /// The keys of `params` the reader extracts.
@@ -437,130 +307,12 @@ const PARAMS_FIELDS: [&str; 4] = ["name", "uri", "notifications", "_meta"];
 /// The keys of `params.notifications` the reader extracts (folded: compared in lower case).
 const NOTIFICATIONS_FIELDS: [&str; 1] = ["resourcesubscriptions"];
 
-/// Whether some object in `json` (valid JSON: the reader has read it; at byte `offset` of the body)
-/// has two keys that are equal under case folding without being equal ([`NotMcp::FoldedTwins`]),
-/// or holds what serde_json cannot decode ([`NotMcp::ParamsUndecodable`]). Run only on a captured
-/// `params`, whose contents reach CEL rules and authorizers. The folding (upper- then lower-casing
-/// every character) covers what Go's `encoding/json` (Unicode simple folding) and .NET's
-/// `OrdinalIgnoreCase` equate, and a little more (`ß` and `SS`), which only refuses what no client
-/// sends.
-fn folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
-    use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
-    use std::cell::RefCell;
-    use std::collections::HashMap;
-    use std::fmt;
-
-    /// A key as serde_json gives it: borrowed from the text when it has no escapes.
-    struct Key;
-    impl<'de> DeserializeSeed<'de> for Key {
-        type Value = Cow<'de, str>;
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
-            d.deserialize_str(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Key {
-        type Value = Cow<'de, str>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a key")
-        }
-        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
-            Ok(Cow::Borrowed(v))
-        }
-        fn visit_str<E>(self, v: &str) -> Result<Cow<'de, str>, E> {
-            Ok(Cow::Owned(v.to_owned()))
-        }
-    }
-
-    /// The key with every character upper- then lower-cased; borrowed when that changes nothing
-    /// (ASCII without capitals: almost every key).
-    fn fold(key: &str) -> Cow<'_, str> {
-        if key.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
-            Cow::Borrowed(key)
-        } else {
-            Cow::Owned(key.chars().flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect())
-        }
-    }
-
-    /// Walks every value; the first pair of twins found is left in the cell.
-    #[derive(Clone, Copy)]
-    struct Check<'c>(&'c RefCell<Option<(String, String)>>);
-    impl<'de> DeserializeSeed<'de> for Check<'_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Check<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            // Folded key -> the key. A hash map (SipHash, random keys): an object may have a hundred
-            // thousand keys, and their names are the client's.
-            let mut seen: HashMap<Cow<'de, str>, Cow<'de, str>> = HashMap::new();
-            while let Some(key) = map.next_key_seed(Key)? {
-                let folded = match &key {
-                    Cow::Borrowed(k) => fold(k),
-                    Cow::Owned(k) => Cow::Owned(fold(k).into_owned()),
-                };
-                match seen.get(&folded) {
-                    Some(first) if *first != key => {
-                        *self.0.borrow_mut() = Some((first.to_string(), key.into_owned()));
-                        return Err(A::Error::custom("folded twins"));
-                    }
-                    Some(_) => {}
-                    None => {
-                        seen.insert(folded, key);
-                    }
-                }
-                map.next_value_seed(self)?;
-            }
-            Ok(())
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            while seq.next_element_seed(self)?.is_some() {}
-            Ok(())
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_str<E>(self, _: &str) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_unit<E>(self) -> Result<(), E> {
-            Ok(())
-        }
-    }
-    let twins = RefCell::new(None);
-    let checked = Check(&twins).deserialize(&mut serde_json::Deserializer::from_str(json));
-    match (checked, twins.into_inner()) {
-        (_, Some((key, twin))) => Err(NotMcp::FoldedTwins { key, twin, offset }),
-        (Err(e), None) => {
-            let reason = e.to_string();
-            let reason = reason.rsplit_once(" at line ").map_or(reason.as_str(), |(r, _)| r).to_string();
-            Err(NotMcp::ParamsUndecodable { reason, offset })
-        }
-        (Ok(()), None) => Ok(()),
-    }
-}
-
 impl<'a> Parser<'a> {
-    fn new(s: &'a str, opts: ReadOptions, check_params: bool) -> Self {
+    fn new(s: &'a str, opts: ReadOptions) -> Self {
         Parser {
             s,
             b: s.as_bytes(),
             opts,
-            check_params,
             frames: Vec::with_capacity(8),
             keys: Vec::with_capacity(16),
             arena: String::new(),
@@ -809,7 +561,7 @@ impl<'a> Parser<'a> {
                 }
                 Field::Params if self.opts.capture_params => {
                     self.cur.params = self.s.get(start..end);
-                    if let Some(Err(e)) = self.cur.params.filter(|_| self.check_params).map(|p| folded_twins(p, start)) {
+                    if let Some(Err(e)) = self.cur.params.map(|p| folded_twins(p, start)) {
                         self.semantic(e);
                     }
                 }
@@ -987,474 +739,7 @@ impl<'a> Parser<'a> {
         }
         Ok(skip_ws(b, p + 1))
     }
-
-    /// Check the key just pushed (the last of `keys`) against the other keys of the top object.
-    ///
-    /// Small objects keep their keys on the `keys` stack and compare linearly. From
-    /// `HASH_THRESHOLD` keys on, an object keeps only a hash table (per depth, reused) whose entries
-    /// are a 32-bit hash and the body offset of the key; a stored key is re-read from the body only
-    /// when its hash matches. Past a probe budget (adversarial collisions) the object falls back to
-    /// collecting all keys and sorting them when it closes.
-    #[inline]
-    fn check_new_key(&mut self) -> Result<(), NotMcp> {
-        let depth = self.frames.len();
-        let Some(frame) = self.frames.last_mut() else {
-            return Ok(());
-        };
-        let body = self.b;
-        let arena = self.arena.as_bytes();
-        let Some((key, existing)) = self
-            .keys
-            .get(frame.keys_start..)
-            .unwrap_or(&[])
-            .split_last()
-        else {
-            return Ok(());
-        };
-        let n = frame.count;
-        frame.count += 1;
-        match frame.mode {
-            DupMode::Linear => {
-                for k in existing {
-                    if same_key(body, arena, k, key) {
-                        return Err(dup_error(body, arena, key));
-                    }
-                }
-                if n + 1 < HASH_THRESHOLD {
-                    return Ok(());
-                }
-                // Bodies over 4 GiB cannot use 32-bit offsets: sort at close instead.
-                #[cfg(test)]
-                let force = tests::DUP_TEST_MODE.with(|c| c.get()) == tests::SORT_AT_SWITCH;
-                #[cfg(not(test))]
-                let force = false;
-                if force || body.len() >= u32::MAX as usize {
-                    frame.mode = DupMode::Deferred;
-                    return Ok(());
-                }
-                // Switch to hashing: index the keys seen so far, then forget them.
-                frame.mode = DupMode::Hashed;
-                if self.tables.len() < depth {
-                    self.tables.resize_with(depth, Vec::new);
-                }
-                let Some(table) = self.tables.get_mut(depth - 1) else {
-                    return Ok(());
-                };
-                table.clear();
-                table.resize(4 * HASH_THRESHOLD, 0);
-                let mask = table.len() - 1;
-                for k in self.keys.get(frame.keys_start..).unwrap_or(&[]) {
-                    table_insert(table, mask, table_entry(key_hash(body, arena, k), k.offset));
-                }
-                self.keys.truncate(frame.keys_start);
-                self.arena.truncate(frame.arena_start);
-                Ok(())
-            }
-            DupMode::Hashed => {
-                let h = key_hash(body, arena, key);
-                let Some(table) = self.tables.get_mut(depth - 1) else {
-                    return Ok(());
-                };
-                let mask = table.len().wrapping_sub(1);
-                let mut slot = (h as usize) & mask;
-                loop {
-                    frame.probes += 1;
-                    let e = table.get(slot).copied().unwrap_or(0);
-                    if e == 0 {
-                        break;
-                    }
-                    if (e >> 32) as u32 == h {
-                        let stored = stored_key_bytes(self.s, entry_offset(e), &mut self.scratch);
-                        if stored == key_bytes(body, arena, key) {
-                            return Err(dup_error(body, arena, key));
-                        }
-                    }
-                    slot = (slot + 1) & mask;
-                }
-                if let Some(e) = table.get_mut(slot) {
-                    *e = table_entry(h, key.offset);
-                }
-                if (n + 1) * 2 > table.len() {
-                    grow_table(table);
-                }
-                self.keys.truncate(frame.keys_start);
-                self.arena.truncate(frame.arena_start);
-                #[cfg(test)]
-                let budget = if tests::DUP_TEST_MODE.with(|c| c.get()) == tests::SORT_AFTER_HASHING
-                {
-                    0
-                } else {
-                    64 + 8 * (n + 1)
-                };
-                #[cfg(not(test))]
-                let budget = 64 + 8 * (n + 1);
-                if frame.probes > budget {
-                    // Adversarial collisions: collect every key of the object again and check
-                    // them once, by sorting, when it closes.
-                    frame.mode = DupMode::Deferred;
-                    for &e in table.iter() {
-                        if e != 0 {
-                            let off = entry_offset(e);
-                            let (close, escaped) = scan_string(body, off).unwrap_or((off, false));
-                            let k = if escaped {
-                                let a0 = self.arena.len();
-                                decode_into(
-                                    self.s.get(off + 1..close).unwrap_or(""),
-                                    &mut self.arena,
-                                );
-                                let end = self.arena.len();
-                                Key {
-                                    start: a0,
-                                    end,
-                                    offset: off,
-                                    fp: prefix8(self.arena.as_bytes(), a0, end),
-                                    src: KeySrc::Arena,
-                                }
-                            } else {
-                                Key {
-                                    start: off + 1,
-                                    end: close,
-                                    offset: off,
-                                    fp: prefix8(body, off + 1, close),
-                                    src: KeySrc::Body,
-                                }
-                            };
-                            self.keys.push(k);
-                        }
-                    }
-                }
-                Ok(())
-            }
-            DupMode::Deferred => Ok(()),
-        }
-    }
-
-    /// Duplicate check for an object whose keys were only collected: sort, then compare neighbours.
-    /// Reports the duplicate that comes first in the body.
-    fn deferred_dup_check(&mut self, keys_start: usize) -> Result<(), NotMcp> {
-        let body = self.b;
-        let arena = self.arena.as_bytes();
-        let Some(keys) = self.keys.get_mut(keys_start..) else {
-            return Ok(());
-        };
-        keys.sort_unstable_by(|x, y| {
-            key_bytes(body, arena, x)
-                .cmp(key_bytes(body, arena, y))
-                .then(x.offset.cmp(&y.offset))
-        });
-        let mut first: Option<Key> = None;
-        for w in keys.windows(2) {
-            if let [x, y] = w {
-                let earlier = match first {
-                    Some(f) => y.offset < f.offset,
-                    None => true,
-                };
-                if earlier && key_bytes(body, arena, x) == key_bytes(body, arena, y) {
-                    first = Some(*y);
-                }
-            }
-        }
-        match first {
-            Some(k) => Err(dup_error(body, arena, &k)),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A hash-table entry: the key's 32-bit hash in the high half, the body offset of its opening
-/// quote + 1 in the low half (0 = empty slot). Only used for bodies under 4 GiB.
-#[inline]
-fn table_entry(h: u32, offset: usize) -> u64 {
-    (u64::from(h) << 32) | (offset as u64 + 1)
-}
-
-#[inline]
-fn entry_offset(e: u64) -> usize {
-    (e as u32 as usize).wrapping_sub(1)
-}
-
-/// Insert an entry into an open-addressing table (at most half full).
-#[inline]
-fn table_insert(table: &mut [u64], mask: usize, entry: u64) {
-    let mut slot = ((entry >> 32) as usize) & mask;
-    while let Some(e) = table.get_mut(slot) {
-        if *e == 0 {
-            *e = entry;
-            return;
-        }
-        slot = (slot + 1) & mask;
-    }
-}
-
-/// The decoded bytes of the (already validated) key whose opening quote is at `offset`.
-fn stored_key_bytes<'x>(s: &'x str, offset: usize, scratch: &'x mut String) -> &'x [u8] {
-    let b = s.as_bytes();
-    let (close, escaped) = scan_string(b, offset).unwrap_or((offset, false));
-    let raw = s.get(offset + 1..close).unwrap_or("");
-    if escaped {
-        scratch.clear();
-        decode_into(raw, scratch);
-        scratch.as_bytes()
-    } else {
-        raw.as_bytes()
-    }
-}
-
-/// Grow the table fourfold (fewer rehashes of big objects), re-inserting entries by their stored
-/// hash. `vec![0; n]` lets the allocator hand out already-zeroed memory.
-fn grow_table(table: &mut Vec<u64>) {
-    let old = std::mem::replace(table, vec![0u64; (table.len() * 4).max(64)]);
-    let mask = table.len() - 1;
-    for e in old {
-        if e != 0 {
-            table_insert(table, mask, e);
-        }
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::scan::find_string_special;
-    use super::*;
-    use std::cell::Cell;
-
-    /// Big objects hash their keys (the normal mode).
-    pub(super) const NORMAL: u8 = 0;
-    /// Big objects sort their keys at close instead of hashing (as for bodies over 4 GiB).
-    pub(super) const SORT_AT_SWITCH: u8 = 1;
-    /// Big objects exceed the probe budget at their first hashed key, as adversarial collisions
-    /// would make them, and fall back to sorting.
-    pub(super) const SORT_AFTER_HASHING: u8 = 2;
-
-    thread_local! {
-        pub(super) static DUP_TEST_MODE: Cell<u8> = const { Cell::new(NORMAL) };
-    }
-
-    fn naive_special(b: &[u8], i: usize) -> usize {
-        (i..b.len())
-            .find(|&j| matches!(b[j], b'"' | b'\\' | 0..=0x1f))
-            .unwrap_or(b.len())
-    }
-
-    #[test]
-    fn swar_scanner_matches_naive() {
-        let mut x: u64 = 0x1234_5678_9abc_def1;
-        let alphabet = [
-            b'a',
-            b'"',
-            b'\\',
-            0x00,
-            0x1f,
-            0x20,
-            0x21,
-            0x7f,
-            0x80,
-            0xff,
-            0x5b,
-            0x5d,
-            0x22 ^ 0x80,
-        ];
-        for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let len = (x % 40) as usize;
-            let mut buf = Vec::with_capacity(len);
-            let mut y = x;
-            for _ in 0..len {
-                y ^= y << 13;
-                y ^= y >> 7;
-                y ^= y << 17;
-                // mostly plain bytes so the special one lands anywhere in a word
-                let c = if y >> 61 == 0 {
-                    alphabet[(y >> 8) as usize % alphabet.len()]
-                } else {
-                    b'a' + (y >> 16) as u8 % 26
-                };
-                buf.push(c);
-            }
-            for i in 0..=len + 1 {
-                assert_eq!(
-                    find_string_special(&buf, i),
-                    naive_special(&buf, i).max(i.min(buf.len())),
-                    "{buf:?} from {i}"
-                );
-            }
-        }
-    }
-
-    fn big_object(n: usize, dup_at: Option<(usize, usize)>) -> String {
-        let mut s = String::from(
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"#,
-        );
-        for i in 0..n {
-            if i > 0 {
-                s.push(',');
-            }
-            let k = match dup_at {
-                Some((from, to)) if i == to => from,
-                _ => i,
-            };
-            s.push_str(&format!(r#""k{k}":{{"a":1,"b":[{{"a":2}}]}}"#));
-        }
-        s.push_str("}}}");
-        s
-    }
-
-    fn read_in_mode(mode: u8, body: &str) -> Result<(), NotMcp> {
-        DUP_TEST_MODE.with(|c| c.set(mode));
-        let r = read_body(body.as_bytes(), ReadOptions::default()).map(|_| ());
-        DUP_TEST_MODE.with(|c| c.set(NORMAL));
-        r
-    }
-
-    /// Offset of the `nth` (0-based) occurrence of `"name":` in `body`.
-    fn key_offset(body: &str, name: &str, nth: usize) -> usize {
-        let pat = format!("\"{name}\":");
-        body.match_indices(&pat).nth(nth).map(|(i, _)| i).unwrap()
-    }
-
-    /// `"k<digits>"` spelled with its first digit escaped as `\u003N`.
-    fn escaped_key(i: usize) -> String {
-        let d = i.to_string();
-        format!("\"k\\u003{}{}\":", &d[..1], &d[1..])
-    }
-
-    #[test]
-    fn every_duplicate_strategy_finds_the_first_duplicate() {
-        for mode in [NORMAL, SORT_AT_SWITCH, SORT_AFTER_HASHING] {
-            let run = |body: &str| read_in_mode(mode, body);
-            assert_eq!(run(&big_object(500, None)), Ok(()), "mode {mode}");
-            // Escaped spellings (decoded into the arena) among the keys, no duplicate.
-            let escaped = big_object(500, None)
-                .replacen(r#""k5":"#, &escaped_key(5), 1)
-                .replacen(r#""k450":"#, &escaped_key(450), 1);
-            assert_eq!(run(&escaped), Ok(()), "mode {mode}");
-            // A duplicate found by each phase: linear (both < 16), at the switch (17th key),
-            // while hashing / after the fallback (both late), and against an escaped spelling.
-            for (from, to) in [(3, 10), (3, 16), (3, 400), (200, 400), (5, 17), (5, 450)] {
-                let body = big_object(500, Some((from, to)));
-                let k = format!("k{from}");
-                let want = NotMcp::DuplicateKey {
-                    key: k.clone(),
-                    offset: key_offset(&body, &k, 1),
-                };
-                assert_eq!(
-                    run(&body),
-                    Err(want.clone()),
-                    "mode {mode} dup {from}->{to}"
-                );
-                // The first occurrence escaped.
-                let body = body.replacen(&format!("\"{k}\":"), &escaped_key(from), 1);
-                let want = NotMcp::DuplicateKey {
-                    key: k.clone(),
-                    offset: key_offset(&body, &k, 0),
-                };
-                assert_eq!(
-                    run(&body),
-                    Err(want),
-                    "mode {mode} escaped first {from}->{to}"
-                );
-                // The second occurrence escaped.
-                let body = big_object(500, Some((from, to)));
-                let second = key_offset(&body, &k, 1);
-                let body = format!(
-                    "{}{}{}",
-                    &body[..second],
-                    escaped_key(from),
-                    &body[second + k.len() + 3..]
-                );
-                let want = NotMcp::DuplicateKey {
-                    key: k.clone(),
-                    offset: second,
-                };
-                assert_eq!(
-                    run(&body),
-                    Err(want),
-                    "mode {mode} escaped second {from}->{to}"
-                );
-            }
-            // Two duplicates: the one that comes first in the body is reported.
-            let body = big_object(300, Some((10, 200))).replacen(r#""k100":"#, r#""k50":"#, 1);
-            assert_eq!(
-                run(&body),
-                Err(NotMcp::DuplicateKey {
-                    key: "k50".into(),
-                    offset: key_offset(&body, "k50", 1)
-                }),
-                "mode {mode}"
-            );
-        }
-    }
-
-    #[test]
-    fn key_stack_is_restored_after_nested_objects() {
-        // Inner objects reuse the same key names and the same per-depth hash tables.
-        let body = big_object(200, None);
-        assert!(read_body(body.as_bytes(), ReadOptions::default()).is_ok());
-        let escaped = big_object(40, None)
-            .replacen(r#""k39":"#, r#""k\u0033\u0039":"#, 1)
-            .replacen(r#""k38":"#, r#""k\u0033\u0039":"#, 1);
-        assert!(
-            matches!(read_body(escaped.as_bytes(), ReadOptions::default()), Err(NotMcp::DuplicateKey { ref key, .. }) if key == "k39")
-        );
-    }
-
-    #[test]
-    fn long_duplicate_keys_are_shortened_in_the_message() {
-        let k = "x".repeat(200);
-        let body = format!(r#"{{"{k}":1,"{k}":2}}"#);
-        let e = read_body(body.as_bytes(), ReadOptions::default()).unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.len() < 100, "{msg}");
-        assert!(
-            msg.starts_with("duplicate key 'xxxx") && msg.ends_with("at byte 206"),
-            "{msg}"
-        );
-    }
-
-    #[test]
-    fn a_body_read_again_reads_the_same_without_the_params_check() {
-        let capture = ReadOptions { capture_params: true };
-        let ok = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":[1,{"y":"z"}]}}},{"jsonrpc":"2.0","id":2,"method":"tools/list"}]"#;
-        assert_eq!(reread_body(ok.as_bytes(), capture), read_body(ok.as_bytes(), capture));
-        // The check is what reread_body skips (the lifecycle only rereads a body read_body accepted).
-        let twins = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"k":1,"K":2}}}"#;
-        assert!(matches!(read_body(twins.as_bytes(), capture), Err(NotMcp::FoldedTwins { .. })));
-        assert!(reread_body(twins.as_bytes(), capture).is_ok());
-        // Everything else is checked as before.
-        assert_eq!(reread_body(b"{\"id\":1}", capture), read_body(b"{\"id\":1}", capture));
-    }
-
-    #[test]
-    fn captured_params_with_keys_that_fold_together_are_refused() {
-        let body = |arguments: &str| {
-            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"get-weather","arguments":{arguments}}}}}"#)
-        };
-        let capture = ReadOptions { capture_params: true };
-        for (arguments, key, twin) in [
-            (r#"{"city":"Paris","City":"Berlin"}"#, "city", "City"),
-            (r#"{"geo":{"lat":1,"LAT":2}}"#, "lat", "LAT"),
-            // The Kelvin sign, raw and escaped; the long s.
-            ("{\"list\":[{\"k\":1,\"\u{212a}\":2}]}", "k", "\u{212a}"),
-            (r#"{"list":[{"k":1,"\u212a":2}]}"#, "k", "\u{212a}"),
-            ("{\"is\":1,\"i\u{17f}\":2}", "is", "i\u{17f}"),
-            // An escaped key is compared as decoded.
-            (r#"{"\u0063ity":"Paris","CITY":"Berlin"}"#, "city", "CITY"),
-        ] {
-            let b = body(arguments);
-            match read_body(b.as_bytes(), capture) {
-                Err(NotMcp::FoldedTwins { key: k, twin: t, .. }) => assert_eq!((k.as_str(), t.as_str()), (key, twin), "{arguments}"),
-                other => panic!("{arguments}: {other:?}"),
-            }
-            // Without capture, arguments reach no decision and are not read.
-            assert!(read_body(b.as_bytes(), ReadOptions::default()).is_ok(), "{arguments}");
-        }
-        // Distinct keys, and the same key in different objects, are fine.
-        let ok = body(r#"{"city":"Paris","cities":["a"],"nested":{"city":"Lyon"},"list":[{"a":1},{"A":2}]}"#);
-        assert!(read_body(ok.as_bytes(), capture).is_ok());
-        // What serde_json cannot decode is refused rather than left unchecked after it.
-        let big = body(r#"{"n":1e400,"city":"Paris","City":"Berlin"}"#);
-        assert!(matches!(read_body(big.as_bytes(), capture), Err(NotMcp::ParamsUndecodable { .. })));
-    }
-}
+mod tests;

@@ -152,3 +152,63 @@ fn read_one() -> McpMessage<'static> {
     let body: &'static str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#;
     crate::mcp::read_body(body.as_bytes(), crate::mcp::ReadOptions { capture_params: true }).unwrap().messages()[0].clone()
 }
+
+/// `json_entry` (the scanner-based writer) writes what `json::parse_value` (serde_json, the
+/// protobuf JSON mapping) reads, and nothing when it refuses the text: numbers of every form and
+/// range, nesting at serde_json's limit, escaped and empty keys, whitespace, and text that is not
+/// one JSON value.
+#[test]
+fn json_values_are_written_as_serde_json_reads_them() {
+    let mut texts: Vec<String> = [
+        "0", "-0", "1", "-1", "7", "123456789012345", "-123456789012345", "1234567890123456", "9007199254740993",
+        "-9223372036854775808", "-9223372036854775809", "18446744073709551615", "18446744073709551616",
+        "1e400", "-1e400", "1E4444", "0e99999", "1e-400", "2.5", "-3e2", "0.1", "-0.0", "123.456e-5",
+        "1.7976931348623157e308", "1.7976931348623158e308", "1.8e308", "4.9e-324", "2e-324",
+        "true", "false", "null", r#""""#, r#""a\"b\u00e9\ud83d\ude00\n""#, r#"{}"#, r#"[]"#,
+        r#" { "a" : [ 1 , 2.5 , { } , [ ] ] , "" : null , "\u0041" : "x" , "a\"b" : true } "#,
+        r#"{"k":1,"k":2}"#, r#"{"a":[1,{"b":1E4444}]}"#,
+        // Not one JSON value.
+        "", " ", "[1,]", r#"{"a"}"#, "1 2", r#""\ud800""#, "01", "[", "{\"a\":1", "tru", "\"\u{1}\"", "-", "1.", "+1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    texts.push(format!("1{}", "0".repeat(310)));
+    texts.push(format!("1{}.5", "0".repeat(299)));
+    for depth in [126, 127, 128, 129] {
+        texts.push(format!("{}{}", "[".repeat(depth), "]".repeat(depth)));
+        texts.push(format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth)));
+    }
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..2000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mantissa = x >> (x % 64);
+        let exp = (x >> 40) as i32 % 700 - 350;
+        texts.push(match x % 4 {
+            0 => mantissa.to_string(),
+            1 => format!("-{mantissa}"),
+            2 => format!("{mantissa}e{exp}"),
+            _ => format!("-{}.{}E{exp}", mantissa % 1000, mantissa),
+        });
+    }
+    for text in &texts {
+        let mut w = Writer::default();
+        let written = w.json_entry(1, "k", text);
+        let want = json::parse_value(text);
+        assert_eq!(written.is_ok(), want.is_ok(), "{text:?}: {written:?} vs {want:?}");
+        match want {
+            Ok(value) => {
+                let want = Struct { fields: [("k".to_string(), value)].into_iter().collect() };
+                match Struct::decode(w.buf.as_slice()) {
+                    Ok(decoded) => assert_eq!(decoded, want, "{text:?}"),
+                    // Deeper than prost decodes (its recursion limit, 100 messages): objects of one
+                    // key, the very bytes prost writes.
+                    Err(_) => assert_eq!(w.buf, want.encode_to_vec(), "{text:?}"),
+                }
+            }
+            Err(_) => assert!(w.buf.is_empty(), "{text:?}"),
+        }
+    }
+}

@@ -16,7 +16,7 @@ use crate::authz::{self, Answer, CallInput};
 use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, PlanError, Step, Verdict};
 use crate::list_filter::ListRequests;
 use crate::log_safe::Quoted;
-use crate::mcp::{self, NotMcp, ReadOptions};
+use crate::mcp::{self, KeptBody, NotMcp, ReadOptions};
 use crate::response;
 use headers::{Classified, Needs, RequestHeaders, WantedHeaders};
 
@@ -320,8 +320,9 @@ struct Held {
     body: Vec<u8>,
     /// Authorizer calls that allowed so far.
     authorized: u32,
-    /// The body was read as MCP once: later steps read it again without the checks it passed.
-    read_ok: bool,
+    /// What the first read of the body found (JSON POSTs, kept once a step makes an authorizer
+    /// call): later steps rebuild it instead of reading the body again (mcp/kept.rs).
+    read: Option<Result<KeptBody, NotMcp>>,
     /// The host's clock when the headers arrived (only read for CEL rules on `request.time`).
     time_ms: u64,
 }
@@ -385,7 +386,7 @@ impl Request {
             buffered: 0,
             body: Vec::new(),
             authorized: 0,
-            read_ok: false,
+            read: None,
             time_ms: if needs.time { host.now_ms() } else { 0 },
         });
         if matches!(held.classified, Classified::JsonBody { .. }) {
@@ -453,18 +454,22 @@ impl Request {
         // call can end a few ms "early" (298 ms for a 300 ms timeout, Envoy 1.40), hence the slack.
         let elapsed = host.now_ms().saturating_sub(pending.started_ms) + TIMEOUT_SLACK_MS;
         // The answer is read by the authorizer of the level that called. An allow needs nothing
-        // else: the request goes on to its next step (which reads the body again). Anything else
-        // is answered from the call, re-derived (the walk is deterministic): the decision so far.
+        // else: the request goes on to its next step (which rebuilds the body's read from what the
+        // first step kept). Anything else is answered from the call, re-derived (the walk is
+        // deterministic): the decision so far.
         let debug_reasons = ev.plan().settings.debug_reasons;
         let read = authorizer_of(ev.plan(), held.cluster.as_deref(), pending.level)
             .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, elapsed >= timeout));
         let outcome = match read {
             Answer::Allow(edits) => Ok(edits),
-            denied => with_request(&held, &loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
-                Step::Authorize(call) => Err(denial_of(call, denied, body, debug_reasons)),
-                // Unreachable: the step that made the call makes it again.
-                Step::Decided(d) => Err(Outcome::decided(&d)),
-            }),
+            denied => {
+                with_request(&held, &loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+                    Step::Authorize(call) => Err(denial_of(call, denied, body, debug_reasons)),
+                    // Unreachable: the step that made the call makes it again.
+                    Step::Decided(d) => Err(Outcome::decided(&d)),
+                }, |_| false)
+                .0
+            }
         };
         match outcome {
             Ok(edits) => {
@@ -534,7 +539,7 @@ impl Request {
             Denied(String, Counter, response::Reply),
             Call(authz::Prepared, Level),
         }
-        let (read_ok, next) = with_request(&held, loaded, |req, body| (matches!(body, BodyInput::Mcp(_)), match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+        let (next, read) = with_request(&held, loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
             Step::Decided(d) if d.allowed() => {
                 let lists = match body {
                     BodyInput::Mcp(mcp) if ev.plan().settings.list_filtering => ListRequests::of(mcp),
@@ -558,8 +563,10 @@ impl Request {
                 };
                 Next::Call(authz::prepare(call.authorizer, &input), call.level)
             }
-        }));
-        held.read_ok = read_ok;
+        }, |next| matches!(next, Next::Call(..)));
+        if read.is_some() {
+            held.read = read;
+        }
         let (method, path) = (held.headers.get(headers::METHOD), held.headers.get(headers::PATH));
         match next {
             Next::Allowed(summary, lists) => {
@@ -705,19 +712,41 @@ fn authorizer_of<'p>(plan: &'p crate::plan::CompiledPlan, cluster: Option<&str>,
     level.and_then(|l| l.external_auth.as_ref()).map(|ea| &ea.authorizer)
 }
 
-/// Runs `f` on the request as the evaluator sees it: its HTTP attributes and its body, read again
-/// from the held bytes (cheap next to a call, and it keeps nothing borrowed across callbacks).
-fn with_request<T>(held: &Held, loaded: &Loaded, f: impl FnOnce(&HttpRequest<'_>, BodyInput<'_, '_>) -> T) -> T {
+/// Runs `f` on the request as the evaluator sees it: its HTTP attributes and its body. The body is
+/// read from the held bytes the first time, and rebuilt from what that read found afterwards (it
+/// keeps nothing borrowed across callbacks). Returns what `f` gave and, when the body was read now
+/// and `keep` says a later step needs it, the read to keep in `held`.
+fn with_request<T>(
+    held: &Held,
+    loaded: &Loaded,
+    f: impl FnOnce(&HttpRequest<'_>, BodyInput<'_, '_>) -> T,
+    keep: impl FnOnce(&T) -> bool,
+) -> (T, Option<Result<KeptBody, NotMcp>>) {
     let opts = ReadOptions { capture_params: loaded.needs.params() };
     http_request(held, |req| match &held.classified {
-        Classified::Http => f(req, BodyInput::None),
-        Classified::EmptyJsonPost => f(req, BodyInput::NotMcp(&NotMcp::EmptyBody)),
+        Classified::Http => (f(req, BodyInput::None), None),
+        Classified::EmptyJsonPost => (f(req, BodyInput::NotMcp(&NotMcp::EmptyBody)), None),
         Classified::JsonBody { encoded: Some(encoding) } => {
-            f(req, BodyInput::NotMcp(&NotMcp::Encoded { encoding: encoding.clone() }))
+            (f(req, BodyInput::NotMcp(&NotMcp::Encoded { encoding: encoding.clone() })), None)
         }
-        Classified::JsonBody { encoded: None } => match if held.read_ok { mcp::reread_body(&held.body, opts) } else { mcp::read_body(&held.body, opts) } {
-            Ok(body) => f(req, BodyInput::Mcp(&body)),
-            Err(e) => f(req, BodyInput::NotMcp(&e)),
+        Classified::JsonBody { encoded: None } => match &held.read {
+            Some(Ok(kept)) => match kept.body(&held.body) {
+                Ok(body) => (f(req, BodyInput::Mcp(&body)), None),
+                Err(e) => (f(req, BodyInput::NotMcp(&e)), None), // unreachable: the same bytes were read
+            },
+            Some(Err(e)) => (f(req, BodyInput::NotMcp(e)), None),
+            None => match mcp::read_body(&held.body, opts) {
+                Ok(body) => {
+                    let t = f(req, BodyInput::Mcp(&body));
+                    let kept = keep(&t).then(|| Ok(KeptBody::keep(body, &held.body)));
+                    (t, kept)
+                }
+                Err(e) => {
+                    let t = f(req, BodyInput::NotMcp(&e));
+                    let kept = keep(&t).then_some(Err(e));
+                    (t, kept)
+                }
+            },
         },
     })
 }

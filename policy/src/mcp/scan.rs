@@ -184,6 +184,25 @@ fn validate_raw_escape(b: &[u8], i: usize) -> Result<usize, NotMcp> {
     }
 }
 
+/// The closing quote of a string already validated (by [`scan_string`]) whose opening quote is at
+/// `open`, and whether it has escapes: [`scan_string`] without checking escapes again. On text that
+/// was not validated it still ends (at the end of `b` if no quote closes the string).
+pub(crate) fn skip_validated_string(b: &[u8], open: usize) -> (usize, bool) {
+    let mut i = open + 1;
+    let mut escaped = false;
+    loop {
+        i = find_string_special(b, i);
+        match b.get(i) {
+            Some(b'"') | None => return (i, escaped),
+            Some(b'\\') => {
+                escaped = true;
+                i += 2;
+            }
+            Some(_) => i += 1,
+        }
+    }
+}
+
 /// Decode a string body checked by [`scan_raw_string`] into `out` as serde_json decodes a `String`:
 /// false (and `out` left unspecified) when it holds a lone surrogate escape, which serde_json refuses.
 pub(crate) fn decode_strict(span: &str, out: &mut String) -> bool {
@@ -203,9 +222,15 @@ pub(crate) fn decode_strict(span: &str, out: &mut String) -> bool {
 /// input; on anything unexpected it writes U+FFFD instead of panicking.
 pub(crate) fn decode_into(span: &str, out: &mut String) {
     let b = span.as_bytes();
+    // The decoded text is never longer: one allocation at most.
+    out.reserve(span.len());
     let mut run = 0;
     let mut i = 0;
     while i < b.len() {
+        // Eight bytes at a time to the next backslash (a validated string body holds no `"` or
+        // control character): byte by byte, decoding (g1)'s 130-character argument for the
+        // CheckRequest cost 2.4 k instructions natively.
+        i = find_string_special(b, i);
         if b.get(i) != Some(&b'\\') {
             i += 1;
             continue;
