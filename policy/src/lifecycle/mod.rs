@@ -3,201 +3,30 @@
 //! resume or deny), reply, record and count. The Envoy filter is a thin proxy-wasm implementation
 //! of [`Host`] and [`RootHost`]; the tests drive it natively with a fake host.
 //!
-//! A request moves `Start → (Buffering →) (Calling ⇄) Done`. Each callback of the host is a method
+//! A request moves `Start → (Buffering →) (Calling ⇄) Done` (an allowed list request through `Listing`
+//! until its response is filtered: listing.rs). Each callback of the host is a method
 //! of [`Request`]; a callback in a state that does not expect it does nothing (and never resumes a
 //! request twice).
 
+mod callout;
 pub mod headers;
+mod host;
 mod listing;
+
+pub use host::{Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, Property, RootHost};
 
 use std::rc::Rc;
 
-use crate::authz::{self, Answer, CallInput};
-use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, PlanError, Step, Verdict};
+use crate::authz::{self, CallInput};
+use crate::eval::{BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, PlanError, Step, Verdict};
 use crate::list_filter::ListRequests;
 use crate::log_safe::Quoted;
 use crate::mcp::{self, KeptBody, NotMcp, ReadOptions};
 use crate::response;
 use headers::{Classified, Needs, RequestHeaders, WantedHeaders};
 
-/// How much earlier than the plan's timeout a failed call still counts as timed out (see
-/// `on_call_answer`).
-const TIMEOUT_SLACK_MS: u64 = 20;
-
-/// What a callback tells the host to do with the request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Continue,
-    Pause,
-}
-
-/// Host properties the lifecycle reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Property {
-    /// The first URI SAN of the verified client certificate.
-    PeerUriSan,
-    /// The cluster the route selected.
-    ClusterName,
-    /// The listener's port (8-byte little-endian integer).
-    DestinationPort,
-    /// `HTTP/1.1`, `HTTP/2`, ...
-    RequestProtocol,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
-    Debug,
-    Info,
-    Warn,
-    Error,
-}
-
-/// The counters (Envoy stats `wasmcustom.<name>`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Counter {
-    Allow,
-    AllowNoPolicy,
-    DenyGateway,
-    DenyBackend,
-    DenyMcpHeader,
-    DenyNoPlan,
-    TooLarge,
-    PlanRejected,
-    AuthzAllow,
-    AuthzDeny,
-    AuthzTimeout,
-    AuthzUnavailable,
-    AuthzMalformed,
-    ListFiltered,
-    ListEntriesRemoved,
-    ListUnreadable,
-}
-
-impl Counter {
-    pub const ALL: [Counter; 16] = [
-        Counter::Allow,
-        Counter::AllowNoPolicy,
-        Counter::DenyGateway,
-        Counter::DenyBackend,
-        Counter::DenyMcpHeader,
-        Counter::DenyNoPlan,
-        Counter::TooLarge,
-        Counter::PlanRejected,
-        Counter::AuthzAllow,
-        Counter::AuthzDeny,
-        Counter::AuthzTimeout,
-        Counter::AuthzUnavailable,
-        Counter::AuthzMalformed,
-        Counter::ListFiltered,
-        Counter::ListEntriesRemoved,
-        Counter::ListUnreadable,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Counter::Allow => "toolgate.decision.allow",
-            Counter::AllowNoPolicy => "toolgate.decision.allow_no_policy",
-            Counter::DenyGateway => "toolgate.decision.deny.gateway",
-            Counter::DenyBackend => "toolgate.decision.deny.backend",
-            Counter::DenyMcpHeader => "toolgate.decision.deny.mcp_header_mismatch",
-            Counter::DenyNoPlan => "toolgate.decision.deny.no_plan",
-            Counter::TooLarge => "toolgate.decision.too_large",
-            Counter::PlanRejected => "toolgate.plan.rejected",
-            Counter::AuthzAllow => "toolgate.authz.allow",
-            Counter::AuthzDeny => "toolgate.authz.deny",
-            Counter::AuthzTimeout => "toolgate.authz.timeout",
-            Counter::AuthzUnavailable => "toolgate.authz.unavailable",
-            Counter::AuthzMalformed => "toolgate.authz.malformed",
-            Counter::ListFiltered => "toolgate.list.filtered",
-            Counter::ListEntriesRemoved => "toolgate.list.entries_removed",
-            Counter::ListUnreadable => "toolgate.list.unreadable",
-        }
-    }
-}
-
-/// A call to an external authorizer.
-#[derive(Clone, Copy, Debug)]
-pub enum Callout<'a> {
-    /// A unary gRPC call. `upstream`: what proxy-wasm's `grpc_call` takes to name the upstream, here
-    /// a serialised `envoy.config.core.v3.GrpcService` (cluster and authority).
-    Grpc { cluster: &'a str, upstream: &'a [u8], service: &'a str, method: &'a str, message: &'a [u8], timeout_ms: u32 },
-    /// An HTTP call (`headers` include `:method`, `:path`, `:authority`).
-    Http { cluster: &'a str, headers: &'a [(&'a str, &'a str)], body: &'a [u8], timeout_ms: u32 },
-}
-
-/// How a call ended, as the host reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CallAnswer {
-    /// gRPC: the status code (0 = OK) and, when OK, the response message.
-    Grpc { status: u32, message: Vec<u8> },
-    /// HTTP: the response headers (`:status` included) and body.
-    Http { headers: Vec<(String, String)>, body: Vec<u8> },
-    /// The call could not be made or did not complete (connection refused or reset, timeout).
-    Failed,
-}
-
 /// The token of a call the host refused to start.
 const REFUSED: u32 = u32::MAX;
-
-/// What loading a plan and deciding a request both need of the proxy: its log, its counters, its
-/// clock.
-pub trait HostBase {
-    fn log(&mut self, level: LogLevel, message: &str);
-    fn count(&mut self, counter: Counter);
-    /// Adds `n` to a counter.
-    fn count_by(&mut self, counter: Counter, n: u64) {
-        for _ in 0..n {
-            self.count(counter);
-        }
-    }
-    /// Milliseconds on the host's (wall) clock.
-    fn now_ms(&mut self) -> u64;
-}
-
-/// What the lifecycle needs of the proxy for one request. Every method is infallible from the
-/// lifecycle's point of view: a value that cannot be read is `None` (and fails closed).
-pub trait Host: HostBase {
-    /// The request headers, serialised as the proxy-wasm ABI does ([`headers::serialize_map`]).
-    fn request_headers(&mut self) -> Option<Vec<u8>>;
-    fn property(&mut self, property: Property) -> Option<Vec<u8>>;
-    /// The first `size` bytes of the buffered request body.
-    fn request_body(&mut self, size: usize) -> Option<Vec<u8>>;
-    /// Answers the request with a local reply; false if the host refused.
-    fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool;
-    /// Lets a request paused by an earlier callback continue.
-    fn resume(&mut self);
-    /// Starts a call; its token, or None if the host refused to start it.
-    fn call(&mut self, callout: &Callout<'_>) -> Option<u32>;
-    /// Replaces (or adds) a request header for the upstream.
-    fn set_request_header(&mut self, name: &str, value: &str);
-    /// Adds a request header value for the upstream (keeping existing ones).
-    fn add_request_header(&mut self, name: &str, value: &str);
-    fn remove_request_header(&mut self, name: &str);
-    /// Stores the decision summary where the access log reads it.
-    fn record(&mut self, summary: &str);
-    /// Whether the host logs at `level` now.
-    fn logs_at(&mut self, level: LogLevel) -> bool;
-    /// The first value of a response header (`lower_name`), if sent.
-    fn response_header(&mut self, lower_name: &str) -> Option<String>;
-    fn remove_response_header(&mut self, name: &str);
-    /// The response body buffered so far (its first `size` bytes).
-    fn response_body(&mut self, size: usize) -> Option<Vec<u8>>;
-    /// Replaces the buffered response body (all `size` bytes of it) with `body`; false if the host
-    /// refused.
-    fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool;
-}
-
-/// What loading a plan needs of the proxy.
-pub trait RootHost: HostBase {
-    /// Whether the host calls the response callbacks (a module built without them cannot filter
-    /// lists, so it refuses a plan that does).
-    fn filters_responses(&self) -> bool {
-        true
-    }
-    fn plugin_name(&mut self) -> String;
-    fn shared_get(&mut self, key: &str) -> Option<Vec<u8>>;
-    fn shared_set(&mut self, key: &str, value: &[u8]);
-}
 
 /// One filter instance: the plan in force and what it needs of each request.
 #[derive(Default)]
@@ -439,66 +268,6 @@ impl Request {
         self.decide_held(host, &loaded, buffered)
     }
 
-    /// The answer to the call with `token`. An answer the lifecycle is not waiting for (another
-    /// token, or after the decision) is ignored.
-    pub fn on_call_answer(&mut self, host: &mut impl Host, token: u32, answer: CallAnswer) {
-        let State::Calling(_, pending) = &self.state else { return };
-        if pending.token != token {
-            return;
-        }
-        let State::Calling(mut held, pending) = std::mem::replace(&mut self.state, State::Done) else { return };
-        let Some(loaded) = self.loaded.clone() else { return };
-        let ev = &loaded.evaluator;
-        let timeout = u64::from(ev.plan().settings.authz_timeout_ms);
-        // Envoy ends a call at its timeout by its own (coarse, cached) clock: measured against ours the
-        // call can end a few ms "early" (298 ms for a 300 ms timeout, Envoy 1.40), hence the slack.
-        let elapsed = host.now_ms().saturating_sub(pending.started_ms) + TIMEOUT_SLACK_MS;
-        // The answer is read by the authorizer of the level that called. An allow needs nothing
-        // else: the request goes on to its next step (which rebuilds the body's read from what the
-        // first step kept). Anything else is answered from the call, re-derived (the walk is
-        // deterministic): the decision so far.
-        let debug_reasons = ev.plan().settings.debug_reasons;
-        let read = authorizer_of(ev.plan(), held.cluster.as_deref(), pending.level)
-            .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, elapsed >= timeout));
-        let outcome = match read {
-            Answer::Allow(edits) => Ok(edits),
-            denied => {
-                with_request(&held, &loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
-                    Step::Authorize(call) => Err(denial_of(call, denied, body, debug_reasons)),
-                    // Unreachable: the step that made the call makes it again.
-                    Step::Decided(d) => Err(Outcome::decided(&d)),
-                }, |_| false)
-                .0
-            }
-        };
-        match outcome {
-            Ok(edits) => {
-                host.count(Counter::AuthzAllow);
-                for edit in &edits {
-                    match edit {
-                        authz::HeaderEdit::Set(name, value) => host.set_request_header(name, value),
-                        authz::HeaderEdit::Append(name, value) => host.add_request_header(name, value),
-                        authz::HeaderEdit::Remove(name) => host.remove_request_header(name),
-                    }
-                }
-                held.authorized += 1;
-                self.advance(host, &loaded, held, Context::Answer);
-            }
-            Err(outcome) => {
-                host.count(match outcome.failure {
-                    Some(AuthzFailure::Denied { .. }) => Counter::AuthzDeny,
-                    Some(AuthzFailure::Timeout) => Counter::AuthzTimeout,
-                    Some(AuthzFailure::Unavailable) => Counter::AuthzUnavailable,
-                    Some(AuthzFailure::Malformed) | None => Counter::AuthzMalformed,
-                });
-                host.count(outcome.counter);
-                record(host, held.headers.get(headers::METHOD), held.headers.get(headers::PATH), &outcome.summary);
-                let headers: Vec<(&str, &str)> = outcome.reply_headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                host.send_reply(outcome.status, &headers, &outcome.body);
-            }
-        }
-    }
-
     /// A callback after the decision: an allowed request goes on; a denied one was answered.
     fn after_decision(&self) -> Action {
         match self.state {
@@ -623,70 +392,6 @@ impl Request {
     }
 }
 
-/// How a denial by (or a failure of) an authorizer is answered.
-struct Outcome {
-    summary: String,
-    counter: Counter,
-    failure: Option<AuthzFailure>,
-    status: u32,
-    reply_headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Outcome {
-    fn decided(d: &Decision<'_>) -> Self {
-        let reply = response::denial(BodyInput::None, d, false);
-        Outcome {
-            summary: d.summary(),
-            counter: deny_counter(d),
-            failure: None,
-            status: reply.status,
-            reply_headers: vec![("content-type".into(), "application/json".into())],
-            body: reply.body.into_bytes(),
-        }
-    }
-}
-
-/// The answer to a request an authorizer did not allow (SPEC §3): a 403 (or a gRPC denial without
-/// a status), a timeout, a failure or an unreadable answer get the SPEC §5 denial, nothing of the
-/// authorizer's leaking; a denial with another status (e.g. 401 with `WWW-Authenticate`) is
-/// passed to the caller as the authorizer gave it.
-fn denial_of(call: AuthzCall<'_>, answer: Answer, body: BodyInput<'_, '_>, debug_reasons: bool) -> Outcome {
-    let (failure, passed) = match answer {
-        Answer::Allow(_) => (AuthzFailure::Malformed, None), // not called with an allow
-        Answer::Fail(f) => (f, None),
-        Answer::Deny(denied) => {
-            let status = if denied.status == 0 { 403 } else { denied.status };
-            (AuthzFailure::Denied { status }, (status != 403).then_some(denied))
-        }
-    };
-    let mut decision = call.decision;
-    decision.verdict = Verdict::Deny(DenyReason::ExternalAuth { level: call.level, policy: call.policy.to_string(), failure });
-    let summary = decision.summary();
-    let counter = deny_counter(&decision);
-    match passed {
-        Some(denied) => Outcome {
-            summary,
-            counter,
-            failure: Some(failure),
-            status: denied.status,
-            reply_headers: denied.headers,
-            body: denied.body,
-        },
-        None => {
-            let reply = response::denial(body, &decision, debug_reasons);
-            Outcome {
-                summary,
-                counter,
-                failure: Some(failure),
-                status: reply.status,
-                reply_headers: vec![("content-type".into(), "application/json".into())],
-                body: reply.body.into_bytes(),
-            }
-        }
-    }
-}
-
 fn deny_counter(d: &Decision<'_>) -> Counter {
     match &d.verdict {
         Verdict::Deny(DenyReason::McpHeaderMismatch { .. }) => Counter::DenyMcpHeader,
@@ -700,16 +405,6 @@ fn deny_counter(d: &Decision<'_>) -> Counter {
         },
         Verdict::Allow => Counter::Allow,
     }
-}
-
-/// The authorizer of `level`'s ExternalAuth policy on the route to `cluster` (what [`Evaluator::route`]
-/// walks).
-fn authorizer_of<'p>(plan: &'p crate::plan::CompiledPlan, cluster: Option<&str>, level: Level) -> Option<&'p crate::plan::AuthorizerPlan> {
-    let level = match level {
-        Level::Gateway => Some(&plan.gateway),
-        Level::Backend => cluster.and_then(|c| plan.backends.get(c)),
-    };
-    level.and_then(|l| l.external_auth.as_ref()).map(|ea| &ea.authorizer)
 }
 
 /// Runs `f` on the request as the evaluator sees it: its HTTP attributes and its body. The body is
