@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use crate::mcp::McpBody;
+use crate::mcp::{scan, McpBody};
 
 mod json;
 #[cfg(any(test, fuzzing))]
@@ -300,7 +300,7 @@ fn split_lines(text: &str) -> Vec<(&str, &str)> {
     let bytes = text.as_bytes();
     let mut start = 0;
     while start < bytes.len() {
-        let i = line_break(bytes, start);
+        let i = scan::find_line_break(bytes, start);
         let len = match bytes.get(i) {
             Some(b'\r') if bytes.get(i + 1) == Some(&b'\n') => 2,
             Some(_) => 1,
@@ -325,7 +325,7 @@ fn event_len(
 ) -> Result<usize, (usize, usize)> {
     let (mut i, mut line_start) = from;
     loop {
-        i = line_break(bytes, i);
+        i = scan::find_line_break(bytes, i);
         let ending = match bytes.get(i) {
             None => return Err((i, line_start)),
             Some(b'\r') if bytes.get(i + 1) == Some(&b'\n') => 2,
@@ -340,32 +340,6 @@ fn event_len(
         i += ending;
         line_start = i;
     }
-}
-
-/// The offset of the first `\r` or `\n` at or after `i`, or `b.len()`. Eight bytes at a time, as
-/// [`crate::mcp::scan`] searches strings: an event of a large list is a long line.
-fn line_break(b: &[u8], mut i: usize) -> usize {
-    use crate::mcp::scan::{HI, LO};
-    while let Some(chunk) = b.get(i..i.wrapping_add(8)) {
-        let mut w8 = [0u8; 8];
-        w8.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(w8);
-        let cr = w ^ (LO * u64::from(b'\r'));
-        let lf = w ^ (LO * u64::from(b'\n'));
-        // The lowest flagged byte of each test is exact, so the lowest of the union is the first.
-        let m = ((cr.wrapping_sub(LO) & !cr) | (lf.wrapping_sub(LO) & !lf)) & HI;
-        if m != 0 {
-            return i + (m.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while let Some(&c) = b.get(i) {
-        if c == b'\r' || c == b'\n' {
-            return i;
-        }
-        i += 1;
-    }
-    b.len()
 }
 
 /// The body that replaces a list response Toolgate could not filter: a JSON-RPC error for the

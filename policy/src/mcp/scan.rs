@@ -439,3 +439,29 @@ pub(crate) fn colon(b: &[u8], i: usize) -> Result<usize, NotMcp> {
     }
     Ok(i + 1)
 }
+
+/// The offset of the first `\r` or `\n` at or after `i`, or `b.len()`, eight bytes at a time like
+/// [`find_string_special`]: list filtering splits event streams into lines, and an event holding a
+/// large list is one long line.
+pub(crate) fn find_line_break(b: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = b.get(i..i.wrapping_add(8)) {
+        let mut w8 = [0u8; 8];
+        w8.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(w8);
+        let cr = w ^ (LO * u64::from(b'\r'));
+        let lf = w ^ (LO * u64::from(b'\n'));
+        // The lowest flagged byte of each test is exact, so the lowest of the union is the first.
+        let m = ((cr.wrapping_sub(LO) & !cr) | (lf.wrapping_sub(LO) & !lf)) & HI;
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'\r' || c == b'\n' {
+            return i;
+        }
+        i += 1;
+    }
+    b.len()
+}
