@@ -342,6 +342,20 @@ fn event_len(
     }
 }
 
+/// `text` with each range of `edits` replaced (ranges do not overlap; any order).
+fn splice(text: &str, mut edits: Vec<(std::ops::Range<usize>, String)>) -> String {
+    edits.sort_by_key(|(range, _)| range.start);
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (range, replacement) in edits {
+        out.push_str(text.get(at..range.start).unwrap_or_default());
+        out.push_str(&replacement);
+        at = range.end;
+    }
+    out.push_str(text.get(at..).unwrap_or_default());
+    out
+}
+
 /// The body that replaces a list response Toolgate could not filter: a JSON-RPC error for the
 /// list request `id`.
 pub fn error_reply(id: &str, why: &Unreadable) -> String {

@@ -469,17 +469,22 @@ def test_cache_scope_public_becomes_private(gateway):
     assert entries(listing(gw, "tools/list", modern=True, agent="agent-b"), "tools/list") == ["get-sum"]
 
 
+def assert_every_list_unchanged(gw, agent: str) -> None:
+    """Each list, in both revisions, reaches `agent` as the server sent it, with no list= in the decision."""
+    for modern in (False, True):
+        for method in LISTS:
+            r = listing(gw, method, modern=modern, agent=agent)
+            assert_allowed(r)
+            assert r.response.body == direct(gw, r, method, modern=modern).body
+            assert " list=" not in gw.decision(r)
+
+
 def test_list_filtering_off_passes_lists_unchanged(gateway):
     gw = gateway(callers_policy(), render_args=["--list-filtering", "off"])
     plans = [json.loads(p["value"]) for p in harness.toolgate_plans(json.loads((gw.dir / "lds.json").read_text()))]
     assert plans and all(p["settings"]["listFiltering"] is False for p in plans), plans
     before = counters(gw)
-    for modern in (False, True):
-        for method in LISTS:
-            r = listing(gw, method, modern=modern, agent="agent-b")
-            assert_allowed(r)
-            assert r.response.body == direct(gw, r, method, modern=modern).body
-            assert " list=" not in gw.decision(r)
+    assert_every_list_unchanged(gw, "agent-b")
     r = listing(gw, "tools/list", modern=True, agent="agent-b")
     assert r.json()["result"]["cacheScope"] == "public"
     # accept-encoding reaches the server, a gzip answer passes, an unreadable one is not Toolgate's business.
@@ -538,12 +543,7 @@ def test_the_module_without_response_callbacks_serves_plans_without_list_filteri
     gw = gateway(callers_policy(), render_args=["--list-filtering", "off"], wasm=no_lists_wasm)
     assert_allowed(gw.call("get-sum", agent="agent-b"))
     assert_denied(gw.call("echo", agent="agent-b"))
-    for modern in (False, True):
-        for method in LISTS:
-            r = listing(gw, method, modern=modern, agent="agent-b")
-            assert_allowed(r)
-            assert r.response.body == direct(gw, r, method, modern=modern).body
-            assert " list=" not in gw.decision(r)
+    assert_every_list_unchanged(gw, "agent-b")
 
 
 def test_the_module_without_response_callbacks_refuses_a_plan_that_filters_lists(gateway, no_lists_wasm):

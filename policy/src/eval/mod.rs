@@ -184,6 +184,12 @@ pub struct Route<'e> {
 }
 
 impl<'e> Route<'e> {
+    /// The authorizer of `level`'s ExternalAuth policy on this route, if it has one (the one a
+    /// [`Step::Authorize`] at that level calls).
+    pub fn authorizer(&self, level: Level) -> Option<&'e AuthorizerPlan> {
+        self.levels.iter().flatten().find(|l| l.level == level)?.external_auth.as_ref().map(|ea| &ea.authorizer)
+    }
+
     /// False when no policy applies: the filter lets the request through without reading it.
     pub fn under_policy(&self) -> bool {
         self.levels.iter().any(Option::is_some)

@@ -3,8 +3,7 @@
 
 use super::{deny_counter, headers, record, with_request, CallAnswer, Context, Counter, Host, Request, State};
 use crate::authz::{self, Answer};
-use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Level, Step, Verdict};
-use crate::plan::{AuthorizerPlan, CompiledPlan};
+use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Step, Verdict};
 use crate::response;
 
 /// How much earlier than the plan's timeout a failed call still counts as timed out (see
@@ -31,7 +30,7 @@ impl Request {
         // first step kept). Anything else is answered from the call, re-derived (the walk is
         // deterministic): the decision so far.
         let debug_reasons = ev.plan().settings.debug_reasons;
-        let read = authorizer_of(ev.plan(), held.cluster.as_deref(), pending.level)
+        let read = ev.route(held.cluster.as_deref()).authorizer(pending.level)
             .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, elapsed >= timeout));
         let outcome = match read {
             Answer::Allow(edits) => Ok(edits),
@@ -135,14 +134,4 @@ fn denial_of(call: AuthzCall<'_>, answer: Answer, body: BodyInput<'_, '_>, debug
             }
         }
     }
-}
-
-/// The authorizer of `level`'s ExternalAuth policy on the route to `cluster` (what [`Evaluator::route`]
-/// walks).
-fn authorizer_of<'p>(plan: &'p CompiledPlan, cluster: Option<&str>, level: Level) -> Option<&'p AuthorizerPlan> {
-    let level = match level {
-        Level::Gateway => Some(&plan.gateway),
-        Level::Backend => cluster.and_then(|c| plan.backends.get(c)),
-    };
-    level.and_then(|l| l.external_auth.as_ref()).map(|ea| &ea.authorizer)
 }

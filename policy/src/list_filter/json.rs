@@ -171,16 +171,7 @@ pub(super) fn rewrite(
     }
     let mut done = r.done;
     if !r.edits.is_empty() {
-        r.edits.sort_by_key(|(range, _)| range.start);
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for (range, replacement) in r.edits {
-            out.push_str(text.get(at..range.start).unwrap_or_default());
-            out.push_str(&replacement);
-            at = range.end;
-        }
-        out.push_str(text.get(at..).unwrap_or_default());
-        done.text = Some(out);
+        done.text = Some(super::splice(text, r.edits));
     }
     Ok(done)
 }

@@ -56,16 +56,7 @@ pub fn rewrite_json(
         }
     }
     if !edits.is_empty() {
-        edits.sort_by_key(|(r, _)| r.start);
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for (range, replacement) in edits {
-            out.push_str(text.get(at..range.start).unwrap_or_default());
-            out.push_str(&replacement);
-            at = range.end;
-        }
-        out.push_str(text.get(at..).unwrap_or_default());
-        done.text = Some(out);
+        done.text = Some(super::splice(text, edits));
     }
     Ok(done)
 }
