@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 NOTES = Path(__file__).resolve().parent / "notes.md"
 
 COLORS = {"a": "#9e9e9e", "b": "#5b8def", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "cn": "#f6a04d", "c26": "#f39c12", "c0": "#f4b183", "d": "#c0392b",
-          "e": "#2e8b57", "f1": "#d4a017", "f2": "#b8860b", "g1": "#1f77b4", "g2": "#66a182",
+          "e": "#2e8b57", "f1": "#d4a017", "f2": "#b8860b", "g0": "#aec7e8", "g1": "#1f77b4", "g2": "#66a182",
           "l1": "#17becf", "l0": "#9edae5"}
 
 # (c) in the last report before the request lifecycle moved into the engine and the filter dropped the
@@ -21,7 +21,7 @@ PREVIOUS_C = {"commit": "091d54c", "Ir": 291.7e3, "est_cycles": 439.0e3, "a_Ir":
 
 # Rows compared with another row than bare Envoy: what CEL, ExternalAuth and the earlier filter add to (c),
 # and list filtering to the same tools/list unfiltered.
-BASES = {"c0": "c", "cn": "c", "c26": "c", "f1": "c", "f2": "c", "g1": "c", "g2": "a", "e": "a", "l1": "l0"}
+BASES = {"c0": "c", "cn": "c", "c26": "c", "f1": "c", "f2": "c", "g0": "n", "g1": "c", "g2": "a", "e": "a", "l1": "l0"}
 # Rows whose request is a tools/list (bench/run.py LIST_KEYS), timed in the 300 B body's place.
 LIST_KEYS = ("l1", "l0")
 
@@ -231,6 +231,17 @@ def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
             oks.append(s1 <= s2)
         rows.append(("(g1) Toolgate's ExternalAuth gRPC callout costs no more Envoy CPU than Envoy's ext_authz gRPC (g2)",
                      timed, cgt, verdict(*oks) if len(oks) == 2 else verdict(*(oks or [None]))))
+    if "g0" in cg and "n" in cg and "g2" in cg and "a" in cg:
+        i0, i2 = cg["g0"]["Ir"] - cg["n"]["Ir"], cg["g2"]["Ir"] - cg["a"]["Ir"]
+        s0, s2 = sc["g0"] - sc["n"], sc["g2"] - sc["a"]
+        g0 = small.get("g0")
+        timed = ""
+        if g0 and small.get("n") and g2 and g2.get("d_cpu") is not None:
+            timed = f"(g0) − (n) {g0['cpu'] - small['n']['cpu']:+.1f} µs vs (g2) − (a) {g2['d_cpu']:+.1f} µs"
+        rows.append(("(g0) the floor of a gRPC callout through proxy-wasm (a filter that only holds the request, "
+                     "sends a fixed CheckRequest and resumes), over the no-op filter (n), beside ext_authz (g2) over (a)",
+                     timed, f"(g0) − (n) {i0 / 1e3:+,.1f} k instructions, {s0:+.1f} µs vs (g2) − (a) {i2 / 1e3:+,.1f} k, "
+                            f"{s2:+.1f} µs", "reported"))
     l1, l0 = small.get("l1"), small.get("l0")
     if ("l1" in cg and "l0" in cg) or (l1 and l1.get("vs_l0")):
         lst = results.get("list") or {}

@@ -32,9 +32,11 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,6 +52,7 @@ WASM_TOOLGATE = REPO / "target/wasm32-wasip1/release/toolgate_filter.wasm"
 WASM_NO_LISTS = REPO / "target/wasm32-wasip1/release/toolgate_filter_no_list_filtering.wasm"
 WASM_NOOP = REPO / "target/wasm32-wasip1/release/toolgate_bench_noop_filter.wasm"
 WASM_NAIVE = REPO / "target/wasm32-wasip1/release/toolgate_bench_naive_filter.wasm"
+WASM_CALLOUT = REPO / "target/wasm32-wasip1/release/toolgate_bench_callout_filter.wasm"
 TOOLGATE = REPO / "target/release/toolgate"
 UPSTREAM = REPO / "target/release/bench-upstream"
 AUTHZ = REPO / "target/release/bench-authz"
@@ -80,6 +83,7 @@ CONFIGS = {
     "f1": ("Toolgate, CEL tool_name", "`toolgate render` output: 1 gateway-level XAccessPolicy, 1 rule: SPIFFE source (as (c)) + CEL `request.mcp.tool_name == 'tool-00017'`"),
     "f2": ("Toolgate, CEL argument", "as (f1), the CEL expression `request.mcp.tool_name == 'tool-00017' && request.mcp.params.arguments.path == '/srv/data/report.txt'` (the body carries `arguments.path`; `params` is captured for it)"),
     "g1": ("Toolgate + ExternalAuth gRPC", "(c)'s plan plus a gateway-level `action: ExternalAuth` policy (`protocol: GRPC, grpc: {}`, no rules: every request) calling toolgate-test-authz (tests/authz-servers) over gRPC, then (c)'s Allow policy"),
+    "g0": ("proxy-wasm gRPC callout alone", "(g1)'s Envoy configuration with bench/callout-filter in Toolgate's place: holds the request, sends a fixed CheckRequest (the one Toolgate sends for the benchmark's call: principal, the request's headers, `mcp_proxy`) to the same authorizer through proxy-wasm's gRPC call, resumes on its answer; reads nothing, counts nothing: the floor of a callout through the proxy-wasm ABI, against (n)"),
     "g2": ("ext_authz (gRPC)", "envoy.filters.http.ext_authz, `grpc_service.envoy_grpc` (HTTP/2 cluster), `with_request_body`, router only: the same authorizer and rule file as (g1)"),
     "l1": ("Toolgate, tools/list filtered", "`toolgate render --list-filtering on` output: 1 gateway-level XAccessPolicy, 1 rule: SPIFFE source (as (c)), `MATCH_BASE_PROTOCOL_METHODS` (tools/list is one) and tools/call of 10 of the upstream's 100 tools (every tenth); the request is a `tools/list` POST (`Mcp-Method: tools/list`, no `Mcp-Name`), the upstream answers a JSON result of 100 tools of 300 B each (~30 KB, content-length set), the filter keeps the 10"),
     "l0": ("Toolgate, tools/list unfiltered", "(l1)'s policy rendered with `--list-filtering off`: the same request, authorized the same way; the 100-tool answer passes unchanged (the filter does no work on responses)"),
@@ -87,7 +91,7 @@ CONFIGS = {
 # Opt-in (`--baseline REV`): (c)'s configuration with the filter .wasm built at another commit.
 BASELINE_KEY = "c0"
 # Rows timed with the 300 B body only (their targets are about 300 B calls; keeps `make bench` short).
-SMALL_ONLY = {"cn", "f1", "f2", "g1", "g2", "c26", "l1", "l0", BASELINE_KEY}
+SMALL_ONLY = {"cn", "f1", "f2", "g0", "g1", "g2", "c26", "l1", "l0", BASELINE_KEY}
 # Rows whose request is the MCP 2026-07-28 form of the call: the body carries params._meta's protocol
 # version and the request this header besides (c)'s Mcp-Method and Mcp-Name.
 V26 = "2026-07-28"
@@ -415,6 +419,14 @@ class Envoy:
             time.sleep(0.05)
         raise RuntimeError(f"envoy {self.key} not ready after {timeout}s:\n{harness.tail(self.log_path)}")
 
+    def counter(self, name: str) -> int:
+        """A counter from the admin interface (0 when Envoy has none of that name)."""
+        admin = self.admin_path.read_text().strip()
+        r = harness.request("GET", f"http://{admin}/stats?format=json&filter={urllib.parse.quote('^' + re.escape(name) + '$', safe='')}",
+                             timeout=5)
+        stats = json.loads(r.body).get("stats", [])
+        return int(next((x.get("value", 0) for x in stats if x.get("name") == name), 0))
+
     def plan_loads(self) -> list[tuple[int, float]]:
         """(plan bytes, milliseconds) of each plan load the filter logged."""
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -539,6 +551,74 @@ def edit_naive(lds, cds):
 
 def edit_none(lds, cds):
     pass
+
+
+def _pb_varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _pb_len(field: int, payload: bytes) -> bytes:
+    return _pb_varint(field << 3 | 2) + _pb_varint(len(payload)) + payload
+
+
+def _pb_str(field: int, text: str) -> bytes:
+    return _pb_len(field, text.encode()) if text else b""
+
+
+def _pb_value(v) -> bytes:
+    """The fields of a google.protobuf.Value of the JSON value `v`."""
+    if v is None:
+        return _pb_varint(1 << 3) + b"\0"
+    if isinstance(v, bool):
+        return _pb_varint(4 << 3) + _pb_varint(int(v))
+    if isinstance(v, (int, float)):
+        return _pb_varint(2 << 3 | 1) + struct.pack("<d", float(v))
+    if isinstance(v, str):
+        return _pb_len(3, v.encode())
+    if isinstance(v, dict):
+        return _pb_len(5, _pb_struct(v))
+    return _pb_len(6, b"".join(_pb_len(1, _pb_value(x)) for x in v))
+
+
+def _pb_struct(d: dict) -> bytes:
+    return b"".join(_pb_len(1, _pb_str(1, k) + _pb_len(2, _pb_value(v))) for k, v in d.items())
+
+
+def check_request(body: bytes, authority: str) -> bytes:
+    """The CheckRequest Toolgate sends for the benchmark's call (policy/src/authz.rs: the caller's
+    principal, the request's HTTP attributes and every header as the filter sees wrk's POST behind
+    Envoy's HCM, `mcp_proxy` with the parsed message), encoded here for (g0)."""
+    msg = json.loads(body)
+    headers = [(":authority", authority), (":path", "/mcp"), (":method", "POST"), (":scheme", "https"),
+               ("content-length", str(len(body))), ("content-type", "application/json"),
+               ("accept", "application/json, text/event-stream"), ("mcp-method", "tools/call"), ("mcp-name", TOOL),
+               ("x-forwarded-proto", "https"), ("x-request-id", "6f1c2a4e-8d3b-4f5a-9c7e-2b1d0e9f8a7c")]
+    http = (_pb_str(1, headers[-1][1]) + _pb_str(2, "POST")
+            + b"".join(_pb_len(3, _pb_str(1, k) + _pb_str(2, v)) for k, v in headers)
+            + _pb_str(4, "/mcp") + _pb_str(5, authority) + _pb_str(6, "https")
+            + _pb_varint(9 << 3) + _pb_varint(len(body)) + _pb_str(10, "HTTP/1.1"))
+    mcp = {"id": msg["id"], "jsonrpc": "2.0", "method": msg["method"], "params": msg["params"]}
+    attributes = (_pb_len(1, _pb_str(4, PRINCIPAL)) + _pb_len(2, b"") + _pb_len(4, _pb_len(2, http))
+                  + _pb_len(11, _pb_len(1, _pb_str(1, "mcp_proxy") + _pb_len(2, _pb_struct(mcp)))))
+    return _pb_len(1, attributes)
+
+
+def edit_callout(body: bytes, port: int):
+    """(g0): (g1)'s configuration (its authorizer cluster included) with bench/callout-filter in place of
+    Toolgate's filter, configured with (g1)'s authorizer and the CheckRequest of `body`."""
+    def edit(lds, cds):
+        cfg = hcm_of(lds)["http_filters"][0]["typed_config"]["config"]
+        authorizer = json.loads(cfg["configuration"]["value"])["gateway"]["externalAuth"]["authorizer"]
+        upstream = _pb_len(1, _pb_str(1, authorizer["cluster"]) + _pb_str(2, authorizer["authority"]))
+        cfg["name"] = cfg["root_id"] = cfg["vm_config"]["vm_id"] = "callout"
+        cfg["vm_config"]["code"]["local"]["filename"] = str(WASM_CALLOUT)
+        cfg["configuration"]["value"] = f"{upstream.hex()} {check_request(body, f'127.0.0.1:{port}').hex()}"
+    return edit
 
 
 def edit_ext_authz(authz: Server):
@@ -786,6 +866,8 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
             raise RuntimeError(f"config {key}: the {name} benchmark request was not allowed: {r.status} {r.text[:200]}")
     if key in ("a", "n"):
         return "allows everything (no rule)"
+    if key == "g0":
+        return "allows everything after the authorizer answers (no rule of its own; the calls are counted below)"
     if key == "s":
         wrong = call("agent-a", DENIED_TOOL, bodies["300B"].replace(TOOL.encode(), DENIED_TOOL.encode()))
         if not denied(wrong):
@@ -816,7 +898,7 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
 
 # Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
 # 1.5 MB module at valgrind speed), so they go first.
-CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "f1", "f2", "d", "a", "n", "e", "g2")
+CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "g0", "f1", "f2", "d", "a", "n", "e", "g2")
 
 
 def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int,
@@ -938,12 +1020,12 @@ def micro(quick: bool) -> dict:
 
 def build() -> None:
     log("building: toolgate (release), bench servers, test authorizer, the filter's two modules (`make wasm`), "
-        "no-op and naive filters")
+        "no-op, naive and callout filters")
     sh(["cargo", "build", "--locked", "-q", "--release", "-p", "toolgate", "-p", "toolgate-bench-servers",
         "-p", "toolgate-test-authz"])
     sh(["make", "-s", "wasm"], cwd=REPO, stdout=subprocess.DEVNULL)
     sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1",
-        "-p", "toolgate-bench-noop-filter", "-p", "toolgate-bench-naive-filter"])
+        "-p", "toolgate-bench-noop-filter", "-p", "toolgate-bench-naive-filter", "-p", "toolgate-bench-callout-filter"])
 
 
 def build_without_cel() -> int | None:
@@ -1139,10 +1221,12 @@ def main() -> int:
                                     ("g1", policies_g1, [f"{AUTHZ_SERVICE}.{NS}={authz_grpc.address}"], []),
                                     ("l1", policies_l, [], ["--list-filtering", "on"]),
                                     ("l0", policies_l, [], ["--list-filtering", "off"])):
-            if k in keys:
+            if k in keys or (k == "g1" and "g0" in keys):
                 d, _ = render(k, pol(), certs, upstream, ports[k], BACKENDS, resolve=extra, extra=opts,
                               wasm=WASM_NO_LISTS if k == "cn" else WASM_TOOLGATE)
                 dirs[k] = derive(d, f"cfg-{k}", edit_none)
+                if k == "g1" and "g0" in keys:
+                    dirs["g0"] = derive(d, "cfg-g0", rebased(ports["g0"])(edit_callout(bodies["300B"], ports["g0"])))
         for k in (k for k in keys if k in LIST_KEYS | {"cn"}):
             # The plan says it: listFiltering is written only when off.
             on = plan_of(dirs[k])["settings"].get("listFiltering", True)
@@ -1198,6 +1282,13 @@ def main() -> int:
             checks[k] = sanity(k, ports[k], certs, modern_bodies if k in MODERN else
                                {b: bodies[b] for b in BODIES if k not in SMALL_ONLY or b == "300B"})
             log(f"({k}) {CONFIGS[k][0]}: {checks[k]}")
+        if "g0" in keys:
+            # The callout filter lets a request go on if the host refuses its call: make sure it calls.
+            cluster = plan_of(dirs["g1"])["gateway"]["externalAuth"]["authorizer"]["cluster"]
+            calls = envoys["g0"].counter(f"cluster.{cluster}.upstream_rq_total")
+            if calls < 1:
+                raise RuntimeError(f"config g0: no call reached the authorizer cluster {cluster}")
+            checks["g0"] += f"; {calls} call(s) to {cluster} for the check's request"
         plan_loads = {}
         for k in (k for k in keys if k in ("c", "d")):
             plan_loads[k] = harness.wait_for(envoys[k].plan_loads, timeout=20, what=f"plan load log line of ({k})")

@@ -4,6 +4,9 @@
 // runs it under callgrind to count the instructions spent in the filter's own code per request,
 // function by function, which callgrind on Envoy cannot name (JIT code).
 //
+// A plan with a gateway-level gRPC ExternalAuth policy ((g1) of make bench) makes each request a
+// callout: the call is answered OK at once (what toolgate-test-authz answers), the request resumed.
+//
 // usage: node --no-liftoff --single-threaded host.mjs FILTER.wasm PLAN.json BODY.json N
 import fs from 'node:fs';
 
@@ -22,6 +25,9 @@ const headers = [
   ['x-forwarded-proto', 'https'], ['x-request-id', '6c1b2f9e-2a55-4c1e-9a83-0d1f3c1e2b7a'],
 ];
 const principal = enc.encode('spiffe://cluster.local/ns/default/sa/a');
+const callout = JSON.parse(plan.toString()).gateway?.externalAuth?.authorizer?.protocol === 'grpc';
+// CheckResponse { status: {} (OK), ok_response: {} }.
+const checkOk = new Uint8Array([0x0a, 0x00, 0x1a, 0x00]);
 
 /** proxy-wasm's serialised header map: count, (name length, value length)*, (name NUL value NUL)*. */
 function serializeMap(pairs) {
@@ -54,17 +60,20 @@ function give(data, retPtr, retSize) {
 }
 const OK = 0, NOT_FOUND = 1;
 let decision = '';
+let calls = 0, resumed = 0;
 const env = {
   proxy_get_header_map_pairs: (type, retPtr, retSize) => give(headerBlock, retPtr, retSize),
   proxy_get_property: (pathPtr, pathSize, retPtr, retSize) => {
     const path = dec.decode(bytes().slice(pathPtr, pathPtr + pathSize));
     if (path === 'connection\0uri_san_peer_certificate') return give(principal, retPtr, retSize);
     if (path === 'plugin_name') return give(enc.encode('toolgate'), retPtr, retSize);
+    if (path === 'request\0protocol') return give(enc.encode('HTTP/1.1'), retPtr, retSize);
     return NOT_FOUND;
   },
   proxy_get_buffer_bytes: (type, start, max, retPtr, retSize) => {
     if (type === 7) return give(plan, retPtr, retSize); // plugin configuration
     if (type === 0) return give(body.subarray(start, start + max), retPtr, retSize); // request body
+    if (type === 5) return give(checkOk, retPtr, retSize); // gRPC call answer
     return NOT_FOUND;
   },
   proxy_set_property: (pathPtr, pathSize, valuePtr, valueSize) => {
@@ -79,6 +88,11 @@ const env = {
     if (level >= 3) console.error(dec.decode(bytes().slice(msgPtr, msgPtr + msgSize)));
     return OK;
   },
+  proxy_get_log_level: (retPtr) => { view().setUint32(retPtr, 2, true); return OK; }, // info
+  proxy_set_tick_period_milliseconds: () => OK,
+  proxy_grpc_call: (...args) => { calls += 1; view().setUint32(args[11], calls, true); return OK; },
+  proxy_set_effective_context: () => OK,
+  proxy_continue_stream: () => { resumed += 1; return OK; },
   proxy_get_shared_data: () => NOT_FOUND,
   proxy_set_shared_data: () => OK,
 };
@@ -102,11 +116,18 @@ exports._initialize?.();
 exports.proxy_on_context_create(1, 0);
 if (!exports.proxy_on_vm_start(1, 0) || !exports.proxy_on_configure(1, plan.length)) throw new Error('the plan did not load');
 
-const CONTINUE = 0;
+const CONTINUE = 0, PAUSE = 1;
 function request(id) {
   exports.proxy_on_context_create(id, 1);
   const onHeaders = exports.proxy_on_request_headers(id, headers.length, 0);
   const onBody = exports.proxy_on_request_body(id, body.length, 1);
+  if (callout) {
+    const [made, before] = [calls, resumed];
+    exports.proxy_on_grpc_receive(1, calls, checkOk.length);
+    const ok = onHeaders === PAUSE && onBody === PAUSE && calls === made && resumed === before + 1;
+    exports.proxy_on_delete(id);
+    return ok;
+  }
   exports.proxy_on_delete(id);
   return onHeaders === CONTINUE && onBody === CONTINUE;
 }

@@ -52,8 +52,8 @@ pub(crate) struct CallInput<'a> {
     pub body: &'a [u8],
 }
 
-pub(crate) struct Prepared {
-    pub cluster: String,
+pub(crate) struct Prepared<'p> {
+    pub cluster: &'p str,
     pub call: PreparedCall,
 }
 
@@ -88,7 +88,7 @@ pub(crate) enum HeaderEdit {
     Remove(String),
 }
 
-pub(crate) fn prepare(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Prepared {
+pub(crate) fn prepare<'p>(authorizer: &'p AuthorizerPlan, input: &CallInput<'_>) -> Prepared<'p> {
     let call = match &authorizer.protocol {
         AuthorizerProtocol::Grpc => PreparedCall::Grpc {
             upstream: grpc_service(authorizer),
@@ -96,7 +96,7 @@ pub(crate) fn prepare(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Pre
         },
         AuthorizerProtocol::Http { path_prefix, .. } => http_call(authorizer, path_prefix, input),
     };
-    Prepared { cluster: authorizer.cluster.clone(), call }
+    Prepared { cluster: &authorizer.cluster, call }
 }
 
 /// The body prefix sent with `forwardBody`, and whether it is partial.
@@ -130,61 +130,99 @@ fn grpc_service(authorizer: &AuthorizerPlan) -> Vec<u8> {
 /// straight to bytes (wire.rs says why; authz/tests.rs checks they decode the same).
 fn check_request_bytes(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Vec<u8> {
     let req = input.req;
-    // `headers` is a map: by name (a stable sort keeps repeated headers' values in order), repeated
-    // headers joined with "," as Envoy's ext_authz does.
+    // `headers` is a map: repeated headers are brought together by a stable sort (which keeps their
+    // values in order) and joined with "," as Envoy's ext_authz does. Map entries have no order:
+    // without repeated names (the usual request, found by comparing lengths first) the headers are
+    // written as they came, else sorted by length, then name.
     // Sized up front: collected from a filter, the Vec would grow (reallocate) twice for 11 headers.
     let mut sent: Vec<(&str, &str)> = Vec::with_capacity(req.headers.len() + 1);
     sent.extend(sent_headers(authorizer, req));
-    sent.sort_by(|a, b| a.0.cmp(b.0));
     let (body, partial) = forwarded_body(authorizer, input.body);
     if partial {
         sent.retain(|(name, _)| *name != PARTIAL_BODY_HEADER);
-        let at = sent.partition_point(|(name, _)| *name < PARTIAL_BODY_HEADER);
-        sent.insert(at, (PARTIAL_BODY_HEADER, "true"));
+        sent.push((PARTIAL_BODY_HEADER, "true"));
     }
-    let params = input.message.and_then(|m| m.params).map_or(0, str::len);
-    let headers: usize = sent.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
-    let mut w = Writer::with_capacity(160 + headers + body.len() + 2 * params + req.path.len() + req.authority.len());
-    // CheckRequest.attributes (1): AttributeContext.
-    w.message(1, |w| {
-        // source (1): Peer.principal (4); destination (2): an empty Peer.
-        w.message(1, |w| w.bytes(4, req.principal.unwrap_or_default().as_bytes()));
-        w.message(2, |_| ());
-        // request (4): Request.http (2): HttpRequest.
-        w.message(4, |w| {
-            w.message(2, |w| {
-                w.bytes(1, input.request_id.as_bytes());
-                w.bytes(2, req.method.as_bytes());
-                let mut i = 0;
-                while i < sent.len() {
-                    let name = sent[i].0;
-                    let same = sent[i..].iter().take_while(|(n, _)| *n == name).count();
-                    if same == 1 {
-                        w.string_entry(3, name, sent[i].1);
-                    } else {
-                        let joined: Vec<&str> = sent[i..i + same].iter().map(|(_, v)| *v).collect();
-                        w.string_entry(3, name, &joined.join(","));
-                    }
-                    i += same;
-                }
-                w.bytes(4, req.path.as_bytes());
-                w.bytes(5, req.authority.as_bytes());
-                w.bytes(6, input.scheme.as_bytes());
-                let size = if input.body.is_empty() { -1 } else { i64::try_from(input.body.len()).unwrap_or(i64::MAX) };
-                w.int64(9, size);
-                w.bytes(10, input.protocol.as_bytes());
-                match std::str::from_utf8(body) {
-                    Ok(text) => w.bytes(11, text.as_bytes()),
-                    Err(_) => w.bytes(12, body),
-                }
-            })
-        });
-        // metadata_context (11): Metadata.filter_metadata (1)["mcp_proxy"], a Struct.
-        if let Some(m) = input.message {
-            w.message(11, |w| w.map_entry(1, MCP_METADATA_KEY, |w| mcp_fields(w, m)));
-        }
+    let grouped: Vec<(&str, String)>;
+    let entries: Vec<(&str, &str)> = if all_distinct(&sent) {
+        sent
+    } else {
+        sent.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.cmp(b.0)));
+        grouped = sent
+            .chunk_by(|a, b| a.0 == b.0)
+            .map(|same| (same.first().map_or("", |h| h.0), same.iter().map(|(_, v)| *v).collect::<Vec<_>>().join(",")))
+            .collect();
+        grouped.iter().map(|(name, value)| (*name, value.as_str())).collect()
+    };
+    let principal = req.principal.unwrap_or_default().as_bytes();
+    let size = if input.body.is_empty() { -1 } else { i64::try_from(input.body.len()).unwrap_or(i64::MAX) };
+    let body_field = if std::str::from_utf8(body).is_ok() { 11 } else { 12 };
+    // The mcp_proxy Struct is written first, into its own buffer: its length is then known, like
+    // every other length, and the messages around it are written once with their lengths (no
+    // placeholder patched and moved for them; wire.rs).
+    let meta = input.message.map(|m| {
+        let params = m.params.map_or(0, str::len);
+        let mut w = Writer::with_capacity(64 + 2 * params);
+        mcp_fields(&mut w, m);
+        w.buf
     });
+    // Sizes, innermost first: HttpRequest, Request, the filter_metadata entry, AttributeContext.
+    let http = wire::bytes_size(1, input.request_id.len())
+        + wire::bytes_size(2, req.method.len())
+        + entries.iter().map(|(name, value)| wire::string_entry_size(3, name, value)).sum::<usize>()
+        + wire::bytes_size(4, req.path.len())
+        + wire::bytes_size(5, req.authority.len())
+        + wire::bytes_size(6, input.scheme.len())
+        + wire::int64_size(9, size)
+        + wire::bytes_size(10, input.protocol.len())
+        + wire::bytes_size(body_field, body.len());
+    let request = wire::message_size(2, http);
+    let entry = meta.as_ref().map(|m| wire::bytes_size(1, MCP_METADATA_KEY.len()) + wire::message_size(2, m.len()));
+    let metadata = entry.map(|e| wire::message_size(1, e));
+    let attributes = wire::message_size(1, wire::bytes_size(4, principal.len()))
+        + wire::message_size(2, 0)
+        + wire::message_size(4, request)
+        + metadata.map_or(0, |m| wire::message_size(11, m));
+    let mut w = Writer::with_capacity(wire::message_size(1, attributes));
+    // CheckRequest.attributes (1): AttributeContext.
+    w.head(1, attributes);
+    // source (1): Peer.principal (4); destination (2): an empty Peer.
+    w.head(1, wire::bytes_size(4, principal.len()));
+    w.bytes(4, principal);
+    w.head(2, 0);
+    // request (4): Request.http (2): HttpRequest.
+    w.head(4, request);
+    w.head(2, http);
+    w.bytes(1, input.request_id.as_bytes());
+    w.bytes(2, req.method.as_bytes());
+    for (name, value) in &entries {
+        w.string_entry(3, name, value);
+    }
+    w.bytes(4, req.path.as_bytes());
+    w.bytes(5, req.authority.as_bytes());
+    w.bytes(6, input.scheme.as_bytes());
+    w.int64(9, size);
+    w.bytes(10, input.protocol.as_bytes());
+    w.bytes(body_field, body);
+    // metadata_context (11): Metadata.filter_metadata (1)["mcp_proxy"], a Struct.
+    if let (Some(meta), Some(entry), Some(metadata)) = (meta, entry, metadata) {
+        w.head(11, metadata);
+        w.head(1, entry);
+        w.bytes(1, MCP_METADATA_KEY.as_bytes());
+        w.head(2, meta.len());
+        w.buf.extend_from_slice(&meta);
+    }
+    debug_assert_eq!(w.buf.len(), wire::message_size(1, attributes));
     w.buf
+}
+
+/// Whether no name comes twice. Pairwise, lengths first (most names differ in length): cheaper in the
+/// VM than sorting by name for a request's dozen headers; past 32 headers the sort's n·log n is
+/// the bound, so those are reported as possibly repeated.
+fn all_distinct(headers: &[(&str, &str)]) -> bool {
+    headers.len() <= 32
+        && headers.iter().enumerate().all(|(i, (name, _))| {
+            headers.get(..i).unwrap_or_default().iter().all(|(other, _)| other.len() != name.len() || other != name)
+        })
 }
 
 /// The fields of the JSON-RPC message's Struct (see [`mcp_struct`]), in prost's (sorted) order.
@@ -299,12 +337,14 @@ fn http_call(authorizer: &AuthorizerPlan, path_prefix: &str, input: &CallInput<'
 }
 
 /// Reads how a call ended. `timed_out`: the plan's timeout had passed when it ended.
-pub(crate) fn read_answer(authorizer: &AuthorizerPlan, answer: CallAnswer, timed_out: bool) -> Answer {
-    let failed = || Answer::Fail(if timed_out { AuthzFailure::Timeout } else { AuthzFailure::Unavailable });
+/// `timed_out`: whether the call ran out of time, asked only of a call that failed (an allow does
+/// not read the clock).
+pub(crate) fn read_answer(authorizer: &AuthorizerPlan, answer: CallAnswer, timed_out: impl FnOnce() -> bool) -> Answer {
+    let failed = |timed_out: bool| Answer::Fail(if timed_out { AuthzFailure::Timeout } else { AuthzFailure::Unavailable });
     match (answer, &authorizer.protocol) {
-        (CallAnswer::Failed, _) => failed(),
+        (CallAnswer::Failed, _) => failed(timed_out()),
         (CallAnswer::Grpc { status, .. }, AuthorizerProtocol::Grpc) if status != 0 => {
-            if status == GRPC_DEADLINE_EXCEEDED || timed_out {
+            if status == GRPC_DEADLINE_EXCEEDED || timed_out() {
                 Answer::Fail(AuthzFailure::Timeout)
             } else {
                 Answer::Fail(AuthzFailure::Unavailable)
@@ -316,7 +356,7 @@ pub(crate) fn read_answer(authorizer: &AuthorizerPlan, answer: CallAnswer, timed
         },
         (CallAnswer::Http { headers, body }, AuthorizerProtocol::Http { allowed_response_headers, .. }) => {
             match read_http_response(allowed_response_headers, headers, body) {
-                Answer::Fail(AuthzFailure::Unavailable) if timed_out => Answer::Fail(AuthzFailure::Timeout),
+                Answer::Fail(AuthzFailure::Unavailable) if timed_out() => Answer::Fail(AuthzFailure::Timeout),
                 answer => answer,
             }
         }

@@ -67,6 +67,15 @@ impl<V> StrMap<V> {
         self.get_key_value(key).map(|(_, v)| v)
     }
 
+    /// The value of the key spelled by `key` (bytes that are not UTF-8 are no key).
+    pub fn get_bytes(&self, key: &[u8]) -> Option<&V> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let index = self.find(key, self.hash(key)).ok()?;
+        Some(&self.entries.get(index)?.value)
+    }
+
     /// The stored key (equal to `key`) and its value.
     pub fn get_key_value(&self, key: &str) -> Option<(&str, &V)> {
         if self.entries.is_empty() {

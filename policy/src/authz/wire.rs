@@ -16,15 +16,17 @@
 //! the gain is lies less in this pass than in sharing the scanner with the reader (numbers are still
 //! converted by serde_json unless they are short integers, so every double is the one serde_json
 //! gives; `json_values_are_written_as_serde_json_reads_them` compares the two on numbers of every
-//! form, nesting at serde_json's limit and text it refuses). Headers, whose lengths are known,
-//! are written without placeholders; the header list is sized up front.
+//! form, nesting at serde_json's limit and text it refuses).
 //!
-//! A nested message gets a one-byte length placeholder, patched when it ends (and widened, moving
-//! its bytes, only when it is 128 bytes or longer), so nothing is measured twice. Fields are written
-//! as prost writes them: in field-number order, proto3 defaults (empty strings, zero integers)
-//! left out, oneof members always written. The `params` Struct keeps its keys in the body's order
-//! (prost's BTreeMap sorts them): the same map once decoded; a repeated key is written twice and
-//! the last one wins when decoded, as it did in the BTreeMap.
+//! Lengths: every message whose size is known before it is written (the headers, the request's
+//! attributes, and the messages around the `mcp_proxy` Struct once that is written: `head` and the
+//! `*_size` functions) gets its length up front. Within a Struct written from JSON text, a nested
+//! message gets a one-byte length placeholder, patched when it ends (and widened, moving its
+//! bytes, only when it is 128 bytes or longer), so nothing is measured twice. Fields are written
+//! in field-number order, proto3 defaults (empty strings, zero integers) left out, oneof members
+//! always written; map entries (headers, Struct fields) in the order they come, which decodes to
+//! the same maps as prost's sorted BTreeMaps (a repeated Struct key is written twice and the last
+//! one wins when decoded, as in the BTreeMap).
 
 use crate::mcp::scan::{colon, decode_into, expected_at, scan_literal, scan_number, scan_string, skip_ws};
 use crate::mcp::NotMcp;
@@ -54,6 +56,12 @@ impl Writer {
 
     fn key(&mut self, field: u32, wire_type: u8) {
         self.varint(u64::from(field << 3 | u32::from(wire_type)));
+    }
+
+    /// The key and length of a nested message of `len` bytes, written next (see [`message_size`]).
+    pub fn head(&mut self, field: u32, len: usize) {
+        self.key(field, LEN);
+        self.varint(len as u64);
     }
 
     /// A `string` or `bytes` field (left out when empty, as proto3 does).
@@ -144,9 +152,7 @@ impl Writer {
     /// One entry of a `map<string, string>` field. Its length is known before it is written: no
     /// placeholder to patch (the request's headers are most of the entries written).
     pub fn string_entry(&mut self, field: u32, key: &str, value: &str) {
-        let part = |s: &str| if s.is_empty() { 0 } else { 1 + varint_len(s.len() as u64) + s.len() };
-        self.key(field, LEN);
-        self.varint((part(key) + part(value)) as u64);
+        self.head(field, bytes_size(1, key.len()) + bytes_size(2, value.len()));
         self.bytes(1, key.as_bytes());
         self.bytes(2, value.as_bytes());
     }
@@ -365,4 +371,32 @@ fn number(text: &str) -> Result<f64, NotAValue> {
 
 fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// What [`Writer::bytes`] writes of `len` bytes (nothing when empty).
+pub(crate) fn bytes_size(field: u32, len: usize) -> usize {
+    if len == 0 {
+        0
+    } else {
+        message_size(field, len)
+    }
+}
+
+/// A nested message of `inner` bytes, key and length included (always written).
+pub(crate) fn message_size(field: u32, inner: usize) -> usize {
+    varint_len(u64::from(field << 3)) + varint_len(inner as u64) + inner
+}
+
+/// What [`Writer::string_entry`] writes.
+pub(crate) fn string_entry_size(field: u32, key: &str, value: &str) -> usize {
+    message_size(field, bytes_size(1, key.len()) + bytes_size(2, value.len()))
+}
+
+/// What [`Writer::int64`] writes (nothing for 0).
+pub(crate) fn int64_size(field: u32, v: i64) -> usize {
+    if v == 0 {
+        0
+    } else {
+        varint_len(u64::from(field << 3)) + varint_len(v as u64)
+    }
 }

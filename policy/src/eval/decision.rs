@@ -110,7 +110,9 @@ impl<'p> Decision<'p> {
             Verdict::Allow if !self.under_policy => "allow (no policy)".to_string(),
             Verdict::Allow => {
                 // Built without `format!`: this runs for every allowed request in the filter.
-                let mut out = String::with_capacity(64);
+                let rules: usize = [&self.gateway_rule, &self.backend_rule].iter().flat_map(|r| r.iter()).map(|r| r.policy.len() + r.rule.len()).sum();
+                let authorized: usize = self.authorized.iter().flatten().map(|p| p.len() + 1).sum();
+                let mut out = String::with_capacity(32 + rules + authorized + if authorized > 0 { 15 } else { 0 });
                 out.push_str("allow gateway=");
                 for (i, rule) in [&self.gateway_rule, &self.backend_rule].into_iter().enumerate() {
                     if i == 1 {

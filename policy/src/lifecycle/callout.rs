@@ -24,14 +24,14 @@ impl Request {
         let timeout = u64::from(ev.plan().settings.authz_timeout_ms);
         // Envoy ends a call at its timeout by its own (coarse, cached) clock: measured against ours the
         // call can end a few ms "early" (298 ms for a 300 ms timeout, Envoy 1.40), hence the slack.
-        let elapsed = host.now_ms().saturating_sub(pending.started_ms) + TIMEOUT_SLACK_MS;
+        let timed_out = || host.now_ms().saturating_sub(pending.started_ms) + TIMEOUT_SLACK_MS >= timeout;
         // The answer is read by the authorizer of the level that called. An allow needs nothing
         // else: the request goes on to its next step (which rebuilds the body's read from what the
         // first step kept). Anything else is answered from the call, re-derived (the walk is
         // deterministic): the decision so far.
         let debug_reasons = ev.plan().settings.debug_reasons;
         let read = ev.route(held.cluster.as_deref()).authorizer(pending.level)
-            .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, elapsed >= timeout));
+            .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, timed_out));
         let outcome = match read {
             Answer::Allow(edits) => Ok(edits),
             denied => {

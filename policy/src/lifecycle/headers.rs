@@ -77,10 +77,12 @@ pub(crate) fn authorizers(plan: &CompiledPlan) -> impl Iterator<Item = &Authoriz
 /// the plan's header matchers name and those sent to authorizers; all of them when a gRPC
 /// authorizer takes every header. Only these are kept of the host's header map (less work per
 /// request); the decisions are the same. The lifecycle's own are numbered first, by their indexes
-/// in [`LIFECYCLE_HEADERS`]. Looked up by hash: the work per request header does not grow with the
-/// number of names the plan uses.
+/// in [`LIFECYCLE_HEADERS`], then [`HEADERS_READ`] ([`fixed_position`]); the plan's names after them,
+/// looked up by hash: the work per request header does not grow with the number of names the plan
+/// uses.
 #[derive(Debug, Default)]
 pub(crate) struct WantedHeaders {
+    /// The plan's names (numbered from [`FIXED_HEADERS`]).
     names: StrMap<usize>,
     all: bool,
     /// The last [`AUTHZ_ONLY`] of [`LIFECYCLE_HEADERS`] keep their numbers but are not collected.
@@ -108,8 +110,8 @@ impl WantedHeaders {
     /// The lifecycle's and the evaluator's headers, then `names`.
     pub fn with<'n>(names: impl Iterator<Item = &'n str>) -> Self {
         let mut map = StrMap::default();
-        for name in LIFECYCLE_HEADERS.iter().chain(HEADERS_READ.iter()).copied().chain(names) {
-            let next = map.len();
+        for name in names.filter(|n| fixed_position(n.as_bytes()).is_none()) {
+            let next = FIXED_HEADERS + map.len();
             map.get_or_insert_with(name, || next);
         }
         WantedHeaders { names: map, all: false, skip_authz_only: false }
@@ -117,7 +119,7 @@ impl WantedHeaders {
 
     /// Index of a wanted header; `usize::MAX` for one kept only because every header is.
     fn position(&self, name: &[u8]) -> Option<usize> {
-        let found = std::str::from_utf8(name).ok().and_then(|n| self.names.get(n)).copied();
+        let found = fixed_position(name).or_else(|| self.names.get_bytes(name).copied());
         match found {
             Some(i) if self.skip_authz_only && (LIFECYCLE_HEADERS.len() - AUTHZ_ONLY..LIFECYCLE_HEADERS.len()).contains(&i) => {
                 self.all.then_some(i)
@@ -126,6 +128,30 @@ impl WantedHeaders {
             None => self.all.then_some(usize::MAX),
         }
     }
+}
+
+/// How many wanted headers every plan has: [`LIFECYCLE_HEADERS`], then [`HEADERS_READ`].
+const FIXED_HEADERS: usize = LIFECYCLE_HEADERS.len() + HEADERS_READ.len();
+
+/// The index of one of the [`FIXED_HEADERS`] (in [`LIFECYCLE_HEADERS`] then [`HEADERS_READ`] order).
+/// A `match` rather than the hash map: every request header is looked up, and comparing a name with
+/// these constants (by length first) costs less in the VM than hashing it (and checking it is
+/// UTF-8 first); `fixed_headers_are_numbered_in_order` keeps it in step with the two lists.
+fn fixed_position(name: &[u8]) -> Option<usize> {
+    Some(match name {
+        b":method" => 0,
+        b":path" => 1,
+        b":authority" => 2,
+        b"content-type" => 3,
+        b"content-encoding" => 4,
+        b":scheme" => 5,
+        b"x-request-id" => 6,
+        b"mcp-method" => 7,
+        b"mcp-name" => 8,
+        b"mcp-session-id" => 9,
+        b"mcp-protocol-version" => 10,
+        _ => return None,
+    })
 }
 
 /// The request headers that can matter to a decision ([`WantedHeaders`]), from one host call. The
@@ -321,6 +347,21 @@ mod tests {
         let mut all = wanted(&[]);
         all.all = true;
         assert_eq!(RequestHeaders::from_block(block(pairs), &all).pairs().len(), 6);
+    }
+
+    #[test]
+    fn fixed_headers_are_numbered_in_order() {
+        let fixed: Vec<&str> = LIFECYCLE_HEADERS.iter().chain(HEADERS_READ.iter()).copied().collect();
+        assert_eq!(fixed.len(), FIXED_HEADERS);
+        for (i, name) in fixed.iter().enumerate() {
+            assert_eq!(fixed_position(name.as_bytes()), Some(i), "{name}");
+        }
+        assert_eq!(fixed_position(b":METHOD"), None);
+        assert_eq!(fixed_position(b"mcp-names"), None);
+        // A plan naming one of them again does not number it twice.
+        let w = wanted(&["mcp-name", "x-team"]);
+        assert_eq!(w.position(b"mcp-name"), Some(8));
+        assert_eq!(w.position(b"x-team"), Some(FIXED_HEADERS));
     }
 
     #[test]

@@ -303,10 +303,10 @@ impl Request {
         let ev = &loaded.evaluator;
         let debug_reasons = ev.plan().settings.debug_reasons;
         let timeout_ms = ev.plan().settings.authz_timeout_ms;
-        enum Next {
+        enum Next<'p> {
             Allowed(String, ListRequests),
             Denied(String, Counter, response::Reply),
-            Call(authz::Prepared, Level),
+            Call(authz::Prepared<'p>, Level),
         }
         let (next, read) = with_request(&held, loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
             Step::Decided(d) if d.allowed() => {
@@ -366,7 +366,7 @@ impl Request {
                 let started_ms = host.now_ms();
                 let token = match &prepared.call {
                     authz::PreparedCall::Grpc { upstream, message } => host.call(&Callout::Grpc {
-                        cluster: &prepared.cluster,
+                        cluster: prepared.cluster,
                         upstream,
                         service: authz::GRPC_SERVICE,
                         method: authz::GRPC_METHOD,
@@ -375,7 +375,7 @@ impl Request {
                     }),
                     authz::PreparedCall::Http { headers, body } => {
                         let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                        host.call(&Callout::Http { cluster: &prepared.cluster, headers: &pairs, body, timeout_ms })
+                        host.call(&Callout::Http { cluster: prepared.cluster, headers: &pairs, body, timeout_ms })
                     }
                 };
                 match token {
