@@ -105,6 +105,53 @@ def test_invalid_plan_at_runtime_keeps_last_good(gateway):
     assert gw.envoy.proc.pid == pid
 
 
+def test_a_refused_plan_pushed_again_is_refused_again(gateway):
+    """A, then B (refused), then C, then B again: C's decisions hold, and B, which would open every
+    call if any of it applied, opens nothing. Envoy 1.40 keeps the plugins of configurations it has
+    seen: the returning B is rejected as a listener update without the filter's configure being
+    called again (no new REFUSED line, `toolgate.plan.rejected` unchanged; observed when this test
+    was written), so what is asserted is the outcome: the update rejected, C in force."""
+    gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH)
+    rendered_a = (gw.dir / "lds.json").read_text()
+
+    def bad_regex(plan):
+        plan["hash"] = ""
+        plan["gateway"]["allow"].insert(0, {"name": "default/evil", "rules": [
+            {"name": "open", "http": {"headers": [{"name": "x-any", "regex": "("}]}},
+            {"name": "open2"}]})
+        return json.dumps(plan)
+
+    def outcomes():
+        """LDS updates Envoy has finished with (applied or rejected)."""
+        return (gw.envoy.stat("listener_manager.lds.update_success")
+                + gw.envoy.stat("listener_manager.lds.update_rejected"))
+
+    r0, k0 = refusals(gw), gw.counters().get("toolgate.plan.rejected", 0)
+    push_plan(gw, bad_regex, rendered_a)
+    wait_for(lambda: refused_or_rejected(gw, r0, k0), timeout=10, what="plan B to be refused")
+    old_decisions_hold(gw)
+
+    gw.rerender([policy("p", tools_call_rule("a-sum", ["get-sum", "echo"], source=sa("a")))])
+    wait_for(lambda: gw.call("echo").executed, timeout=10, interval=0.1, what="plan C")
+
+    def c_decides():
+        assert_allowed(gw.call("echo"))
+        assert_allowed(gw.call("get-sum"))
+        assert_denied(gw.call("get-env"))
+        assert_denied(gw.call("echo", agent="agent-b"))
+        assert_denied(gw.call("get-env", headers={"x-any": "("}))
+        assert_denied(gw.call("get-sum", listener="http", agent=None))
+    c_decides()
+
+    # B again: the very same listener configuration as before (same bytes), sent after C.
+    before, rejected = outcomes(), gw.envoy.stat("listener_manager.lds.update_rejected")
+    push_plan(gw, bad_regex, rendered_a)
+    wait_for(lambda: outcomes() > before, timeout=10, what="Envoy to be done with plan B again")
+    assert gw.envoy.stat("listener_manager.lds.update_rejected") > rejected
+    for _ in range(3):
+        c_decides()
+
+
 def test_first_plan_invalid_denies_everything(gateway):
     def break_plan(gw):
         push_plan(gw, lambda plan: json.dumps({"version": 99}))
