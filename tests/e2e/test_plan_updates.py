@@ -53,6 +53,16 @@ def refused_or_rejected(gw, before: Counter, before_rejected: int):
     return refused or gw.envoy.stat("listener_manager.lds.update_rejected") > 0
 
 
+def bad_regex(plan):
+    """A plan that would open everything but carries an invalid regular expression (no hash: content
+    changed)."""
+    plan["hash"] = ""
+    plan["gateway"]["allow"].insert(0, {"name": "default/evil", "rules": [
+        {"name": "open", "http": {"headers": [{"name": "x-any", "regex": "("}]}},
+        {"name": "open2"}]})
+    return json.dumps(plan)
+
+
 def old_decisions_hold(gw):
     assert_allowed(gw.call("get-sum"))
     assert_denied(gw.call("echo"))
@@ -75,12 +85,6 @@ def test_invalid_plan_at_runtime_keeps_last_good(gateway):
 
     # 2. A plan that would open everything but carries an invalid regular expression: refused as a
     #    whole (not applied without the bad rule), so echo stays denied.
-    def bad_regex(plan):
-        plan["hash"] = ""
-        plan["gateway"]["allow"].insert(0, {"name": "default/evil", "rules": [
-            {"name": "open", "http": {"headers": [{"name": "x-any", "regex": "("}]}},
-            {"name": "open2"}]})
-        return json.dumps(plan)
     r1, k1 = refusals(gw), gw.counters().get("toolgate.plan.rejected", 0)
     push_plan(gw, bad_regex, rendered)
     wait_for(lambda: refused_or_rejected(gw, r1, k1), timeout=10, what="the bad-regex plan to be refused")
@@ -114,12 +118,6 @@ def test_a_refused_plan_pushed_again_is_refused_again(gateway):
     gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH)
     rendered_a = (gw.dir / "lds.json").read_text()
 
-    def bad_regex(plan):
-        plan["hash"] = ""
-        plan["gateway"]["allow"].insert(0, {"name": "default/evil", "rules": [
-            {"name": "open", "http": {"headers": [{"name": "x-any", "regex": "("}]}},
-            {"name": "open2"}]})
-        return json.dumps(plan)
 
     def outcomes():
         """LDS updates Envoy has finished with (applied or rejected)."""
