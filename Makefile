@@ -82,8 +82,10 @@ bench-quick: setup
 	BENCH_QUICK=1 $(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 # Instructions per request inside the Wasm VM, per filter function: the .wasm in Node's V8 with a stub
-# host, under callgrind (bench/vm-profile; a development tool, Envoy's own costs are in make bench).
-vm-profile: wasm
+# host, under callgrind (bench/vm-profile; a development tool, Envoy's own costs are in make bench). The
+# .wasm keeps its function names for it (WASM_KEEP_NAMES=1) until the next `make wasm`.
+vm-profile: setup
+	WASM_KEEP_NAMES=1 $(MAKE) wasm
 	bash bench/setup.sh
 	@[ -f .work/bench/render/c/default.bench-gateway/lds.json ] || $(MAKE) bench-quick
 	$(VENV)/bin/python bench/vm-profile/profile.py
