@@ -556,10 +556,23 @@ fn repeated_mcp_headers_are_a_mismatch() {
     // A server reading the last (or the joined) value would see another tool than the check did.
     let empty = r#"{"targetRefs":[],"action":"Allow"}"#;
     let ev = plan(vec![policy("open", empty)], vec![]);
-    for (name, first, second) in [("mcp-name", "echo", "get-env"), ("mcp-method", "tools/call", "tools/list"), ("mcp-name", "echo", "echo")] {
+    for (name, first, second, header) in [
+        ("mcp-name", "echo", "get-env", "Mcp-Name"),
+        ("mcp-method", "tools/call", "tools/list", "Mcp-Method"),
+        ("mcp-name", "echo", "echo", "Mcp-Name"),
+        ("mcp-protocol-version", "2025-11-25", "2025-11-25", "MCP-Protocol-Version"),
+    ] {
         let mut req = Req::post(None);
         req.headers.push((name, first));
+        req.headers.push(("x-other", "1"));
         req.headers.push((name, second));
-        assert!(matches!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { .. })), "{name}");
+        assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header }), "{name}");
     }
+    // With several repeated, the denial names the first of Mcp-Method, Mcp-Name, MCP-Protocol-Version,
+    // whatever order the headers came in.
+    let mut req = Req::post(None);
+    for (name, value) in [("mcp-name", "echo"), ("mcp-name", "echo"), ("mcp-method", "tools/call"), ("mcp-method", "tools/call")] {
+        req.headers.push((name, value));
+    }
+    assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Method" }));
 }

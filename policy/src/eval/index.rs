@@ -331,7 +331,14 @@ impl LevelIndex {
                             probe(b);
                         }
                     }
-                    if let Some(b) = method.split_once('/').and_then(|(c, _)| self.by_category.get(c)) {
+                    // The category: what precedes the first `/` (a byte search; `split_once` runs
+                    // str's generic pattern searcher).
+                    let category = if self.by_category.is_empty() {
+                        None
+                    } else {
+                        method.bytes().position(|c| c == b'/').and_then(|i| method.get(..i))
+                    };
+                    if let Some(b) = category.and_then(|c| self.by_category.get(c)) {
                         probe(b);
                     }
                 }

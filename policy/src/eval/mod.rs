@@ -395,25 +395,41 @@ pub const HEADERS_READ: [&str; 4] = ["mcp-method", "mcp-name", "mcp-session-id",
 /// SPEC §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
 /// (`params.uri` for resources methods); `Mcp-Name` on a message with neither is a mismatch.
 fn check_mcp_headers(req: &HttpRequest<'_>, msg: &McpMessage<'_>) -> Result<(), &'static str> {
-    // Each may come once: with two fields, a server reading the last one (or the joined value) and
-    // this check reading the first would disagree (the bypass corpus found it).
-    for (name, header) in [("mcp-method", "Mcp-Method"), ("mcp-name", "Mcp-Name"), ("mcp-protocol-version", "MCP-Protocol-Version")] {
-        if req.header_values(name).nth(1).is_some() {
-            return Err(header);
+    // The first value of each and whether it repeats, in one pass over the headers (this runs for
+    // every message).
+    const NAMES: [&str; 3] = ["Mcp-Method", "Mcp-Name", "MCP-Protocol-Version"];
+    let mut first: [Option<&str>; 3] = [None; 3];
+    let mut repeated = [false; 3];
+    for &(name, value) in req.headers {
+        let i = match name {
+            "mcp-method" => 0,
+            "mcp-name" => 1,
+            "mcp-protocol-version" => 2,
+            _ => continue,
+        };
+        if let (Some(seen), Some(again)) = (first.get_mut(i), repeated.get_mut(i)) {
+            *again |= seen.is_some();
+            seen.get_or_insert(value);
         }
     }
-    if let Some(h) = req.header("mcp-method") {
+    // Each may come once: with two fields, a server reading the last one (or the joined value) and
+    // this check reading the first would disagree (the bypass corpus found it).
+    if let Some((_, header)) = repeated.iter().zip(NAMES).find(|(again, _)| **again) {
+        return Err(header);
+    }
+    let [method, name, version] = first;
+    if let Some(h) = method {
         if msg.method.as_deref() != mcp_header_value("mcp-method", h).as_deref() {
             return Err("Mcp-Method");
         }
     }
-    if let Some(h) = req.header("mcp-name") {
+    if let Some(h) = name {
         if param_of(msg) != mcp_header_value("mcp-name", h).as_deref() {
             return Err("Mcp-Name");
         }
     }
     // Where both say which revision the message is, they must agree.
-    if let (Some(h), Some(v)) = (req.header("mcp-protocol-version"), msg.protocol_version.as_deref()) {
+    if let (Some(h), Some(v)) = (version, msg.protocol_version.as_deref()) {
         if h.trim() != v {
             return Err("MCP-Protocol-Version");
         }

@@ -210,6 +210,21 @@ impl RequestHeaders {
     pub fn pairs(&self) -> Vec<(&str, &str)> {
         self.wanted.iter().map(|(k, v)| (self.text(k), self.text(v))).collect()
     }
+
+    /// How many headers are kept.
+    pub fn len(&self) -> usize {
+        self.wanted.len()
+    }
+
+    /// Writes the kept headers' pairs into `out` (as many as fit); returns how many.
+    pub fn fill<'s>(&'s self, out: &mut [(&'s str, &'s str)]) -> usize {
+        let mut n = 0;
+        for (slot, (k, v)) in out.iter_mut().zip(&self.wanted) {
+            *slot = (self.text(k), self.text(v));
+            n += 1;
+        }
+        n
+    }
 }
 
 /// A serialised header map (proxy-wasm ABI: a count, a table of name and value lengths, then each
@@ -290,12 +305,15 @@ pub enum Classified {
 /// Classifies a request by its method, `content-type`, `content-encoding` and whether the headers
 /// end the stream.
 pub fn classify(method: &str, content_type: &str, content_encoding: &str, end_of_stream: bool) -> Classified {
-    let json = content_type.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    // The common forms are compared as they are; only others are split and trimmed (str's
+    // pattern search and Unicode trim cost more in the VM than the rest of this function).
+    let json = content_type.eq_ignore_ascii_case("application/json")
+        || content_type.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
     match (method == "POST" && json, end_of_stream) {
         (false, _) => Classified::Http,
         (true, true) => Classified::EmptyJsonPost,
         (true, false) => {
-            let encoding = content_encoding.trim();
+            let encoding = if content_encoding.is_empty() { "" } else { content_encoding.trim() };
             let encoded =
                 (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity")).then(|| encoding.to_string());
             Classified::JsonBody { encoded }

@@ -448,17 +448,27 @@ fn with_request<T>(
 
 /// Runs `f` on the HTTP attributes of a held request.
 fn http_request<T>(held: &Held, f: impl FnOnce(&HttpRequest<'_>) -> T) -> T {
-    let pairs = held.headers.pairs();
-    let req = HttpRequest {
-        method: held.headers.get(headers::METHOD),
-        path: held.headers.get(headers::PATH),
-        authority: held.headers.get(headers::AUTHORITY),
-        port: held.port,
-        headers: &pairs,
-        principal: held.principal.as_deref(),
-        time_ms: held.time_ms,
+    let run = |pairs: &[(&str, &str)]| {
+        f(&HttpRequest {
+            method: held.headers.get(headers::METHOD),
+            path: held.headers.get(headers::PATH),
+            authority: held.headers.get(headers::AUTHORITY),
+            port: held.port,
+            headers: pairs,
+            principal: held.principal.as_deref(),
+            time_ms: held.time_ms,
+        })
     };
-    f(&req)
+    // The kept headers as pairs: on the stack for the usual few (an allocation and its free cost
+    // more in the VM than filling them), else in a Vec.
+    const ON_STACK: usize = 16;
+    if held.headers.len() <= ON_STACK {
+        let mut pairs = [("", ""); ON_STACK];
+        let n = held.headers.fill(&mut pairs);
+        run(pairs.get(..n).unwrap_or_default())
+    } else {
+        run(&held.headers.pairs())
+    }
 }
 
 fn read_headers(host: &mut impl Host, wanted: &WantedHeaders) -> RequestHeaders {

@@ -341,6 +341,11 @@ pub(crate) fn folded_field<'f>(key: &[u8], fields: &[&'f str]) -> Option<&'f str
     if fields.is_empty() || key.len() > 63 {
         return None;
     }
+    // An ASCII key folds to its own length: most keys (`arguments`, ...) are settled here, without
+    // decoding them.
+    if key.is_ascii() && fields.iter().all(|f| f.len() != key.len()) {
+        return None;
+    }
     let mut folded = [0u8; 21];
     let mut n = 0;
     for c in std::str::from_utf8(key).ok()?.chars() {
