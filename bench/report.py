@@ -22,7 +22,7 @@ PREVIOUS_C = {"commit": "091d54c", "Ir": 291.7e3, "est_cycles": 439.0e3, "a_Ir":
 # Rows compared with another row than bare Envoy: what CEL, ExternalAuth and the earlier filter add to (c),
 # and list filtering to the same tools/list unfiltered.
 BASES = {"c0": "c", "cn": "c", "c26": "c", "f1": "c", "f2": "c", "g0": "n", "g1": "c", "g2": "a", "e": "a", "l1": "l0"}
-# Rows whose request is a tools/list (bench/run.py LIST_KEYS), timed in the 300 B body's place.
+# Rows whose request is a tools/list (bench/configs.py LIST_KEYS), timed in the 300 B body's place.
 LIST_KEYS = ("l1", "l0")
 
 
@@ -359,7 +359,7 @@ def markdown(results: dict, summ: dict) -> str:
              "part is bench/notes.md, appended below.\n")
     if info.get("quick"):
         L.append("**Quick mode (BENCH_QUICK=1): a pipeline smoke test, numbers not meaningful.**\n")
-    L.append(f"![Envoy CPU per request](benchmarks.svg)\n")
+    L.append("![Envoy CPU per request](benchmarks.svg)\n")
     L.append("## Setup\n")
     L.append(f"- Machine: {info['cpu']}, {info['cpus']} CPUs, {info['memory_gib']} GiB, {info['os']}, Linux {info['kernel']}; "
              f"load average at start {' '.join(info['loadavg'])}")
@@ -490,7 +490,7 @@ def markdown(results: dict, summ: dict) -> str:
         L.append("|---|--:|")
         L.append(f"| toolgate_filter.wasm (with CEL, exports trimmed as `make wasm` does) | {sizes['wasm_toolgate']:,} bytes |")
         nocel = sizes.get("wasm_toolgate_nocel")
-        L.append(f"| toolgate_filter.wasm without CEL | "
+        L.append("| toolgate_filter.wasm without CEL | "
                  + (f"{nocel:,} bytes (`--no-default-features --features list-filtering`) |" if nocel else "not buildable at this commit without code changes |"))
         if sizes.get("wasm_baseline"):
             L.append(f"| toolgate_filter.wasm at {results['info'].get('baseline')} ((c0), before CEL and ExternalAuth) | "

@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run as bench  # noqa: E402  (the benchmark's build, render, Envoy and load generator)
+import configs  # noqa: E402  (its configuration edits)
 
 REPO = bench.REPO
 OUT = REPO / "docs" / "wasm-size.md"
@@ -135,7 +136,7 @@ def memory(wasms: dict[str, Path], load_seconds: int) -> dict[str, tuple[int, in
 
         def with_wasm(path: Path):
             def edit(lds, cds):
-                bench.hcm_of(lds)["http_filters"][0]["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] = str(path)
+                configs.hcm_of(lds)["http_filters"][0]["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] = str(path)
             return edit
 
         edits = {"bare Envoy": bench.edit_bare, "no-op proxy-wasm filter": bench.edit_noop}

@@ -3,7 +3,7 @@
 //! filter's whole per-request engine work, compiling 10,000 policies, loading plans, list filtering
 //! of a 100-tool `tools/list` answer (JSON and event stream).
 //!
-//! The bodies and policy sets have the same shape as the ones bench/run.py sends through Envoy.
+//! The bodies and policy sets have the same shape as the ones bench/workload.py makes and `make bench` sends through Envoy.
 //!
 //! For callgrind, `-- count CASE N` runs one case N times outside criterion and exits (CASE:
 //! `read_body_300B`, `read_decide_summary_300B`, `list_json`, `list_sse`); the instructions of one
@@ -26,7 +26,7 @@ const TOOL: &str = "tool-00017";
 const CLUSTER: &str = "xbackend/default/tools";
 const BODIES: [(&str, usize); 3] = [("300B", 300), ("64KiB", 64 * 1024), ("1MiB", 1024 * 1024)];
 
-/// A `tools/call` of exactly `size` bytes (as bench/run.py `make_body`): small bodies method first,
+/// A `tools/call` of exactly `size` bytes (as bench/workload.py `make_body`): small bodies method first,
 /// large ones with big `arguments` and `method`/`params.name` last.
 fn body(size: usize, tool: &str) -> Vec<u8> {
     let (head, tail) = if size <= 1024 {
@@ -70,7 +70,7 @@ fn spec(level: &str, rules: &[(Option<&str>, &[String])]) -> AccessPolicySpec {
     serde_json::from_str(&json).expect("spec parses")
 }
 
-/// The policy sets of bench/run.py `policies_many`: on the Gateway 5 policies of 10 sourced rules x 10
+/// The policy sets of bench/workload.py `policies_many`: on the Gateway 5 policies of 10 sourced rules x 10
 /// tools (rules alternate between agent-a and other callers), on each of `backends` XBackends 5
 /// policies of one rule x 10 tools (the API allows 5 policies per target). The benchmark's tools are in
 /// the last rule of the last gateway policy and the last policy of the XBackend whose cluster is
@@ -265,7 +265,7 @@ fn plan(c: &mut Criterion) {
     g.finish();
 }
 
-/// The upstream's answer to bench/run.py's list rows (`tools_list_response`): a JSON-RPC result
+/// The upstream's answer to the bench's list rows (bench/workload.py `tools_list_response`): a JSON-RPC result
 /// (id 1) of 100 tools tool-00000..tool-00099, each entry exactly 300 bytes (name, title, a description
 /// padded to size, a small inputSchema), about 30 KB.
 fn tools_list_response() -> String {
@@ -283,7 +283,7 @@ fn tools_list_response() -> String {
     format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{}]}}}}"#, entries.join(","))
 }
 
-/// bench/run.py's `LIST_REQUEST`.
+/// bench/workload.py's `LIST_REQUEST`.
 const LIST_REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
 
 /// What (l1)'s policy lets agent-a call: every tenth tool (tool-00000, tool-00010, ...).

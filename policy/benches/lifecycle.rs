@@ -1,7 +1,7 @@
 //! The request lifecycle end to end over the fake host (`toolgate_policy::testing`), natively: what
 //! Toolgate's code does inside the Wasm VM for one request of `make bench`, without the VM.
 //!
-//! - `c`: (c)'s request under (c)'s plan (bench/run.py: one gateway-level Allow policy, two rules
+//! - `c`: (c)'s request under (c)'s plan (bench/workload.py `policies_c`: one gateway-level Allow policy, two rules
 //!   for agent-a with 10 tools each): headers, the 300 B tools/call body, allowed, response headers.
 //! - `ea`: the same request under (g1)'s plan ((c)'s plus a gateway-level `action: ExternalAuth`
 //!   policy without rules, gRPC authorizer): headers, body, the Check call dispatched, its OK answer
@@ -27,13 +27,13 @@ use toolgate_ext_authz_proto::google::rpc::Status;
 use toolgate_policy::lifecycle::{Action, CallAnswer, Plugin};
 use toolgate_policy::testing::{pairs, FakeHost, Made};
 
-/// (c)'s plan as `toolgate render` writes it (bench/run.py `policies_c`).
+/// (c)'s plan as `toolgate render` writes it (bench/workload.py `policies_c`).
 const PLAN_C: &str = r#"{"version":1,"hash":"d9a103cf807f89ae5943f2f3e496fa8b931760465839271b5187c31167587b5f","listener":"default/bench-gateway/https","settings":{"maxBodyBytes":1048576,"debugReasons":false,"authzTimeoutMs":5000,"pauseHeaders":true},"gateway":{"allow":[{"name":"default/agents","rules":[{"name":"r0","principal":"spiffe://cluster.local/ns/default/sa/a","mcp":{"baseProtocol":false,"methods":[{"method":{"exact":"tools/call"},"params":["tool-00000","tool-00001","tool-00002","tool-00003","tool-00004","tool-00005","tool-00006","tool-00007","tool-00008","tool-00009"]}]}},{"name":"r1","principal":"spiffe://cluster.local/ns/default/sa/a","mcp":{"baseProtocol":false,"methods":[{"method":{"exact":"tools/call"},"params":["tool-00010","tool-00011","tool-00012","tool-00013","tool-00014","tool-00015","tool-00016","tool-00017","tool-00018","tool-00019"]}]}}]}]},"backends":{}}"#;
 
-/// (g1)'s plan as `toolgate render` writes it (bench/run.py `policies_g1`).
+/// (g1)'s plan as `toolgate render` writes it (bench/workload.py `policies_g1`).
 const PLAN_G1: &str = r#"{"version":1,"hash":"e8aa6caf30093ba87a32f84b558d99a03bf185cf280c2c96dad1487a677f2155","listener":"default/bench-gateway/https","settings":{"maxBodyBytes":1048576,"debugReasons":false,"authzTimeoutMs":5000,"pauseHeaders":true},"gateway":{"externalAuth":{"policy":"default/tools-authz","rules":[{"name":"(all requests)"}],"authorizer":{"cluster":"authz/default/authz/9000","authority":"authz.default.svc.cluster.local","protocol":"grpc"}},"allow":[{"name":"default/agents","rules":[{"name":"r0","principal":"spiffe://cluster.local/ns/default/sa/a","mcp":{"baseProtocol":false,"methods":[{"method":{"exact":"tools/call"},"params":["tool-00000","tool-00001","tool-00002","tool-00003","tool-00004","tool-00005","tool-00006","tool-00007","tool-00008","tool-00009"]}]}},{"name":"r1","principal":"spiffe://cluster.local/ns/default/sa/a","mcp":{"baseProtocol":false,"methods":[{"method":{"exact":"tools/call"},"params":["tool-00010","tool-00011","tool-00012","tool-00013","tool-00014","tool-00015","tool-00016","tool-00017","tool-00018","tool-00019"]}]}}]}]},"backends":{}}"#;
 
-/// bench/run.py `make_body(300, "tool-00017")`.
+/// bench/workload.py `make_body(300, "tool-00017")`.
 const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool-00017","arguments":{"path":"/srv/data/report.txt","mode":"summary","text":"The quick brown fox jumps over the lazy dog; \"quoted\" text, a tab\t and \u00e9t\u00e9.\n xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}}"#;
 
 const PRINCIPAL: &str = "spiffe://cluster.local/ns/default/sa/a";

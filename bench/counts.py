@@ -1,0 +1,104 @@
+"""Instruction counts for `make bench`: each configuration's Envoy under callgrind, counters zeroed after
+a warm-up, instructions and estimated cycles per request."""
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from common import SHIM, WORK, log
+from configs import BASELINE_KEY
+from load import body_name, request_headers
+import harness  # tests/e2e (on the path common sets): Envoy binary lookup, free ports, an HTTPS client
+
+# Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
+# 1.5 MB module at valgrind speed), so they go first.
+CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "g0", "f1", "f2", "d", "a", "n", "e", "g2")
+
+
+def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int,
+                  headers: dict) -> dict:
+    """Envoy under `valgrind --tool=callgrind --cache-sim=yes`: counters zeroed after a warm-up, then
+    `requests` requests (h2load over HTTP/1.1, 4 connections, agent-a's certificate; `body` with the
+    MCP `headers`), then a dump.
+    Returns the events per request and an estimate of cycles (Ir + 10 x L1 misses + 100 x LL misses,
+    KCachegrind's rule of thumb). Deterministic up to timers, unlike CPU time on a shared machine."""
+    out = WORK / "callgrind" / f"{key}.out"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for old in out.parent.glob(f"{key}.out*"):
+        old.unlink()
+    admin_path = WORK / "logs" / f"callgrind-{key}.admin"
+    admin_path.unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--cache-sim=yes", f"--callgrind-out-file={out}", str(harness.envoy_binary()),
+         "--config-path", str(gateway_dir / "envoy.json"),
+         "--config-yaml", "{admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}}",
+         "--admin-address-path", str(admin_path), "--concurrency", "1", "--disable-hot-restart",
+         "--log-level", "warn", "--log-path", str(WORK / "logs" / f"callgrind-{key}.log")],
+        stdout=subprocess.DEVNULL, stderr=open(WORK / "logs" / f"callgrind-{key}.valgrind.log", "wb"),
+        stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        # V8 compiles the module at valgrind speed before the listener opens: minutes on a busy machine.
+        deadline = time.monotonic() + float(os.environ.get("BENCH_CALLGRIND_START_S", "1800"))
+        while not harness.tcp_open("127.0.0.1", port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"callgrind ({key}): Envoy did not start; see {WORK / 'logs'}")
+            time.sleep(1)
+        env = dict(os.environ, LD_PRELOAD=str(SHIM), BENCH_CLIENT_CERT=str(certs / "agent-a.crt"),
+                   BENCH_CLIENT_KEY=str(certs / "agent-a.key"))
+
+        def load(n: int, strict: bool = True) -> None:
+            r = subprocess.run(["h2load", "--h1", "-n", str(n), "-c", "4", "-d", str(body),
+                                "-H", "content-type: application/json", "-H", "accept: application/json, text/event-stream",
+                                *(a for k, v in headers.items() for a in ("-H", f"{k}: {v}")),
+                                f"https://127.0.0.1:{port}/mcp"],
+                               env=env, capture_output=True, text=True, timeout=900)
+            ok = re.search(r"status codes: (\d+) 2xx", r.stdout)
+            if strict and (not ok or int(ok.group(1)) != n):
+                raise RuntimeError(f"callgrind ({key}): h2load: {r.stdout[-600:]}{r.stderr[-300:]}")
+
+        # Warm-up: the first requests run at valgrind speed through V8's compiler and can exceed the
+        # route's 15 s timeout; only the measured ones must all succeed.
+        load(max(100, requests // 5), strict=False)
+        subprocess.run(["callgrind_control", "--zero", str(proc.pid)], capture_output=True, check=True)
+        load(requests)
+        subprocess.run(["callgrind_control", "--dump=measured", str(proc.pid)], capture_output=True, check=True)
+        text = ""
+        for _ in range(120):
+            dumps = sorted(out.parent.glob(f"{key}.out.*"), key=lambda f: f.stat().st_mtime)
+            text = dumps[-1].read_text(errors="replace") if dumps else ""
+            if re.search(r"^totals:", text, re.M):
+                break
+            time.sleep(0.5)
+        events = re.search(r"^events: (.*)$", text, re.M).group(1).split()
+        totals = [int(x) for x in re.search(r"^totals: (.*)$", text, re.M).group(1).split()]
+        per = {e: v / requests for e, v in zip(events, totals)}
+        per["est_cycles"] = per["Ir"] + 10 * (per.get("I1mr", 0) + per.get("D1mr", 0) + per.get("D1mw", 0)) \
+            + 100 * (per.get("ILmr", 0) + per.get("DLmr", 0) + per.get("DLmw", 0))
+        per["requests"] = requests
+        return per
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def callgrind(keys: list[str], dirs: dict, ports: dict, certs: Path, bodies: dict[str, Path], requests: int) -> dict:
+    """`bodies`: the Loader's request files; each row sends its 300 B request (body_name, request_headers)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo = [k for k in CALLGRIND_CONFIGS if k in keys]
+    log(f"instruction counts: Envoy under callgrind, {requests} requests of 300 B (the list rows: their tools/list) "
+        f"for {' '.join(todo)} (2 at a time)")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {k: pool.submit(callgrind_one, k, dirs[k], ports[k], certs, bodies[body_name(k, "300B")], requests,
+                                  request_headers(k)) for k in todo}
+        done = {k: f.result() for k, f in futures.items()}
+    out = {k: done[k] for k in keys if k in done}
+    for k, r in out.items():
+        log(f"  ({k}) {r['Ir'] / 1e3:8.1f} k instructions/request, {r['est_cycles'] / 1e3:8.1f} k estimated cycles")
+    return out
