@@ -12,8 +12,8 @@ use toolgate_ext_authz_proto::json;
 
 use super::*;
 use crate::plan::{
-    AuthorizerPlan, AuthorizerProtocol, CompiledPlan, ExternalAuthPlan, HttpMatch, LevelPlan, McpMatch, McpMethodMatch,
-    MethodPattern, PolicyPlan, RulePlan, IMPLICIT_RULE,
+    AuthorizerPlan, AuthorizerProtocol, CompiledPlan, ExternalAuthPlan, HeaderMatch, HttpMatch, LevelPlan, McpMatch,
+    McpMethodMatch, MethodPattern, PolicyPlan, RulePlan, ValueMatch, IMPLICIT_RULE,
 };
 
 const A: &str = "spiffe://cluster.local/ns/default/sa/a";
@@ -284,6 +284,29 @@ fn requests_without_a_json_body_are_decided_on_their_headers() {
     let (_, action) = send(&p, &mut host);
     assert_eq!(action, Action::Pause);
     assert!(host.records[0].contains("body is encoded ('gzip')"), "{:?}", host.records);
+}
+
+#[test]
+fn header_rules_see_every_kept_header_however_many() {
+    // 20 header matchers in one rule: more headers are kept than the evaluator's pairs hold on the
+    // stack (16), so they are collected in a Vec; the decision must not change with that.
+    let names: Vec<String> = (0..20).map(|i| format!("x-h{i}")).collect();
+    let matchers = names.iter().map(|n| HeaderMatch { name: n.clone(), value: ValueMatch::Exact("v".into()) }).collect();
+    let rule = RulePlan { name: "twenty".into(), http: HttpMatch { headers: matchers, ..HttpMatch::default() }, ..RulePlan::default() };
+    let p = plugin(allow_level(vec![rule]), None);
+    let with = |n: usize| names.iter().take(n).fold(post(&call(1, "x")), |host, name| host.header(name, "v"));
+    let mut host = with(20);
+    assert_eq!(send(&p, &mut host).1, Action::Continue);
+    assert_eq!(host.counts, vec![Counter::Allow]);
+    // Without the last one (the 24th kept header), the rule does not match.
+    let mut host = with(19);
+    assert_eq!(send(&p, &mut host).1, Action::Pause);
+    assert_eq!(host.counts, vec![Counter::DenyGateway]);
+    // A few headers (the pairs on the stack): the same rule, the same answer.
+    let few = RulePlan { name: "one".into(), http: HttpMatch { headers: vec![HeaderMatch { name: "x-h0".into(), value: ValueMatch::Exact("v".into()) }], ..HttpMatch::default() }, ..RulePlan::default() };
+    let p = plugin(allow_level(vec![few]), None);
+    assert_eq!(send(&p, &mut with(1)).1, Action::Continue);
+    assert_eq!(send(&p, &mut with(0)).1, Action::Pause);
 }
 
 // ---- gRPC authorizers ---------------------------------------------------------------------------
