@@ -237,12 +237,7 @@ def edit_ext_authz(authz: Server):
                 "failure_mode_allow": False,
             },
         }, ROUTER]
-        cds["resources"].append({
-            "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
-            "name": "bench_ext_authz", "type": "STATIC", "connect_timeout": "5s",
-            "load_assignment": {"cluster_name": "bench_ext_authz", "endpoints": [{"lb_endpoints": [{"endpoint": {
-                "address": {"socket_address": {"address": "127.0.0.1", "port_value": authz.port}}}}]}]},
-        })
+        cds["resources"].append(local_cluster("bench_ext_authz", authz.port))
     return edit
 
 
@@ -250,8 +245,6 @@ def edit_ext_authz_grpc(authz: Server):
     """(g2): Envoy's own ext_authz filter calling toolgate-test-authz over gRPC (HTTP/2 cluster), with
     the body (the rule needs `params.name`); the caller's SPIFFE ID reaches a gRPC authorizer as
     `attributes.source.principal` without any setting."""
-    port = int(authz.address.rsplit(":", 1)[1])
-
     def edit(lds, cds):
         hcm_of(lds)["http_filters"] = [{
             "name": "envoy.filters.http.ext_authz",
@@ -263,16 +256,23 @@ def edit_ext_authz_grpc(authz: Server):
                 "failure_mode_allow": False,
             },
         }, ROUTER]
-        cds["resources"].append({
-            "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
-            "name": "bench_ext_authz_grpc", "type": "STATIC", "connect_timeout": "5s",
-            "typed_extension_protocol_options": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                "explicit_http_config": {"http2_protocol_options": {}}}},
-            "load_assignment": {"cluster_name": "bench_ext_authz_grpc", "endpoints": [{"lb_endpoints": [{"endpoint": {
-                "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}}}}]}]},
-        })
+        cds["resources"].append(local_cluster("bench_ext_authz_grpc", authz.port, http2=True))
     return edit
+
+
+def local_cluster(name: str, port: int, http2: bool = False) -> dict:
+    """A STATIC cluster of one endpoint on 127.0.0.1 (the ext_authz rows' authorizer), HTTP/2 for gRPC."""
+    cluster = {
+        "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+        "name": name, "type": "STATIC", "connect_timeout": "5s",
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{"endpoint": {
+            "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}}}}]}]},
+    }
+    if http2:
+        cluster["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "explicit_http_config": {"http2_protocol_options": {}}}}
+    return cluster
 
 
 def baseline_knows(rev: str, path: str, text: str) -> bool:
