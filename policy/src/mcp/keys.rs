@@ -3,7 +3,8 @@
 //! whose keys collide adversarially fall back to sorting when they close.
 
 use super::scan::{decode_into, scan_string};
-use super::{NotMcp, Parser};
+use super::parser::Parser;
+use super::NotMcp;
 
 /// Objects with more keys than this switch from linear duplicate search to a hash table.
 pub(super) const HASH_THRESHOLD: usize = 16;
