@@ -11,7 +11,7 @@ WASM_NO_LISTS := target/wasm32-wasip1/release/toolgate_filter_no_list_filtering.
 TOOLGATE := target/debug/toolgate
 MCP_SERVER := target/debug/toolgate-sample-mcp-server
 
-.PHONY: help setup build wasm test test-unit test-wasm test-fuzz fuzz test-e2e test-k8s demo bench bench-quick vm-profile wasm-size measure-controller crds clean
+.PHONY: help setup build wasm test test-unit test-wasm test-fuzz fuzz test-e2e test-k8s go-mcp-server demo bench bench-quick vm-profile wasm-size measure-controller crds clean
 
 help:
 	@echo "make demo   - build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
@@ -59,8 +59,13 @@ fuzz: setup
 test-fuzz: setup
 	FUZZ_SECONDS=60 bash fuzz/run.sh
 
-test-e2e: build wasm
+test-e2e: build wasm go-mcp-server
 	$(PYTEST) tests/e2e tests/bypass -q -ra
+
+# The MCP server that reads JSON as Go does (tests/bypass/test_go_decoder.py), built with a Go toolchain
+# from Debian's packages, cached outside the clone (tests/go-mcp-server/build.sh).
+go-mcp-server: setup
+	bash tests/go-mcp-server/build.sh
 
 test-k8s: build wasm
 	bash tests/k8s/run.sh

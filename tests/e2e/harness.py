@@ -78,6 +78,14 @@ def mcp_server_binary() -> Path:
     return path
 
 
+def go_mcp_server_binary() -> Path:
+    """tests/go-mcp-server: the same tools, read with Go's encoding/json (tests/bypass/test_go_decoder.py)."""
+    path = REPO / "target/go/toolgate-go-mcp-server"
+    if not path.exists():
+        raise HarnessError(f"{path} not found: run `make go-mcp-server` (tests/go-mcp-server/build.sh)")
+    return path
+
+
 _handed_out: set[int] = set()
 _port_lock = threading.Lock()
 
@@ -339,7 +347,8 @@ def start_envoy_with_retry(make_config: Callable[[], Path], workdir: Path | str,
 
 
 class McpServer:
-    """toolgate-sample-mcp-server; `executed()` reads its execution log (one JSON object per request)."""
+    """toolgate-sample-mcp-server (or another server with its command line and log, `binary`);
+    `executed()` reads its execution log (one JSON object per request)."""
 
     def __init__(self, name: str, workdir: Path | str):
         self.name = name
@@ -351,13 +360,13 @@ class McpServer:
         self.port = 0
 
     @classmethod
-    def start(cls, name: str, workdir: Path | str, timeout: float = 10.0) -> "McpServer":
+    def start(cls, name: str, workdir: Path | str, timeout: float = 10.0, binary: Path | None = None) -> "McpServer":
         srv = cls(name, workdir)
         srv.workdir.mkdir(parents=True, exist_ok=True)
         err = open(srv.stderr_path, "ab")
         try:
             srv.proc = subprocess.Popen(
-                [str(mcp_server_binary()), "--listen", "127.0.0.1:0", "--log", str(srv.log_file), "--name", name],
+                [str(binary or mcp_server_binary()), "--listen", "127.0.0.1:0", "--log", str(srv.log_file), "--name", name],
                 stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
             err.close()

@@ -1,0 +1,208 @@
+"""Toolgate in front of a server that reads JSON as Go does (tests/go-mcp-server: encoding/json into tagged
+structs, Go 1.24 from Debian): whatever Toolgate lets through, this server reads as Toolgate read it.
+
+encoding/json matches object keys to fields case-insensitively with Unicode simple folding ("Name",
+"NAME", "param\\u017f") and keeps the last of repeated keys. Each message below is first sent to the
+Go server directly, which shows what it would run; then through Envoy, where a tool other than get-sum
+must never run. The random part builds messages from folded, escaped and repeated spellings of the keys
+Toolgate reads, and checks both directions: nothing but get-sum runs through Envoy, and every message
+without such a spelling that names get-sum is let through and runs as get-sum."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import harness
+from corpus import CASES
+from test_bypass import send
+
+ALLOWED = "get-sum"
+TOOLS = ("get-sum", "get-env", "echo")
+ARGS = '{"a":2,"b":3,"name":"HOME","message":"m"}'
+
+
+@pytest.fixture(scope="module")
+def go_gw(tmp_path_factory, certs, wasm_path):
+    """One Envoy + Go server for the module: listener "sum" lets agents call get-sum only; listener "args"
+    lets them call get-sum with `a` under 10 (a CEL rule over the arguments)."""
+    try:
+        harness.toolgate_binary()
+        binary = harness.go_mcp_server_binary()
+    except harness.HarnessError as exc:
+        pytest.fail(str(exc))
+    workdir = tmp_path_factory.mktemp("go-decoder")
+    server = harness.McpServer.start("go-mcp", workdir, binary=binary)
+    gw = harness.ToolgateGateway(workdir, certs, wasm_path, server, listeners={"sum": "HTTP", "args": "HTTP"},
+                                 https_client_ca=False, render_args=["--max-body-bytes", "4096"])
+    small = {"name": "small-a", "authorization": {"type": "CEL", "cel": {
+        "expression": "request.mcp.tool_name == 'get-sum' && request.mcp.params.arguments.a < 10"}}}
+    gw.policies = [harness.policy("sum", harness.tools_call_rule("get-sum-only", [ALLOWED], base=True), section="sum"),
+                   harness.policy("args", small, section="args")]
+    try:
+        gw.start()
+        yield gw
+    finally:
+        gw.stop()
+        server.stop()
+
+
+_seq = iter(range(1, 1 << 30))
+
+
+def post(url: str, body: bytes, headers=()) -> tuple[int, bytes, str]:
+    tag = f"tg=go{next(_seq)}"
+    r = harness.request("POST", f"{url}?{tag}", body, [("content-type", "application/json"),
+                                                         ("accept", "application/json, text/event-stream"), *headers])
+    return r.status, r.body, tag
+
+
+def calls(server: harness.McpServer, tag: str) -> list[dict]:
+    """The server's log of the calls it ran for the request tagged `tag` (it logs a call before running
+    it: the tool, and the arguments as the tool decoded them)."""
+    return [e for e in server.executed() if str(e.get("path", "")).endswith("?" + tag)]
+
+
+def ran(server: harness.McpServer, tag: str) -> list[str]:
+    return [e["tool"] for e in calls(server, tag)]
+
+
+def direct(gw, body: bytes, headers=()) -> list[str]:
+    """What the Go server runs for `body` without Toolgate in front."""
+    _, _, tag = post(gw.server.url + "/mcp", body, headers)
+    return ran(gw.server, tag)
+
+
+def through(gw, body: bytes, headers=(), listener: str = "sum") -> tuple[int, bytes, list[str]]:
+    status, resp, tag = post(gw.url_for(listener), body, headers)
+    return status, resp, ran(gw.server, tag)
+
+
+def test_controls(go_gw):
+    """The server runs what it is sent, and Toolgate lets get-sum through and refuses get-env."""
+    ok = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":2,"b":3}}}'
+    denied = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get-env","arguments":{"name":"HOME"}}}'
+    assert direct(go_gw, denied) == ["get-env"]
+    status, resp, runs = through(go_gw, ok)
+    assert (status, runs) == (200, ["get-sum"]) and json.loads(resp)["result"]["content"][0]["text"] == "5", resp
+    status, resp, runs = through(go_gw, denied)
+    assert (status, json.loads(resp), runs) == (200, harness.denial_body(2), [])
+
+
+# The corpus's hostile messages for the get-sum listener that are plain HTTP/1.1 JSON-RPC POSTs.
+CORPUS = [c for c in CASES if c["listener"] == "sum" and c["via"] == "http" and c.get("method", "POST") == "POST"
+          and not c.get("exec_ok") and not c.get("xfail") and "path" not in c]
+# Messages Go reads as a call of another tool (key folding, a repeated key): live bypasses of a reader that
+# differed from Go's. The test checks the Go server does run another tool for each.
+LIVE_ON_GO = {"key-Name", "key-NAME-only", "key-escaped-N", "key-Params", "key-long-s-escaped", "key-long-s-raw",
+              "duplicate-name", "duplicate-method"}
+
+
+def test_corpus_runs_nothing_on_go(go_gw, tmp_path):
+    """Every hostile message of the bypass corpus is refused in front of the Go server, including those the Go
+    server, reached directly, runs as a tool other than get-sum."""
+    assert LIVE_ON_GO <= {c["id"] for c in CORPUS}
+    live, leaked = set(), []
+    for c in CORPUS:
+        headers = [h for h in c.get("headers", []) if h[0].lower() not in ("content-type", "accept")]
+        if c.get("ct", "application/json") == "application/json":
+            runs = direct(go_gw, c["body"], headers)
+            if any(t != ALLOWED and t in TOOLS for t in runs):
+                live.add(c["id"])
+        responses, tag = send(go_gw, c, tmp_path)
+        runs = ran(go_gw.server, tag)
+        if runs:
+            leaked.append((c["id"], runs, responses))
+    assert leaked == []
+    assert LIVE_ON_GO <= live, sorted(LIVE_ON_GO - live)
+
+
+# ---- random messages ----------------------------------------------------------------------------------
+
+# Non-ASCII characters that fold onto an ASCII letter of a key Toolgate reads: U+017F long s and U+212A
+# Kelvin sign in Go (encoding/json compares keys by Unicode simple folding); U+0131 dotless i only in
+# decoders that upper-case (.NET's case-insensitive names), not in Go. Toolgate refuses all three.
+FOLDS = {"i": "\u0131", "s": "\u017f", "k": "\u212a"}
+
+
+def key_text(rng: random.Random, key: str, twin: bool) -> str:
+    """A JSON string for `key`: as is, or (`twin`) a spelling Go reads as `key` and that is not it; either
+    with some characters written as \\u escapes."""
+    chars = list(key)
+    if twin:
+        while "".join(chars) == key:
+            chars = [FOLDS[c] if c in FOLDS and rng.random() < 0.3 else c.upper() if rng.random() < 0.4 else c
+                     for c in key]
+    out = []
+    for c in chars:
+        if rng.random() < 0.15 or ord(c) > 0x7F and rng.random() < 0.5:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def message(rng: random.Random) -> tuple[bytes, bool]:
+    """A tools/call with randomly spelled, repeated and folded keys; and whether it is plain (no twin of a
+    key, no repeated key) and names get-sum, so must be let through."""
+    clean = rng.random() < 0.4
+    twin = lambda: not clean and rng.random() < 0.5  # noqa: E731
+    names = [(key_text(rng, "name", False), rng.choice(TOOLS))]
+    if not clean:
+        for _ in range(rng.randint(0, 2)):
+            t = twin()
+            names.append((key_text(rng, "name", t), rng.choice(TOOLS)))
+    if clean and rng.random() < 0.5:
+        names[0] = (names[0][0], ALLOWED)
+    rng.shuffle(names)
+    params = "{" + ",".join(f'{k}:"{v}"' for k, v in names) + ',"arguments":' + ARGS + "}"
+    members = [(key_text(rng, "jsonrpc", twin()), '"2.0"'), (key_text(rng, "id", twin()), "1"),
+               (key_text(rng, "method", twin()), '"tools/call"'), (key_text(rng, "params", twin()), params)]
+    if not clean and rng.random() < 0.3:  # a second params (or a twin of it) naming some tool
+        members.append((key_text(rng, "params", twin()), '{"name":"%s","arguments":%s}' % (rng.choice(TOOLS), ARGS)))
+    rng.shuffle(members)
+    body = ("{" + ",".join(f"{k}:{v}" for k, v in members) + "}").encode()
+    repeated = len(names) > 1 or len(members) > 4
+    must_pass = clean and not repeated and names[0][1] == ALLOWED
+    return body, must_pass
+
+
+def test_random_messages_read_as_go_reads_them(go_gw):
+    """400 random messages: through Envoy the Go server runs nothing but get-sum, and every plain message
+    naming get-sum (keys possibly \\u-escaped) runs; sent directly, many of them run another tool."""
+    rng = random.Random(20261126)
+    leaked, refused_plain, live, passed = [], [], 0, 0
+    for _ in range(400):
+        body, must_pass = message(rng)
+        runs = direct(go_gw, body)
+        live += any(t != ALLOWED for t in runs)
+        status, resp, runs = through(go_gw, body)
+        if any(t != ALLOWED for t in runs):
+            leaked.append((body, runs))
+        if runs:
+            passed += 1
+        elif must_pass:
+            refused_plain.append((body, status, resp[:200]))
+    assert leaked == []
+    assert refused_plain == []
+    # The generator is not vacuous: a good share would run another tool on Go, and some do pass.
+    assert live >= 100 and passed >= 40, (live, passed)
+
+
+def test_argument_keys_that_fold_together(go_gw):
+    """A CEL rule over `arguments.a`: the Go tool decodes its arguments into a struct, so of `a` and `A` it
+    takes the last. Toolgate refuses arguments holding keys that fold together; sent directly, the Go tool
+    uses the value the rule never judged."""
+    def sum_call(args: str) -> bytes:
+        return ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"get-sum","arguments":%s}}' % args).encode()
+
+    status, resp, tag = post(go_gw.url_for("args"), sum_call('{"a":2,"b":3}'))
+    assert (status, [e["args"] for e in calls(go_gw.server, tag)]) == (200, [{"a": 2, "b": 3}]), resp
+    assert through(go_gw, sum_call('{"a":20,"b":3}'), listener="args")[2] == []
+    for args in ('{"a":2,"A":20,"b":3}', '{"a":2,"b":3,"\\u0041":20}', '{"b":3,"a":2,"a":20}'):
+        _, _, tag = post(go_gw.server.url + "/mcp", sum_call(args))
+        assert [e["args"]["a"] for e in calls(go_gw.server, tag)] == [20], args
+        status, resp, runs = through(go_gw, sum_call(args), listener="args")
+        assert (status, json.loads(resp), runs) == (403, harness.denial_body(None), []), args

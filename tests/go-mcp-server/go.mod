@@ -1,0 +1,3 @@
+module toolgate/go-mcp-server
+
+go 1.21
