@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import NamedTuple
 
 import pytest
 
@@ -20,14 +21,15 @@ from corpus import CASES
 from test_bypass import send
 
 ALLOWED = "get-sum"
+MEMO = "memo://ok"
 TOOLS = ("get-sum", "get-env", "echo")
 ARGS = '{"a":2,"b":3,"name":"HOME","message":"m"}'
 
 
 @pytest.fixture(scope="module")
 def go_gw(tmp_path_factory, certs, wasm_path):
-    """One Envoy + Go server for the module: listener "sum" lets agents call get-sum only; listener "args"
-    lets them call get-sum with `a` under 10 (a CEL rule over the arguments)."""
+    """One Envoy + Go server for the module: listener "sum" lets agents call get-sum only; "args" lets them
+    call get-sum with `a` under 10 (a CEL rule over the arguments); "res" lets them read memo://ok only."""
     try:
         harness.toolgate_binary()
         binary = harness.go_mcp_server_binary()
@@ -35,12 +37,14 @@ def go_gw(tmp_path_factory, certs, wasm_path):
         pytest.fail(str(exc))
     workdir = tmp_path_factory.mktemp("go-decoder")
     server = harness.McpServer.start("go-mcp", workdir, binary=binary)
-    gw = harness.ToolgateGateway(workdir, certs, wasm_path, server, listeners={"sum": "HTTP", "args": "HTTP"},
+    gw = harness.ToolgateGateway(workdir, certs, wasm_path, server, listeners={"sum": "HTTP", "args": "HTTP", "res": "HTTP"},
                                  https_client_ca=False, render_args=["--max-body-bytes", "4096"])
     small = {"name": "small-a", "authorization": {"type": "CEL", "cel": {
         "expression": "request.mcp.tool_name == 'get-sum' && request.mcp.params.arguments.a < 10"}}}
     gw.policies = [harness.policy("sum", harness.tools_call_rule("get-sum-only", [ALLOWED], base=True), section="sum"),
-                   harness.policy("args", small, section="args")]
+                   harness.policy("args", small, section="args"),
+                   harness.policy("res", harness.rule("memo-only", mcp=harness.mcp_match(("resources/read", [MEMO]))),
+                                  section="res")]
     try:
         gw.start()
         yield gw
@@ -144,51 +148,107 @@ def key_text(rng: random.Random, key: str, twin: bool) -> str:
     return '"' + "".join(out) + '"'
 
 
-def message(rng: random.Random) -> tuple[bytes, bool]:
-    """A tools/call with randomly spelled, repeated and folded keys; and whether it is plain (no twin of a
-    key, no repeated key) and names get-sum, so must be let through."""
+class Kind(NamedTuple):
+    """A method whose one read field a rule names: the values a message may carry, the one the rule allows,
+    the listener whose rule that is, the rest of `params`, and what the Go server logs of it."""
+    method: str
+    field: str
+    values: tuple[str, ...]
+    allowed: str
+    listener: str
+    rest: str
+    logged: str
+
+
+CALL = Kind("tools/call", "name", TOOLS, ALLOWED, "sum", ',"arguments":' + ARGS, "tool")
+READ = Kind("resources/read", "uri", (MEMO, "file:///etc/passwd"), MEMO, "res", "", "uri")
+
+
+def message(rng: random.Random, kind: Kind, id: int = 1) -> tuple[str, bool]:
+    """A message of `kind` with randomly spelled, repeated and folded keys; and whether it is plain (no
+    twin of a key, no repeated key) and carries the allowed value, so must be let through."""
     clean = rng.random() < 0.4
     twin = lambda: not clean and rng.random() < 0.5  # noqa: E731
-    names = [(key_text(rng, "name", False), rng.choice(TOOLS))]
+    fields = [(key_text(rng, kind.field, False), rng.choice(kind.values))]
     if not clean:
         for _ in range(rng.randint(0, 2)):
             t = twin()
-            names.append((key_text(rng, "name", t), rng.choice(TOOLS)))
+            fields.append((key_text(rng, kind.field, t), rng.choice(kind.values)))
     if clean and rng.random() < 0.5:
-        names[0] = (names[0][0], ALLOWED)
-    rng.shuffle(names)
-    params = "{" + ",".join(f'{k}:"{v}"' for k, v in names) + ',"arguments":' + ARGS + "}"
-    members = [(key_text(rng, "jsonrpc", twin()), '"2.0"'), (key_text(rng, "id", twin()), "1"),
-               (key_text(rng, "method", twin()), '"tools/call"'), (key_text(rng, "params", twin()), params)]
-    if not clean and rng.random() < 0.3:  # a second params (or a twin of it) naming some tool
-        members.append((key_text(rng, "params", twin()), '{"name":"%s","arguments":%s}' % (rng.choice(TOOLS), ARGS)))
+        fields[0] = (fields[0][0], kind.allowed)
+    rng.shuffle(fields)
+    params = "{" + ",".join(f'{k}:"{v}"' for k, v in fields) + kind.rest + "}"
+    members = [(key_text(rng, "jsonrpc", twin()), '"2.0"'), (key_text(rng, "id", twin()), str(id)),
+               (key_text(rng, "method", twin()), f'"{kind.method}"'), (key_text(rng, "params", twin()), params)]
+    if not clean and rng.random() < 0.3:  # a second params (or a twin of it) with some value
+        members.append((key_text(rng, "params", twin()), '{"%s":"%s"%s}' % (kind.field, rng.choice(kind.values), kind.rest)))
     rng.shuffle(members)
-    body = ("{" + ",".join(f"{k}:{v}" for k, v in members) + "}").encode()
-    repeated = len(names) > 1 or len(members) > 4
-    must_pass = clean and not repeated and names[0][1] == ALLOWED
-    return body, must_pass
+    text = "{" + ",".join(f"{k}:{v}" for k, v in members) + "}"
+    repeated = len(fields) > 1 or len(members) > 4
+    return text, clean and not repeated and fields[0][1] == kind.allowed
 
 
-def test_random_messages_read_as_go_reads_them(go_gw):
-    """400 random messages: through Envoy the Go server runs nothing but get-sum, and every plain message
-    naming get-sum (keys possibly \\u-escaped) runs; sent directly, many of them run another tool."""
-    rng = random.Random(20261126)
-    leaked, refused_plain, live, passed = [], [], 0, 0
-    for _ in range(400):
-        body, must_pass = message(rng)
-        runs = direct(go_gw, body)
-        live += any(t != ALLOWED for t in runs)
-        status, resp, runs = through(go_gw, body)
-        if any(t != ALLOWED for t in runs):
-            leaked.append((body, runs))
-        if runs:
-            passed += 1
-        elif must_pass:
-            refused_plain.append((body, status, resp[:200]))
+def used(server: harness.McpServer, tag: str, kind: Kind) -> list[str]:
+    """The values of `kind`'s field the server acted on for the request tagged `tag`."""
+    return [e[kind.logged] for e in calls(server, tag) if e["jsonrpc_method"] == kind.method]
+
+
+def differential(gw, kind: Kind, bodies: list[tuple[bytes, int]]) -> tuple[int, int]:
+    """Sends each body directly to the Go server, then through Envoy; `must` is how many values it must act
+    on through Envoy (all the plain allowed ones; 0: any number, possibly none). Asserts nothing but the
+    allowed value is acted on through Envoy and every plain allowed body is; returns how many bodies the
+    Go server alone acted on with another value, and how many passed Envoy."""
+    leaked, refused, live, passed = [], [], 0, 0
+    for body, must in bodies:
+        _, _, tag = post(gw.server.url + "/mcp", body)
+        live += any(v != kind.allowed for v in used(gw.server, tag, kind))
+        status, resp, tag = post(gw.url_for(kind.listener), body)
+        acted = used(gw.server, tag, kind)
+        if any(v != kind.allowed for v in acted):
+            leaked.append((body, acted))
+        passed += bool(acted)
+        if must and len(acted) != must:
+            refused.append((body, status, resp[:200]))
     assert leaked == []
-    assert refused_plain == []
+    assert refused == []
+    return live, passed
+
+
+def test_random_calls_read_as_go_reads_them(go_gw):
+    """400 random tools/call messages: through Envoy the Go server runs nothing but get-sum, and every
+    plain message naming get-sum (keys possibly \\u-escaped) runs; sent directly, many run another tool."""
+    rng = random.Random(20261126)
+    bodies = []
+    for _ in range(400):
+        text, must_pass = message(rng, CALL)
+        bodies.append((text.encode(), int(must_pass)))
+    live, passed = differential(go_gw, CALL, bodies)
     # The generator is not vacuous: a good share would run another tool on Go, and some do pass.
     assert live >= 100 and passed >= 40, (live, passed)
+
+
+def test_random_resource_reads_read_as_go_reads_them(go_gw):
+    """The same for resources/read and its `uri` (the rule allows memo://ok only): 200 messages."""
+    rng = random.Random(20261127)
+    bodies = []
+    for _ in range(200):
+        text, must_pass = message(rng, READ)
+        bodies.append((text.encode(), int(must_pass)))
+    live, passed = differential(go_gw, READ, bodies)
+    assert live >= 50 and passed >= 20, (live, passed)
+
+
+def test_random_batches_read_as_go_reads_them(go_gw):
+    """150 random batches of one to three tools/call messages: a batch passes only whole, so through Envoy
+    the Go server runs nothing but get-sum, and a batch of plain get-sum calls runs every one of them."""
+    rng = random.Random(20261128)
+    bodies = []
+    for _ in range(150):
+        elements = [message(rng, CALL, id=i + 1) for i in range(rng.randint(1, 3))]
+        plain = all(must_pass for _, must_pass in elements)
+        bodies.append((("[" + ",".join(text for text, _ in elements) + "]").encode(), len(elements) if plain else 0))
+    live, passed = differential(go_gw, CALL, bodies)
+    assert live >= 50 and passed >= 10, (live, passed)
 
 
 def test_argument_keys_that_fold_together(go_gw):
