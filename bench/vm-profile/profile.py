@@ -9,7 +9,9 @@ about Envoy's host-call costs (those are in docs/benchmarks.md).
 usage: python3 bench/vm-profile/profile.py [--wasm F] [--plan F] [--body F] [--requests N] [--top K]
 Defaults: the filter `make wasm` builds, and the (c) plan and 300 B body that `make bench` last wrote.
 With (g1)'s plan (a gateway-level gRPC ExternalAuth policy, e.g. extracted from
-.work/bench/render/cfg-g1) each request is a callout answered OK by the stub host. Function names
+.work/bench/render/cfg-g1) each request is a callout answered OK by the stub host. Each request ends
+with the upstream's answer (its headers, then its body) when the module has response callbacks, as
+Envoy calls them on every stream (toolgate_filter_no_list_filtering.wasm has none). Function names
 need the `name` section: build with `WASM_KEEP_NAMES=1 make wasm`.
 """
 from __future__ import annotations

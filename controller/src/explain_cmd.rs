@@ -156,6 +156,7 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
     );
     let read = match (&classified, &body_bytes) {
         (Classified::JsonBody { encoded: Some(e) }, _) => Err(mcp::NotMcp::Encoded { encoding: e.clone() }),
+        (&Classified::BodyNotRead(method), _) => Err(mcp::NotMcp::BodyNotRead { method }),
         (Classified::JsonBody { encoded: None }, Some(bytes)) => mcp::read_body(bytes, ReadOptions::default()),
         _ => Err(mcp::NotMcp::EmptyBody),
     };

@@ -182,6 +182,11 @@ pub enum NotMcp {
     /// Classified by the filter before reading: the body is compressed or otherwise encoded.
     #[error("body is encoded ({}); only identity is read", crate::log_safe::Quoted(encoding))]
     Encoded { encoding: String },
+    /// Classified by the filter before reading: a GET or DELETE that carries a body (its headers do
+    /// not end the stream). The body is not read, so this is not the base protocol's stream (GET)
+    /// or session end (DELETE), whatever a server behind does with the body.
+    #[error("{method} with a body, which is not read")]
+    BodyNotRead { method: &'static str },
 }
 
 /// Read a whole buffered POST body as MCP (JSON-RPC 2.0).

@@ -277,6 +277,12 @@ case("host-h2-authority-vs-host", HOST, ("rpc", 400), listener="host", via="h2",
 case("host-x-forwarded-host", HOST, "rpc", listener="host", via="raw", jid=1,
      raw=raw_post(b(GET_SUM), host="evil.com", headers=["X-Forwarded-Host: api.example.com"]))
 
+# ---- the base protocol's GET (stream) and DELETE (session end) carrying a tools/call body: a server that
+# read the body whatever the HTTP method would run it. Not read, so not the base protocol: denied.
+deny_case("get-with-body", TOOL, GET_ENV, method="GET")
+deny_case("delete-with-body", TOOL, GET_ENV, method="DELETE", headers=[("mcp-session-id", "s1")])
+deny_case("get-with-body-h2", TOOL, GET_ENV, method="GET", via="h2")
+
 # Positive controls (not hostile): the rules do allow what they name, so every refusal above means something.
 CONTROLS: list[dict] = [
     dict(id="ctl-sum", listener="sum", via="http", body=b(GET_SUM)),

@@ -85,7 +85,7 @@ def send_raw(port: int, raw: bytes, want: int = 1) -> list[tuple[int, bytes]]:
 
 
 def send_h2(url: str, c: dict, tmp_path) -> list[tuple[int, bytes]]:
-    """One request over h2c with nghttp (POST when there is a body)."""
+    """One request over h2c with nghttp (POST when there is a body, unless the case names a method)."""
     args = ["nghttp", "-v", "--no-content-length"]
     if c.get("body") is not None:
         data = tmp_path / f"{c['id']}.body"
@@ -96,6 +96,8 @@ def send_h2(url: str, c: dict, tmp_path) -> list[tuple[int, bytes]]:
         args += ["-H", f"content-type: {ct}"]
     if c.get("authority"):
         args += ["-H", f":authority: {c['authority']}"]
+    if c.get("method"):
+        args += ["-H", f":method: {c['method']}"]
     for k, v in c.get("headers", []):
         args += ["-H", f"{k}: {v}"]
     if c.get("trailer"):

@@ -266,3 +266,22 @@ def test_argument_keys_that_fold_together(go_gw):
         assert [e["args"]["a"] for e in calls(go_gw.server, tag)] == [20], args
         status, resp, runs = through(go_gw, sum_call(args), listener="args")
         assert (status, json.loads(resp), runs) == (403, harness.denial_body(None), []), args
+    # Go folds the capital sharp s onto the small one: a Go tool reads "straẞe" into a field tagged straße.
+    echo = '{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{"message":"m","stra\u1e9ee":"y"}}}'
+    _, _, tag = post(go_gw.server.url + "/mcp", echo.encode())
+    assert [e["args"] for e in calls(go_gw.server, tag)] == [{"message": "m", "straße": "y"}]
+    status, resp, runs = through(go_gw, sum_call('{"a":2,"b":3,"straße":"x","stra\u1e9ee":"y"}'), listener="args")
+    assert (status, json.loads(resp), runs) == (403, harness.denial_body(None), [])
+
+
+def test_numbers_are_read_as_go_reads_them(go_gw):
+    """The CEL rule `arguments.a < 10` judges the double Go reads: 9.99999999999999915 is 10 to both."""
+    def sum_call(a: str) -> bytes:
+        return ('{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":%s,"b":3}}}' % a).encode()
+
+    for a, go_reads, passes in (("9.99999999999999915", 10, False), ("0.999999999999999915e1", 10, False),
+                                ("9.9999999999999991", 9.999999999999998, True)):
+        _, _, tag = post(go_gw.server.url + "/mcp", sum_call(a))
+        assert [e["args"]["a"] for e in calls(go_gw.server, tag)] == [go_reads], a
+        status, resp, runs = through(go_gw, sum_call(a), listener="args")
+        assert runs == (["get-sum"] if passes else []), (a, status, resp)

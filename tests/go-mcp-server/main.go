@@ -53,8 +53,10 @@ type envArgs struct {
 	Name string `json:"name"`
 }
 
+// Note's tag is not ASCII: Go's folding reads "straẞe" (capital sharp s) as it.
 type echoArgs struct {
 	Message string `json:"message"`
+	Note    string `json:"straße,omitempty"`
 }
 
 type server struct {

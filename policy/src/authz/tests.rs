@@ -211,3 +211,16 @@ fn json_values_are_written_as_serde_json_reads_them() {
         }
     }
 }
+
+#[test]
+fn numbers_reach_authorizers_as_the_nearest_double() {
+    // What Go, Python and JavaScript servers read (serde_json's `float_roundtrip`): without it,
+    // 9.99999999999999915 was written as 9.999999999999998 while the server ran with 10.
+    use toolgate_ext_authz_proto::google::protobuf::value::Kind;
+    for (text, want) in [("9.99999999999999915", 10.0), ("0.999999999999999915e1", 10.0), ("9.9999999999999991", 9.999999999999998)] {
+        let mut w = Writer::default();
+        w.json_entry(1, "k", text).unwrap();
+        let decoded = Struct::decode(w.buf.as_slice()).unwrap();
+        assert_eq!(decoded.fields["k"].kind, Some(Kind::NumberValue(want)), "{text}");
+    }
+}

@@ -75,6 +75,18 @@ fn variables_evaluate_as_spec_3_says() {
 }
 
 #[test]
+fn numbers_are_the_nearest_double_as_servers_read_them() {
+    // 9.99999999999999915 is nearest to 10.0 (Go, Python, JavaScript read 10); serde_json without
+    // `float_roundtrip` read 9.999999999999998, which let `a < 10` hold for a call the server ran with 10.
+    for a in ["9.99999999999999915", "0.999999999999999915e1", "10", "1e1"] {
+        let params = format!(r#"{{"arguments":{{"a":{a}}}}}"#);
+        assert!(!eval("request.mcp.params.arguments.a < 10.0", "t", &params), "{a}");
+        assert!(eval("request.mcp.params.arguments.a == 10.0", "t", &params), "{a}");
+    }
+    assert!(eval("request.mcp.params.arguments.a < 10.0", "t", r#"{"arguments":{"a":9.9999999999999991}}"#));
+}
+
+#[test]
 fn the_variables_used_are_found_when_compiled() {
     let u = compile("request.mcp.tool_name == 'a' && request.headers['x'] == 'b'").unwrap().uses;
     assert_eq!(u, Uses { tool_name: true, headers: true, ..Uses::default() });

@@ -8,18 +8,21 @@ use crate::eval::HEADERS_READ;
 use crate::plan::{AuthorizerPlan, CompiledPlan, LevelPlan, RulePlan};
 use crate::str_map::StrMap;
 
-/// Request headers the lifecycle reads itself, in this order (indexes: [`METHOD`] ...). The last
-/// [`AUTHZ_ONLY`] are only read for authorizer calls (not wanted by plans without ExternalAuth).
-pub(crate) const LIFECYCLE_HEADERS: [&str; 7] =
-    [":method", ":path", ":authority", "content-type", "content-encoding", ":scheme", "x-request-id"];
+/// Request headers the lifecycle reads itself, in this order (indexes: [`METHOD`] ...).
+/// `accept-encoding` is only read for list filtering, `:scheme` and `x-request-id` only for authorizer
+/// calls: a plan without them does not collect them ([`WantedHeaders::of`]).
+pub(crate) const LIFECYCLE_HEADERS: [&str; 8] =
+    [":method", ":path", ":authority", "content-type", "content-encoding", "accept-encoding", ":scheme", "x-request-id"];
 pub(crate) const METHOD: usize = 0;
 pub(crate) const PATH: usize = 1;
 pub(crate) const AUTHORITY: usize = 2;
 pub(crate) const CONTENT_TYPE: usize = 3;
 pub(crate) const CONTENT_ENCODING: usize = 4;
-pub(crate) const SCHEME: usize = 5;
-pub(crate) const REQUEST_ID: usize = 6;
-const AUTHZ_ONLY: usize = 2;
+pub(crate) const ACCEPT_ENCODING: usize = 5;
+pub(crate) const SCHEME: usize = 6;
+pub(crate) const REQUEST_ID: usize = 7;
+/// The first of [`HEADERS_READ`], numbered after [`LIFECYCLE_HEADERS`].
+pub(crate) const MCP_METHOD: usize = LIFECYCLE_HEADERS.len();
 
 /// The request attributes the loaded plan can look at. Every attribute no rule looks at is a host
 /// call (plus a call back into the VM to allocate its copy) saved on every request: the largest part
@@ -85,8 +88,8 @@ pub(crate) struct WantedHeaders {
     /// The plan's names (numbered from [`FIXED_HEADERS`]).
     names: StrMap<usize>,
     all: bool,
-    /// The last [`AUTHZ_ONLY`] of [`LIFECYCLE_HEADERS`] keep their numbers but are not collected.
-    skip_authz_only: bool,
+    /// The [`FIXED_HEADERS`] (bit `i`: number `i`) that keep their numbers but are not collected.
+    unneeded: u32,
 }
 
 impl WantedHeaders {
@@ -96,12 +99,23 @@ impl WantedHeaders {
         let sent = authorizers(plan).flat_map(|a| &a.allowed_headers).map(String::as_str);
         // HTTP authorizers are always sent `authorization` (as Envoy's ext_authz does).
         let always = authorizers(plan).next().map(|_| "authorization");
-        // List filtering removes it from list requests (when they have it).
-        let listing = plan.settings.list_filtering.then_some("accept-encoding");
-        let mut wanted = Self::with(matchers.chain(sent).chain(always).chain(listing));
-        // `:scheme` and `x-request-id` only go to authorizers: without any, they keep their numbers
-        // (the lifecycle indexes by them) but are not collected.
-        wanted.skip_authz_only = authorizers(plan).next().is_none();
+        let named: Vec<&str> = matchers.chain(sent).chain(always).collect();
+        let mut wanted = Self::with(named.iter().copied());
+        // Lifecycle headers the plan has no use for keep their numbers (the lifecycle indexes by them)
+        // but are not collected: `:scheme` and `x-request-id` only go to authorizers, and list
+        // filtering removes `accept-encoding` from list requests (when they have it). One that a
+        // matcher names or an authorizer is sent is collected all the same.
+        let mut unneeded = 0;
+        if authorizers(plan).next().is_none() {
+            unneeded |= 1 << SCHEME | 1 << REQUEST_ID;
+        }
+        if !plan.settings.list_filtering {
+            unneeded |= 1 << ACCEPT_ENCODING;
+        }
+        for i in named.iter().filter_map(|n| fixed_position(n.as_bytes())) {
+            unneeded &= !(1u32 << i);
+        }
+        wanted.unneeded = unneeded;
         wanted.all = cel.headers
             || authorizers(plan).any(|a| a.allowed_headers.is_empty() && a.protocol == crate::plan::AuthorizerProtocol::Grpc);
         wanted
@@ -114,21 +128,22 @@ impl WantedHeaders {
             let next = FIXED_HEADERS + map.len();
             map.get_or_insert_with(name, || next);
         }
-        WantedHeaders { names: map, all: false, skip_authz_only: false }
+        WantedHeaders { names: map, all: false, unneeded: 0 }
     }
 
     /// Index of a wanted header; `usize::MAX` for one kept only because every header is.
     fn position(&self, name: &[u8]) -> Option<usize> {
         let found = fixed_position(name).or_else(|| self.names.get_bytes(name).copied());
         match found {
-            Some(i) if self.skip_authz_only && (LIFECYCLE_HEADERS.len() - AUTHZ_ONLY..LIFECYCLE_HEADERS.len()).contains(&i) => {
-                self.all.then_some(i)
-            }
+            Some(i) if i < FIXED_HEADERS && self.unneeded & (1 << i) != 0 => self.all.then_some(i),
             Some(i) => Some(i),
             None => self.all.then_some(usize::MAX),
         }
     }
 }
+
+/// [`RequestHeaders`]'s mark of a fixed header that was not sent.
+const ABSENT: u32 = u32::MAX;
 
 /// How many wanted headers every plan has: [`LIFECYCLE_HEADERS`], then [`HEADERS_READ`].
 const FIXED_HEADERS: usize = LIFECYCLE_HEADERS.len() + HEADERS_READ.len();
@@ -144,12 +159,13 @@ fn fixed_position(name: &[u8]) -> Option<usize> {
         b":authority" => 2,
         b"content-type" => 3,
         b"content-encoding" => 4,
-        b":scheme" => 5,
-        b"x-request-id" => 6,
-        b"mcp-method" => 7,
-        b"mcp-name" => 8,
-        b"mcp-session-id" => 9,
-        b"mcp-protocol-version" => 10,
+        b"accept-encoding" => 5,
+        b":scheme" => 6,
+        b"x-request-id" => 7,
+        b"mcp-method" => 8,
+        b"mcp-name" => 9,
+        b"mcp-session-id" => 10,
+        b"mcp-protocol-version" => 11,
         _ => return None,
     })
 }
@@ -165,8 +181,10 @@ pub(crate) struct RequestHeaders {
     text: String,
     /// Name and value of each wanted header present, in order (repeated names kept).
     wanted: Vec<(Range<usize>, Range<usize>)>,
-    /// Where in `wanted` the first of each of [`LIFECYCLE_HEADERS`] is.
-    own: [Option<usize>; LIFECYCLE_HEADERS.len()],
+    /// Where in `wanted` the first of each of the [`FIXED_HEADERS`] is ([`ABSENT`]: not sent). u32
+    /// rather than `Option<usize>`: half the size, which keeps the request's held state in dlmalloc's
+    /// small bins (the larger size cost about 300 Wasm instructions per request, `make vm-profile`).
+    own: [u32; FIXED_HEADERS],
 }
 
 impl RequestHeaders {
@@ -194,17 +212,18 @@ impl RequestHeaders {
         self.text.get(range.clone()).unwrap_or_default()
     }
 
-    /// The first value of one of [`LIFECYCLE_HEADERS`], or "".
+    /// The first value of one of the [`FIXED_HEADERS`] (by its number), if sent.
+    pub fn first(&self, own: usize) -> Option<&str> {
+        let (_, v) = self.wanted.get(*self.own.get(own)? as usize)?;
+        Some(self.text(v))
+    }
+
+    /// The first value of one of the [`FIXED_HEADERS`] (by its number), or "".
     pub fn get(&self, own: usize) -> &str {
-        match self.own.get(own).copied().flatten().and_then(|i| self.wanted.get(i)) {
+        match self.own.get(own).and_then(|&i| self.wanted.get(i as usize)) {
             Some((_, v)) => self.text(v),
             None => "",
         }
-    }
-
-    /// The first value of a kept header (`lower_name`: one of the wanted names), if sent.
-    pub fn named(&self, lower_name: &str) -> Option<&str> {
-        self.wanted.iter().find(|(k, _)| self.text(k) == lower_name).map(|(_, v)| self.text(v))
     }
 
     pub fn pairs(&self) -> Vec<(&str, &str)> {
@@ -232,17 +251,19 @@ impl RequestHeaders {
 /// A serialised header map (proxy-wasm ABI: a count, a table of name and value lengths, then each
 /// name and value followed by a NUL): where the text after the table starts, the ranges (relative to
 /// that start) of the names and values of the headers `wanted` names, and where the first of each of
-/// [`LIFECYCLE_HEADERS`] is among them.
+/// the [`FIXED_HEADERS`] is among them.
 #[allow(clippy::type_complexity)]
 fn header_spans(
     bytes: &[u8],
     wanted: &WantedHeaders,
-) -> (usize, Vec<(Range<usize>, Range<usize>)>, [Option<usize>; LIFECYCLE_HEADERS.len()]) {
+) -> (usize, Vec<(Range<usize>, Range<usize>)>, [u32; FIXED_HEADERS]) {
     let word = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-    let mut own = [None; LIFECYCLE_HEADERS.len()];
+    let mut own = [ABSENT; FIXED_HEADERS];
     let Some(count) = word(0) else { return (0, Vec::new(), own) };
     // Sized for the common case; it grows only with what the request sends, never with the plan.
-    let mut out = Vec::with_capacity(LIFECYCLE_HEADERS.len() + HEADERS_READ.len());
+    // 11, not FIXED_HEADERS (12): the larger size took dlmalloc's slower path in `make vm-profile`
+    // (about 300 Wasm instructions per request, in allocating and freeing it).
+    let mut out = Vec::with_capacity(11);
     let text_start = count.saturating_mul(8).saturating_add(4);
     let mut p = text_start;
     for n in 0..count {
@@ -255,8 +276,8 @@ fn header_spans(
         }
         p = value.end.saturating_add(1);
         if let Some(at) = wanted.position(name) {
-            if let Some(slot @ None) = own.get_mut(at) {
-                *slot = Some(out.len());
+            if let Some(slot @ &mut ABSENT) = own.get_mut(at) {
+                *slot = u32::try_from(out.len()).unwrap_or(ABSENT);
             }
             out.push((key.start - text_start..key.end - text_start, value.start - text_start..value.end - text_start));
         }
@@ -286,7 +307,7 @@ pub fn serialize_map(pairs: &[(&str, &str)]) -> Vec<u8> {
 
 /// The pairs of a serialised header map (lossy UTF-8; what could be read of a malformed one).
 pub fn deserialize_map(bytes: &[u8]) -> Vec<(String, String)> {
-    let all = WantedHeaders { names: StrMap::default(), all: true, skip_authz_only: false };
+    let all = WantedHeaders { names: StrMap::default(), all: true, unneeded: 0 };
     let headers = RequestHeaders::from_block(bytes.to_vec(), &all);
     headers.pairs().into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
@@ -300,6 +321,9 @@ pub enum Classified {
     JsonBody { encoded: Option<String> },
     /// A JSON POST without a body: not MCP.
     EmptyJsonPost,
+    /// A GET or DELETE with a body (`GET` or `DELETE`): decided on HTTP attributes alone, but not as
+    /// the base protocol's GET or DELETE ([`crate::mcp::NotMcp::BodyNotRead`]).
+    BodyNotRead(&'static str),
     /// Anything else: decided on HTTP attributes alone.
     Http,
 }
@@ -312,6 +336,9 @@ pub fn classify(method: &str, content_type: &str, content_encoding: &str, end_of
     let json = content_type.eq_ignore_ascii_case("application/json")
         || content_type.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
     match (method == "POST" && json, end_of_stream) {
+        // The base protocol's GET and DELETE have no body: one that does is not read, and not them.
+        (false, false) if method == "GET" => Classified::BodyNotRead("GET"),
+        (false, false) if method == "DELETE" => Classified::BodyNotRead("DELETE"),
         (false, _) => Classified::Http,
         (true, true) => Classified::EmptyJsonPost,
         (true, false) => {
@@ -380,7 +407,9 @@ mod tests {
         assert_eq!(fixed_position(b"mcp-names"), None);
         // A plan naming one of them again does not number it twice.
         let w = wanted(&["mcp-name", "x-team"]);
-        assert_eq!(w.position(b"mcp-name"), Some(8));
+        assert_eq!(w.position(b"mcp-name"), Some(9));
+        assert_eq!(HEADERS_READ[0], "mcp-method");
+        assert_eq!(fixed_position(b"mcp-method"), Some(MCP_METHOD));
         assert_eq!(w.position(b"x-team"), Some(FIXED_HEADERS));
     }
 
@@ -467,6 +496,9 @@ mod tests {
         assert_eq!(classify("POST", "application/json", "", true), EmptyJsonPost);
         assert_eq!(classify("POST", "text/plain", "", false), Http);
         assert_eq!(classify("GET", "application/json", "", true), Http);
+        assert_eq!(classify("GET", "", "", false), BodyNotRead("GET"));
+        assert_eq!(classify("DELETE", "application/json", "", false), BodyNotRead("DELETE"));
+        assert_eq!(classify("PUT", "", "", false), Http);
         assert_eq!(classify("PUT", "application/json", "", false), Http);
     }
 }

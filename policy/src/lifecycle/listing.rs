@@ -36,8 +36,8 @@ impl Listing {
 
 /// Whether a JSON POST may be a list request, by its headers: MCP 2026-07-28 clients name the
 /// method in `Mcp-Method`; without it (2025-11-25), only the body tells.
-pub(super) fn may_be_a_list(headers: &RequestHeaders) -> bool {
-    headers.named("mcp-method").is_none_or(|m| ListKind::of_method(m.trim()).is_some())
+pub(super) fn may_be_a_list(held: &RequestHeaders) -> bool {
+    held.first(headers::MCP_METHOD).is_none_or(|m| ListKind::of_method(m.trim()).is_some())
 }
 
 impl Request {

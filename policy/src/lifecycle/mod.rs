@@ -218,14 +218,18 @@ impl Request {
             read: None,
             time_ms: if needs.time { host.now_ms() } else { 0 },
         });
-        if matches!(held.classified, Classified::JsonBody { .. }) {
+        // A JSON POST is read once its body is whole; a GET or DELETE with a body is held to its end
+        // too, to see whether the body was empty after all (HTTP/2 can end a stream with an empty
+        // DATA frame).
+        if matches!(held.classified, Classified::JsonBody { .. } | Classified::BodyNotRead(_)) {
             // List filtering removes `accept-encoding` from a list request, which it knows as one
             // only from its body: its headers are held where they can be, else the header is
             // removed from every request that may be one.
             let settings = &loaded.evaluator.plan().settings;
             let strip = settings.list_filtering
+                && matches!(held.classified, Classified::JsonBody { .. })
                 && listing::may_be_a_list(&held.headers)
-                && held.headers.named("accept-encoding").is_some();
+                && held.headers.first(headers::ACCEPT_ENCODING).is_some();
             if strip && !settings.pause_headers {
                 host.remove_request_header("accept-encoding");
             }
@@ -244,10 +248,10 @@ impl Request {
         let Some(loaded) = self.loaded.clone() else { return Action::Pause };
         let limit = loaded.evaluator.plan().settings.max_body_bytes as usize;
         if body_size > limit {
-            let path = held.headers.get(headers::PATH).to_string();
+            let (method, path) = (held.headers.get(headers::METHOD).to_string(), held.headers.get(headers::PATH).to_string());
             self.state = State::Done;
             host.count(Counter::TooLarge);
-            record(host, "POST", &path, "deny: body over the limit");
+            record(host, &method, &path, "deny: body over the limit");
             let reply = response::too_large();
             host.send_reply(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
             return Action::Pause;
@@ -293,6 +297,13 @@ impl Request {
     /// Reads the whole buffered body of a held JSON POST and decides.
     fn decide_held(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, body_size: usize) -> Action {
         let State::Buffering(mut held) = std::mem::replace(&mut self.state, State::Done) else { return Action::Continue };
+        if matches!(held.classified, Classified::BodyNotRead(_)) {
+            // Not read; empty, it was the GET or DELETE it would have been without the stream open.
+            if body_size == 0 {
+                held.classified = Classified::Http;
+            }
+            return self.advance(host, loaded, held, Context::Callback);
+        }
         // An unreadable body is an empty one: not MCP, so it can only pass rules without MCP constraints.
         held.body = host.request_body(body_size).unwrap_or_default();
         self.advance(host, loaded, held, Context::Callback)
@@ -344,7 +355,7 @@ impl Request {
                 self.state = if lists.is_empty() {
                     State::Done
                 } else {
-                    if ev.plan().settings.pause_headers && held.headers.named("accept-encoding").is_some() {
+                    if ev.plan().settings.pause_headers && held.headers.first(headers::ACCEPT_ENCODING).is_some() {
                         host.remove_request_header("accept-encoding");
                     }
                     State::Listing(Box::new(listing::Listing::new(held, lists, summary)))
@@ -421,6 +432,7 @@ fn with_request<T>(
     http_request(held, |req| match &held.classified {
         Classified::Http => (f(req, BodyInput::None), None),
         Classified::EmptyJsonPost => (f(req, BodyInput::NotMcp(&NotMcp::EmptyBody)), None),
+        &Classified::BodyNotRead(method) => (f(req, BodyInput::NotMcp(&NotMcp::BodyNotRead { method })), None),
         Classified::JsonBody { encoded: Some(encoding) } => {
             (f(req, BodyInput::NotMcp(&NotMcp::Encoded { encoding: encoding.clone() })), None)
         }

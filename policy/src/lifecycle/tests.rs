@@ -287,6 +287,40 @@ fn requests_without_a_json_body_are_decided_on_their_headers() {
 }
 
 #[test]
+fn a_get_or_delete_with_a_body_is_not_the_base_protocols() {
+    // The rule allows the base protocol only: a GET (stream) and a DELETE with a session id pass
+    // without a body; with one (the headers do not end the stream), it is not read and they do not.
+    let base = RulePlan { name: "base".into(), mcp: Some(McpMatch { base_protocol: true, methods: vec![] }), ..RulePlan::default() };
+    let p = plugin(allow_level(vec![base]), None);
+    for (method, session) in [("GET", None), ("DELETE", Some("s1"))] {
+        let with = |stream_open: bool, body_size: usize| {
+            let mut host = get();
+            host.headers.retain(|(k, _)| k != ":method");
+            host.headers.push((":method".into(), method.into()));
+            if let Some(s) = session {
+                host.headers.push(("mcp-session-id".into(), s.into()));
+            }
+            host.body = vec![b'x'; body_size];
+            let mut r = p.request();
+            let action = r.on_request_headers(&mut host, !stream_open);
+            let body_action = if stream_open { r.on_request_body(&mut host, body_size, true) } else { action };
+            (action, host, body_action)
+        };
+        let (action, host, _) = with(false, 0);
+        assert_eq!((action, host.counts.clone()), (Action::Continue, vec![Counter::Allow]), "{method}");
+        // Held to the body's end: a body of 5 bytes is denied there, an empty one (an HTTP/2 stream
+        // ended by an empty DATA frame) allowed.
+        let (action, host, body_action) = with(true, 5);
+        assert_eq!((action, body_action, host.counts.clone()), (Action::Continue, Action::Pause, vec![Counter::DenyGateway]), "{method}");
+        let (status, _, body) = host.replies.last().cloned().unwrap();
+        assert_eq!(status, 403, "{method}: {body:?}");
+        assert!(host.records.last().unwrap().contains(&format!("{method} with a body, which is not read")), "{:?}", host.records);
+        let (_, host, body_action) = with(true, 0);
+        assert_eq!((body_action, host.counts.clone()), (Action::Continue, vec![Counter::Allow]), "{method}");
+    }
+}
+
+#[test]
 fn header_rules_see_every_kept_header_however_many() {
     // 20 header matchers in one rule: more headers are kept than the evaluator's pairs hold on the
     // stack (16), so they are collected in a Vec; the decision must not change with that.
@@ -307,6 +341,29 @@ fn header_rules_see_every_kept_header_however_many() {
     let p = plugin(allow_level(vec![few]), None);
     assert_eq!(send(&p, &mut with(1)).1, Action::Continue);
     assert_eq!(send(&p, &mut with(0)).1, Action::Pause);
+}
+
+#[test]
+fn header_rules_on_headers_the_lifecycle_reads_only_for_itself() {
+    // `x-request-id` is read for authorizers, `accept-encoding` for list filtering: a plan without
+    // them does not collect these, unless a rule names them.
+    let on = |name: &str| RulePlan {
+        name: name.into(),
+        http: HttpMatch { headers: vec![HeaderMatch { name: name.into(), value: ValueMatch::Exact("v".into()) }], ..HttpMatch::default() },
+        ..RulePlan::default()
+    };
+    for (name, list_filtering) in [("x-request-id", true), ("accept-encoding", false), ("accept-encoding", true)] {
+        let mut plan = CompiledPlan::empty("default/gw/https");
+        plan.settings.list_filtering = list_filtering;
+        plan.gateway = allow_level(vec![on(name)]);
+        let mut p = Plugin::default();
+        assert!(p.configure(&mut FakeRoot::default(), &serde_json::to_vec(&plan.seal()).unwrap()));
+        let mut host = post(&call(1, "x")).header(name, "v");
+        assert_eq!(send(&p, &mut host).1, Action::Continue, "{name}");
+        assert_eq!(host.counts, vec![Counter::Allow], "{name}");
+        let mut host = post(&call(1, "x")).header(name, "w");
+        assert_eq!(send(&p, &mut host).1, Action::Pause, "{name}");
+    }
 }
 
 // ---- gRPC authorizers ---------------------------------------------------------------------------

@@ -228,6 +228,8 @@ fn captured_params_with_keys_that_fold_together_are_refused() {
         ("{\"list\":[{\"k\":1,\"\u{212a}\":2}]}", "k", "\u{212a}"),
         (r#"{"list":[{"k":1,"\u212a":2}]}"#, "k", "\u{212a}"),
         ("{\"is\":1,\"i\u{17f}\":2}", "is", "i\u{17f}"),
+        // The sharp s and its capital (Go folds them together).
+        ("{\"stra\u{df}e\":1,\"stra\u{1e9e}e\":2}", "stra\u{df}e", "stra\u{1e9e}e"),
         // An escaped key is compared as decoded.
         (r#"{"\u0063ity":"Paris","CITY":"Berlin"}"#, "city", "CITY"),
     ] {
@@ -284,7 +286,7 @@ fn reference_folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
         if key.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
             Cow::Borrowed(key)
         } else {
-            Cow::Owned(key.chars().flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect())
+            Cow::Owned(key.chars().map(super::twins::sharp_s).flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect())
         }
     }
 
