@@ -120,10 +120,15 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
             values.iter().map(move |v| (k.to_ascii_lowercase(), v.clone()))
         })
         .collect();
-    let body_bytes: Option<Vec<u8>> = described.body.as_ref().map(|b| match b {
-        Value::String(s) => s.clone().into_bytes(),
-        other => other.to_string().into_bytes(),
-    });
+    // An empty body is none, as Envoy sees it (the headers end the stream).
+    let body_bytes: Option<Vec<u8>> = described
+        .body
+        .as_ref()
+        .map(|b| match b {
+            Value::String(s) => s.clone().into_bytes(),
+            other => other.to_string().into_bytes(),
+        })
+        .filter(|b| !b.is_empty());
     if body_bytes.is_some() && !headers.iter().any(|(k, _)| k == "content-type") {
         headers.push(("content-type".into(), "application/json".into()));
     }

@@ -374,4 +374,10 @@ fn explain_reads_both_mcp_revisions_and_reports_header_mismatches() {
     assert!(out.contains("decision: ALLOW"), "{out}");
     let out = explain("listener: http\nmethod: GET\nheaders: {mcp-session-id: abc, MCP-Protocol-Version: \"2025-11-25\"}\n");
     assert!(out.contains("decision: ALLOW"), "{out}");
+    // A GET carrying a body is not that stream: not read, not MCP (an empty body is no body).
+    let out = explain(&format!("listener: http\nmethod: GET\n{}\n", call("get-sum")));
+    assert!(out.contains("body: not MCP (GET with a body, which is not read)"), "{out}");
+    assert!(out.contains("decision: DENY") && out.contains("reply HTTP 403"), "{out}");
+    let out = explain("listener: http\nmethod: GET\nbody: \"\"\n");
+    assert!(out.contains("decision: ALLOW"), "{out}");
 }
