@@ -35,9 +35,5 @@ def bypass_gw(tmp_path_factory, certs, wasm_path):
     gw = harness.ToolgateGateway(workdir, certs, wasm_path, server, listeners=LISTENERS, https_client_ca=False,
                                  render_args=["--max-body-bytes", str(MAX_BODY)], strict=True)
     gw.policies = bypass_policies()
-    try:
-        gw.start()
+    with harness.serving(gw):
         yield gw
-    finally:
-        gw.stop()
-        server.stop()

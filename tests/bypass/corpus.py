@@ -16,7 +16,6 @@ A case is a dict:
 from __future__ import annotations
 
 import gzip
-import json
 
 MAX_BODY = 4096
 ARGS = '{"a":2,"b":3}'

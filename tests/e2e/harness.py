@@ -12,6 +12,7 @@ Environment overrides:
 from __future__ import annotations
 
 import base64
+import contextlib
 import glob
 import http.client
 import json
@@ -836,6 +837,17 @@ class Sent:
         body = r.body[:300] if r is not None else None
         return (f"Sent(tag={self.tag}, status={r.status if r else None}, body={body!r}, "
                 f"executed={len(self.executed)}, upstream_requests={self.upstream_requests}, error={self.error!r})")
+
+
+@contextlib.contextmanager
+def serving(gw: "ToolgateGateway"):
+    """Starts `gw`; stops it and its MCP server on the way out (module-wide fixtures)."""
+    try:
+        gw.start()
+        yield gw
+    finally:
+        gw.stop()
+        gw.server.stop()
 
 
 class ToolgateGateway:
