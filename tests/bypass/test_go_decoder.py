@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import NamedTuple
 
 import pytest
@@ -189,16 +190,16 @@ def used(server: harness.McpServer, tag: str, kind: Kind) -> list[str]:
     return [e[kind.logged] for e in calls(server, tag) if e["jsonrpc_method"] == kind.method]
 
 
-def differential(gw, kind: Kind, bodies: list[tuple[bytes, int]]) -> tuple[int, int]:
-    """Sends each body directly to the Go server, then through Envoy; `must` is how many values it must act
+def differential(gw, kind: Kind, bodies: list[tuple[bytes, int]], headers=lambda body: ()) -> tuple[int, int]:
+    """Sends each body (with `headers(body)`) directly to the Go server, then through Envoy; `must` is how many values it must act
     on through Envoy (all the plain allowed ones; 0: any number, possibly none). Asserts nothing but the
     allowed value is acted on through Envoy and every plain allowed body is; returns how many bodies the
     Go server alone acted on with another value, and how many passed Envoy."""
     leaked, refused, live, passed = [], [], 0, 0
     for body, must in bodies:
-        _, _, tag = post(gw.server.url + "/mcp", body)
+        _, _, tag = post(gw.server.url + "/mcp", body, headers(body))
         live += any(v != kind.allowed for v in used(gw.server, tag, kind))
-        status, resp, tag = post(gw.url_for(kind.listener), body)
+        status, resp, tag = post(gw.url_for(kind.listener), body, headers(body))
         acted = used(gw.server, tag, kind)
         if any(v != kind.allowed for v in acted):
             leaked.append((body, acted))
@@ -224,6 +225,26 @@ def test_random_messages_read_as_go_reads_them(go_gw, kind, seed, count, live_at
     live, passed = differential(go_gw, kind, bodies)
     # The generator is not vacuous: a good share would act on another value on Go, and some do pass.
     assert live >= live_at_least and passed >= passed_at_least, (live, passed)
+
+
+def test_random_calls_with_the_2026_07_28_headers(go_gw):
+    """200 random tools/call messages sent as MCP 2026-07-28 clients send them, with `Mcp-Method` and an
+    `Mcp-Name` naming the tool in the message's first `name`-like key: the headers change nothing of the
+    above (a Go server routing on the body, not the headers)."""
+    rng = random.Random(20261129)
+    bodies = []
+    for _ in range(200):
+        text, must_pass = message(rng, CALL)
+        bodies.append((text.encode(), int(must_pass)))
+
+    def headers(body: bytes) -> list[tuple[str, str]]:
+        # The value after the first key that reads as "name" to Go, as a client would have written both.
+        found = re.search(r'"(?:[nN]|\\u00[46]e)(?:[aA]|\\u00[46]1)(?:[mM]|\\u00[46]d)(?:[eE]|\\u00[46]5)":"([^"]*)"', body.decode())
+        return [("mcp-method", "tools/call"), ("mcp-protocol-version", "2026-07-28")] + (
+            [("mcp-name", found.group(1))] if found else [])
+
+    live, passed = differential(go_gw, CALL, bodies, headers)
+    assert live >= 50 and passed >= 20, (live, passed)
 
 
 def test_random_batches_read_as_go_reads_them(go_gw):
