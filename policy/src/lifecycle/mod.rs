@@ -294,7 +294,8 @@ impl Request {
         Action::Pause
     }
 
-    /// Reads the whole buffered body of a held JSON POST and decides.
+    /// Reads the whole buffered body of a held JSON POST and decides; a held GET or DELETE is decided
+    /// on whether its body was empty.
     fn decide_held(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, body_size: usize) -> Action {
         let State::Buffering(mut held) = std::mem::replace(&mut self.state, State::Done) else { return Action::Continue };
         if matches!(held.classified, Classified::BodyNotRead(_)) {

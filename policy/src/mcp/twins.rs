@@ -39,8 +39,9 @@ enum Frame<'a> {
 /// `params`, whose contents reach CEL rules and authorizers. The folding (upper- then lower-casing
 /// every character) covers what Go's `encoding/json` (Unicode simple folding) and .NET's
 /// `OrdinalIgnoreCase` equate (with `ẞ` read as `ß`: [`sharp_s`]), and a little more (`ß` and
-/// `SS`), which only refuses what no client sends. The first problem in text order is reported. Strings are not validated again; on other
-/// text that is not JSON (never the case: the reader has read it) the scanner's error is returned.
+/// `SS`), which only refuses what no client sends. The first problem in text order is reported.
+/// Strings are not validated again; on other text that is not JSON (never the case: the reader has
+/// read it) the scanner's error is returned.
 pub(super) fn folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
     let b = json.as_bytes();
     let mut frames: Vec<Frame<'_>> = Vec::with_capacity(8);
