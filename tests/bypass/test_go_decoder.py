@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
 from typing import NamedTuple
 
 import pytest
@@ -294,3 +295,11 @@ def test_numbers_are_read_as_go_reads_them(go_gw):
         assert [e["args"]["a"] for e in calls(go_gw.server, tag)] == [go_reads], a
         status, resp, runs = through(go_gw, sum_call(a), listener="args")
         assert runs == (["get-sum"] if passes else []), (a, status, resp)
+
+
+def test_the_fold_orbits_the_reader_is_checked_against_are_this_gos():
+    """policy/src/mcp/go_fold_orbits.txt (every orbit of Go's key folding, which a unit test checks the
+    params twin check against) is what this Go prints: a Go whose folding changed fails here."""
+    printed = subprocess.run([str(harness.REPO / "target/go/toolgate-go-fold-orbits")], capture_output=True, check=True,
+                             timeout=60).stdout
+    assert printed == (harness.REPO / "policy/src/mcp/go_fold_orbits.txt").read_bytes()

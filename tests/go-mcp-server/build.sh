@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds tests/go-mcp-server (standard library only) into target/go/toolgate-go-mcp-server with a Go
+# Builds tests/go-mcp-server (standard library only) into target/go/toolgate-go-mcp-server, and its
+# cmd/fold-orbits (Go's key folding, listed) into target/go/toolgate-go-fold-orbits, with a Go
 # toolchain from Debian's own packages: golang-1.NN-go and golang-1.NN-src of the suite TOOLGATE_GO_SUITE
 # (default trixie, Go 1.24), downloaded with a private apt configuration (nothing is installed on the
 # machine) and unpacked once into a cache outside the clone, ${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/go
@@ -17,8 +18,9 @@ CACHE=${TOOLGATE_GO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/go}/$SUITE
 say() { printf 'go-mcp-server: %s\n' "$*" >&2; }
 die() { printf 'go-mcp-server: error: %s\n' "$*" >&2; exit 1; }
 
-want="$(cat "$SRC/main.go" "$SRC/go.mod" | sha256sum | cut -d' ' -f1)"
-if [ -x "$OUT" ] && [ "$(cat "$OUT.sha256" 2>/dev/null)" = "$want" ]; then
+ORBITS="$ROOT/target/go/toolgate-go-fold-orbits"
+want="$(cat "$SRC/main.go" "$SRC/go.mod" "$SRC/cmd/fold-orbits/main.go" | sha256sum | cut -d' ' -f1)"
+if [ -x "$OUT" ] && [ -x "$ORBITS" ] && [ "$(cat "$OUT.sha256" 2>/dev/null)" = "$want" ]; then
     say "$OUT up to date"
     exit 0
 fi
@@ -56,6 +58,6 @@ export GOROOT PATH="$GOROOT/bin:$PATH" GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mo
        GOCACHE="$CACHE/gocache" GOPATH="$CACHE/gopath" GOTELEMETRY=off
 mkdir -p "$(dirname "$OUT")"
 say "building with $(go version)"
-(cd "$SRC" && go build -trimpath -o "$OUT" .)
+(cd "$SRC" && go build -trimpath -o "$OUT" . && go build -trimpath -o "$ORBITS" ./cmd/fold-orbits)
 echo "$want" > "$OUT.sha256"
 say "built $OUT"

@@ -446,3 +446,22 @@ fn folded_twins_match_the_serde_json_walk() {
     }
     assert!(checked > 2000 && twins > 300 && undecodable > 300 && checked - twins - undecodable > 300, "{checked} {twins} {undecodable}");
 }
+
+#[test]
+fn keys_go_folds_together_are_twins() {
+    // Every folding orbit of Go's unicode.SimpleFold, with which encoding/json matches keys
+    // (go_fold_orbits.txt, printed by tests/go-mcp-server/cmd/fold-orbits; test_go_decoder.py
+    // checks it is what that Go prints): two keys differing by members of one orbit are one key to
+    // a Go server, so in a captured `params` they must be twins.
+    use super::twins::folded_twins;
+    let mut orbits = 0;
+    for line in include_str!("go_fold_orbits.txt").lines() {
+        let runes: Vec<char> = line.split(' ').map(|h| u32::from_str_radix(h, 16).ok().and_then(char::from_u32).unwrap()).collect();
+        for other in &runes[1..] {
+            let json = format!(r#"{{"k{}":1,"k{other}":2}}"#, runes[0]);
+            assert!(matches!(folded_twins(&json, 0), Err(NotMcp::FoldedTwins { .. })), "{line}: {json}");
+        }
+        orbits += 1;
+    }
+    assert!(orbits > 1000, "{orbits}");
+}
