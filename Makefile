@@ -11,7 +11,7 @@ WASM_NO_LISTS := target/wasm32-wasip1/release/toolgate_filter_no_list_filtering.
 TOOLGATE := target/debug/toolgate
 MCP_SERVER := target/debug/toolgate-sample-mcp-server
 
-.PHONY: help setup build wasm test test-unit test-wasm test-fuzz fuzz test-e2e test-k8s go-mcp-server demo bench bench-quick vm-profile wasm-size measure-controller crds clean
+.PHONY: help setup build wasm test test-unit test-wasm test-fuzz fuzz test-e2e test-k8s go-mcp-server demo bench bench-quick bench-host-calls vm-profile wasm-size measure-controller crds clean
 
 help:
 	@echo "make demo   - build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
@@ -85,6 +85,11 @@ bench: setup
 bench-quick: setup
 	bash bench/setup.sh
 	BENCH_QUICK=1 $(VENV)/bin/python bench/run.py $(BENCH_ARGS)
+
+# What single proxy-wasm host calls cost Envoy, through bench/callout-filter (about 30 minutes; bench/notes.md, session 11).
+bench-host-calls: setup
+	bash bench/setup.sh
+	$(VENV)/bin/python bench/host_calls.py
 
 # Instructions per request inside the Wasm VM, per filter function: the .wasm in Node's V8 with a stub
 # host, under callgrind (bench/vm-profile; a development tool, Envoy's own costs are in make bench). The

@@ -2,6 +2,7 @@
 other rows from it (bare Envoy, RBAC, the no-op, naive and callout filters, ext_authz, a baseline .wasm)."""
 
 import json
+import os
 import re
 import shutil
 import struct
@@ -212,6 +213,13 @@ def edit_callout(body: bytes, port: int):
         cfg["name"] = cfg["root_id"] = cfg["vm_config"]["vm_id"] = "callout"
         cfg["vm_config"]["code"]["local"]["filename"] = str(WASM_CALLOUT)
         cfg["configuration"]["value"] = f"{upstream.hex()} {check_request(body, f'127.0.0.1:{port}').hex()}"
+        # BENCH_G0_ARGS: host calls the callout filter adds when the answer comes, to measure what each
+        # costs Envoy (bench/callout-filter: `read_answer=4`, `read_protocol=4`, `clock=4`, `count=4`;
+        # `http`: the call through proxy-wasm's HTTP call), e.g. BENCH_G0_ARGS="read_protocol=4".
+        for word in os.environ.get("BENCH_G0_ARGS", "").split():
+            if word == "http":
+                word = f"http={authorizer['cluster'].encode().hex()},{authorizer['authority'].encode().hex()}"
+            cfg["configuration"]["value"] += f" {word}"
     return edit
 
 
