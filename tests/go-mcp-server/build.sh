@@ -17,6 +17,8 @@ CACHE=${TOOLGATE_GO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/go}/$SUITE
 
 say() { printf 'go-mcp-server: %s\n' "$*" >&2; }
 die() { printf 'go-mcp-server: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/debian-packages.sh
+source "$ROOT/scripts/debian-packages.sh"
 
 ORBITS="$ROOT/target/go/toolgate-go-fold-orbits"
 want="$(cat "$SRC/main.go" "$SRC/go.mod" "$SRC/cmd/fold-orbits/main.go" | sha256sum | cut -d' ' -f1)"
@@ -32,22 +34,16 @@ if [ -z "$(goroot)" ] || [ ! -x "$(goroot)/bin/go" ]; then
     [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || die "needs debian-archive-keyring (make setup)"
     A="$CACHE/apt"
     rm -rf "$CACHE"
-    mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/debs" "$CACHE/root"
-    : > "$A/status"
-    # The Debian mirror this machine's apt already uses.
-    mirror=$(grep -hsE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list \
-               /etc/apt/sources.list 2>/dev/null | grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n 1 | tr -d ' ' || true)
+    mkdir -p "$A/debs" "$CACHE/root"
+    mirror=$(debian_mirror)
     [ -n "$mirror" ] || die "no Debian mirror in the apt configuration"
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${mirror%/} $SUITE main" > "$A/sources.list"
-    opts=(-o "Dir::Etc::SourceList=$A/sources.list" -o Dir::Etc::SourceParts=/nonexistent
-          -o "Dir::State::Lists=$A/lists" -o "Dir::Cache=$A/cache" -o "Dir::State::Status=$A/status"
-          -o APT::Sandbox::User=root -o Acquire::Retries=3)
-    apt-get "${opts[@]}" update -qq >&2 || die "apt-get update ($SUITE) failed"
+    private_apt "$A" "$SUITE" "$mirror"
+    apt-get "${APT_OPTS[@]}" update -qq >&2 || die "apt-get update ($SUITE) failed"
     # golang-go depends on the versioned toolchain (golang-1.NN-go), which depends on its sources.
-    gopkg=$(apt-cache "${opts[@]}" depends golang-go | grep -oE 'golang-1\.[0-9]+-go' | head -n 1)
+    gopkg=$(apt-cache "${APT_OPTS[@]}" depends golang-go | grep -oE 'golang-1\.[0-9]+-go' | head -n 1)
     [ -n "$gopkg" ] || die "no golang-1.NN-go behind golang-go in $SUITE"
     say "downloading ${gopkg} and ${gopkg%-go}-src from Debian $SUITE"
-    (cd "$A/debs" && apt-get "${opts[@]}" download "$gopkg" "${gopkg%-go}-src" >&2) || die "apt-get download failed"
+    (cd "$A/debs" && apt-get "${APT_OPTS[@]}" download "$gopkg" "${gopkg%-go}-src" >&2) || die "apt-get download failed"
     for f in "$A"/debs/*.deb; do dpkg-deb -x "$f" "$CACHE/root"; done
     rm -rf "$A/debs"
 fi

@@ -35,39 +35,30 @@ EPORT=${KCAS_ETCD_PORT:-12379}
 SUITE=${KCAS_SUITE:-sid}
 
 log() { echo "kcas: $*" >&2; }
-
-apt_opts() {
-  local A=$PREFIX/apt
-  echo "-o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=/nonexistent" \
-       "-o Dir::State::Lists=$A/lists -o Dir::Cache=$A/cache -o Dir::State::Status=$A/status" \
-       "-o APT::Sandbox::User=root -o Acquire::Retries=3"
-}
+# debian_mirror, private_apt (and the setup scripts' package helpers).
+# shellcheck source=scripts/debian-packages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/debian-packages.sh"
 
 do_install() {
   local t
   for t in apt-get apt-cache dpkg-deb openssl curl; do command -v $t >/dev/null || { log "needs $t"; exit 1; }; done
   local A=$PREFIX/apt ROOT=$PREFIX/root
   rm -rf "$A/debs" "$ROOT" "$PREFIX/gopath"
-  mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/debs" "$ROOT" "$PREFIX/bin" "$PREFIX/gopath/src/kcas"
-  : > "$A/status"   # empty dpkg status: apt resolves the whole closure and installs nothing
+  mkdir -p "$A/debs" "$ROOT" "$PREFIX/bin" "$PREFIX/gopath/src/kcas"
   local MIRROR=${KCAS_MIRROR:-}
-  if [ -z "$MIRROR" ]; then  # the Debian mirror this machine's apt already uses
-    MIRROR=$(grep -hsE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list 2>/dev/null \
-             | grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n 1 | tr -d ' ' || true)
-  fi
+  [ -n "$MIRROR" ] || MIRROR=$(debian_mirror)
   [ -n "$MIRROR" ] || { log "no Debian mirror found in the apt configuration; set KCAS_MIRROR"; exit 1; }
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${MIRROR%/} $SUITE main" > "$A/sources.list"
-  # shellcheck disable=SC2046
-  apt-get $(apt_opts) update >&2
+  private_apt "$A" "$SUITE" "$MIRROR"
+  apt-get "${APT_OPTS[@]}" update >&2
 
   log "resolving Go build dependencies of golang-k8s-apiextensions-apiserver-dev in $SUITE"
   local pkgs
-  pkgs=$(apt-cache $(apt_opts) depends --recurse --no-recommends --no-suggests --no-conflicts \
+  pkgs=$(apt-cache "${APT_OPTS[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts \
            --no-breaks --no-replaces --no-enhances golang-k8s-apiextensions-apiserver-dev golang-go \
          | grep -E '^golang-' | sort -u)
   log "downloading $(echo "$pkgs" | wc -l) source packages + etcd-server + kubectl"
   # shellcheck disable=SC2086
-  (cd "$A/debs" && apt-get $(apt_opts) download $pkgs etcd-server kubectl >&2)
+  (cd "$A/debs" && apt-get "${APT_OPTS[@]}" download $pkgs etcd-server kubectl >&2)
   for f in "$A"/debs/*.deb; do dpkg-deb -x "$f" "$ROOT"; done
   command install -m 0755 "$ROOT/usr/bin/etcd" "$ROOT/usr/bin/kubectl" "$PREFIX/bin/"
 
