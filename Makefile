@@ -20,6 +20,7 @@ help:
 	@echo "make bench  - benchmarks (see docs/benchmarks.md)"
 	@echo "make wasm-size - what the .wasm is made of and Envoy's memory with it (docs/wasm-size.md)"
 	@echo "make vm-profile - instructions per request inside the Wasm VM, per filter function"
+	@echo "make bench-host-calls - what single proxy-wasm host calls cost Envoy (bench/notes.md)"
 	@echo "make crds   - regenerate crds/ from the Rust types"
 
 # Debian packages, the wasm32-wasip1 target, the Python venv with the pinned Envoy.
