@@ -1,7 +1,6 @@
 # Sourced by scripts/setup.sh and bench/setup.sh: `need_pkg NAME` collects Debian packages that are not
 # installed; `install_missing` installs them (apt-get update only when something is missing) and
-# returns 1 when nothing was missing.
-# Expects `say` and `die` from the sourcing script.
+# returns 1 when nothing was missing; it expects `say` and `die` from the sourcing script.
 # Sourced by tests/go-mcp-server/build.sh and tests/k8s/apiserver.sh too: `debian_mirror` and
 # `private_apt`, for downloading packages of another Debian suite without installing anything.
 missing=()
