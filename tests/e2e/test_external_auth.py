@@ -79,6 +79,7 @@ def test_gateway_grpc_authorizer_decides_by_tool_for_every_caller(gateway, start
             call = one_call(az, before)
             assert call["kind"] == "grpc"
             assert (call["principal"] or None) == principal, call
+            assert call["protocol"] == "HTTP/1.1", call  # request.protocol, as Envoy's ext_authz sends it
             assert call["decision"] == ("allow" if allowed else "deny"), call
             mcp = call["mcp_proxy"]
             assert mcp["jsonrpc"] == "2.0" and mcp["id"] == r.id and mcp["method"] == "tools/call", call
