@@ -39,7 +39,7 @@ pub struct PlanArgs {
     /// denied.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_timeout_ms)]
     pub authz_timeout: u32,
-    /// List filtering (SPEC §5): `on` rewrites the result of an allowed tools/list, prompts/list or
+    /// List filtering (docs/semantics.md §5): `on` rewrites the result of an allowed tools/list, prompts/list or
     /// resources/list to the entries the caller could use (tools/call, prompts/get, resources/read
     /// by the same caller would be allowed); `off` passes lists on unchanged and the filter does no
     /// work on responses.

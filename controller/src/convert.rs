@@ -1,5 +1,5 @@
 //! XAccessPolicy versions: v1alpha1 is what Toolgate works with; v0alpha0 objects are converted on
-//! read (SPEC §1).
+//! read (docs/semantics.md §1).
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;

@@ -249,7 +249,7 @@ fn print_explanations(explained: &[MessageExplanation]) {
     }
 }
 
-/// Compares the MCP 2026-07-28 request headers with each message as the filter does (SPEC §4), and
+/// Compares the MCP 2026-07-28 request headers with each message as the filter does (docs/semantics.md §4), and
 /// prints each comparison; true when one disagrees (the filter then answers HTTP 400, -32020).
 fn explain_mcp_headers(headers: &[(String, String)], messages: &[McpMessage<'_>], batch: bool) -> bool {
     const CHECKED: [(&str, &str); 3] =
@@ -394,7 +394,7 @@ impl lifecycle::Host for Simulated {
     fn set_request_header(&mut self, _: &str, _: &str) {}
     fn add_request_header(&mut self, _: &str, _: &str) {}
     fn remove_request_header(&mut self, _: &str) {}
-    // explain decides on the request; it has no response to filter (list filtering, SPEC §5).
+    // explain decides on the request; it has no response to filter (list filtering, docs/semantics.md §5).
     fn response_header(&mut self, _: &str) -> Option<String> {
         None
     }

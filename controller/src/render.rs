@@ -1,4 +1,4 @@
-//! `toolgate render`: a runnable Envoy configuration per Gateway (SPEC §7).
+//! `toolgate render`: a runnable Envoy configuration per Gateway (docs/semantics.md §7).
 //!
 //! Per Gateway, a folder with:
 //! - `envoy.json`: the bootstrap (admin, access log, file-based dynamic resources);
@@ -235,7 +235,7 @@ impl Ctx<'_> {
                     },
                     {
                         // Holds the request (headers included) until the Toolgate filter decided, so
-                        // a denied request never reaches the upstream (SPEC §6).
+                        // a denied request never reaches the upstream (docs/semantics.md §6).
                         "name": "envoy.filters.http.buffer",
                         "typed_config": {
                             "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
@@ -540,7 +540,7 @@ fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstr
         [(u, _)] => json!({ "cluster": u.cluster_name() }),
         many => json!({ "weighted_clusters": { "clusters": many.iter().map(|(u, w)| json!({ "name": u.cluster_name(), "weight": w })).collect::<Vec<_>>() } }),
     };
-    // No request timeout unless the HTTPRoute gives one (SPEC §9.14): Envoy's default 15 s would cut
+    // No request timeout unless the HTTPRoute gives one (docs/semantics.md §9.14): Envoy's default 15 s would cut
     // long tool calls and SSE streams; the connection manager's stream idle timeout applies instead.
     action["timeout"] = json!(timeout.and_then(envoy_duration).unwrap_or_else(|| "0s".to_string()));
     if let Some(rw) = rewrite {

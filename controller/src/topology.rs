@@ -1,4 +1,4 @@
-//! From objects to one compiled plan per Gateway listener (SPEC §2, §6, §7): which policies are
+//! From objects to one compiled plan per Gateway listener (docs/semantics.md §2, §6, §7): which policies are
 //! accepted, in which order they run, which routes and upstreams each listener serves.
 //! The same code serves `compile`, `render`, `explain` and the in-cluster controller.
 
@@ -19,7 +19,7 @@ use gateway_api::apis::standard::httproutes::{
 use crate::model::{self, BackendRef, GatewaySpec, Inventory, Listener, Object, RouteMatch, UrlRewrite};
 
 pub const CONTROLLER_NAME: &str = "toolgate.dev/controller";
-/// SPEC §7: more policies than this on one target are not accepted.
+/// docs/semantics.md §7: more policies than this on one target are not accepted.
 pub const MAX_POLICIES_PER_TARGET: usize = 5;
 
 #[derive(Clone, Debug, Default)]
@@ -149,7 +149,7 @@ fn level<'a>(attachments: impl Iterator<Item = &'a Attachment<'a>>) -> LevelPlan
 pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     let mut topo = Topology::default();
 
-    // Evaluation order (SPEC §2): creationTimestamp, then namespace/name.
+    // Evaluation order (docs/semantics.md §2): creationTimestamp, then namespace/name.
     let mut order: Vec<usize> = (0..inv.policies.len()).collect();
     order.sort_by_cached_key(|&i| {
         let p = &inv.policies[i];

@@ -26,7 +26,7 @@ pub fn run(files: &[std::path::PathBuf], default_namespace: &str) -> u8 {
 }
 
 /// The checks a schema cannot express (regular expressions, sources, CEL compilation) as errors,
-/// and cluster-state findings (`TargetNotFound`, `LimitPerTargetExceeded`) as warnings (SPEC §7).
+/// and cluster-state findings (`TargetNotFound`, `LimitPerTargetExceeded`) as warnings (docs/semantics.md §7).
 /// Objects the schema already refused are not reported twice.
 fn compile_problems(objects: Vec<RawObject>, default_namespace: &str) -> Vec<Problem> {
     let (inv, model_errors) = crate::model::Inventory::from_raw(objects, default_namespace);

@@ -1,4 +1,4 @@
-//! The `compile`, `render` and `explain` commands on real files (SPEC §7).
+//! The `compile`, `render` and `explain` commands on real files (docs/semantics.md §7).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -225,7 +225,7 @@ fn explain_runs_the_filters_lifecycle() {
 #[test]
 fn validate_rejects_regular_expressions_re2_rejects() {
     // `a)|(b` used to validate (the ^(?:...)$ wrapper balanced it) and then match any value starting
-    // with a; RE2 rejects it, and so does Toolgate (SPEC §3).
+    // with a; RE2 rejects it, and so does Toolgate (docs/semantics.md §3).
     let dir = tmp("validate-re2");
     let header = |re: &str| {
         format!("  rules:\n  - name: r\n    authorization:\n      type: Inline\n      headers: [{{name: x-team, type: RegularExpression, value: '{re}'}}]\n")

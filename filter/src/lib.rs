@@ -183,7 +183,7 @@ pub extern "C" fn proxy_on_request_trailers(context_id: u32, _trailers: usize) -
     action(with_stream(context_id, |s, host| s.request.on_request_trailers(host)).unwrap_or(Action::Pause))
 }
 
-// The response callbacks: list filtering (SPEC §5). For every other request the lifecycle returns
+// The response callbacks: list filtering (docs/semantics.md §5). For every other request the lifecycle returns
 // at once; a response without a stream is not Toolgate's to change. Built without the
 // `list-filtering` feature, the module does not export them (Envoy then makes no response call into
 // the VM) and refuses plans that filter lists ([`RootHost::filters_responses`]).

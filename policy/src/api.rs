@@ -50,5 +50,5 @@ pub const HOSTNAME_PATTERN: &str = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-
 pub const HEADER_NAME_PATTERN: &str = r"^[A-Za-z0-9!#$%&'*+\-.^_\x60|~]+$";
 /// Pattern of an absolute path made of valid URI characters.
 pub const HTTP_PATH_PATTERN: &str = r"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$";
-/// Maximum length of one `mcp.methods[].params` item (upstream allows 20; SPEC §9.6).
+/// Maximum length of one `mcp.methods[].params` item (upstream allows 20; docs/semantics.md §9.6).
 pub const MCP_PARAM_MAX_LENGTH: usize = 128;

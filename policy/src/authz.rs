@@ -1,4 +1,4 @@
-//! External authorizers (SPEC §3, ExternalAuth): what is sent to them and how their answers are
+//! External authorizers (docs/semantics.md §3, ExternalAuth): what is sent to them and how their answers are
 //! read. Envoy's ext_authz API is the contract, so existing authorizers work unchanged:
 //! - gRPC: `envoy.service.auth.v3.Authorization/Check` with the caller principal, the HTTP
 //!   attributes (only `allowedHeaders` when set), the body prefix with `forwardBody`, and the parsed

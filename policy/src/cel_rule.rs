@@ -1,6 +1,6 @@
-//! CEL authorization rules (SPEC §3, `authorization.type: CEL`), with the ecosystem's CEL for Rust
+//! CEL authorization rules (docs/semantics.md §3, `authorization.type: CEL`), with the ecosystem's CEL for Rust
 //! (the `cel` crate): checking an expression when a policy is compiled (syntax, and every variable
-//! on the parsed expression against SPEC §3's list, a size bound), and evaluating it for a
+//! on the parsed expression against docs/semantics.md §3's list, a size bound), and evaluating it for a
 //! `tools/call` with only the variables it uses.
 //!
 //! Variables: `request.mcp.tool_name`, `request.mcp.method`, `request.mcp.params` (the JSON
@@ -152,7 +152,7 @@ mod imp {
         }
     }
 
-    /// The name `matches` calls are given: CEL's `matches` with RE2's semantics (SPEC §3: RE2's grammar,
+    /// The name `matches` calls are given: CEL's `matches` with RE2's semantics (docs/semantics.md §3: RE2's grammar,
     /// ASCII `\d`, `\w`, `\s`, `\b`), through Toolgate's one RE2 home (`crate::re2`); the `cel` crate's
     /// own `matches` uses the Rust `regex` crate's Unicode classes.
     const RE2_MATCHES: &str = "toolgate.re2_matches";
@@ -176,7 +176,7 @@ mod imp {
         pub(super) static PATTERNS: RefCell<HashMap<String, Result<regex::Regex, String>>> = RefCell::new(HashMap::new());
     }
 
-    /// `with` applied to `pattern` compiled with RE2's semantics (SPEC §3), unanchored as CEL's
+    /// `with` applied to `pattern` compiled with RE2's semantics (docs/semantics.md §3), unanchored as CEL's
     /// `matches` is (a search), through the cache; or why the pattern is refused.
     fn compiled_pattern<T>(pattern: &str, with: impl FnOnce(&regex::Regex) -> T) -> Result<T, String> {
         PATTERNS.with(|cache| {

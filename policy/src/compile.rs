@@ -82,7 +82,7 @@ impl CompileError {
             Self::Invalid { field, .. } | Self::InvalidCel { field, .. } => field,
         }
     }
-    /// The status condition reason (SPEC §7).
+    /// The status condition reason (docs/semantics.md §7).
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Invalid { .. } => "Invalid",
@@ -240,7 +240,7 @@ fn compile_rule(namespace: &str, field: &str, rule: &AccessRule, opts: &CompileO
     };
     let field = format!("{field}.authorization");
     if authz.rule_type == AuthorizationRuleType::Cel {
-        // SPEC §3: CEL rules apply to tools/call only.
+        // docs/semantics.md §3: CEL rules apply to tools/call only.
         let mcp = McpMatch {
             base_protocol: false,
             methods: vec![McpMethodMatch { method: MethodPattern::Exact("tools/call".into()), params: vec![] }],

@@ -1,4 +1,4 @@
-//! List filtering (SPEC §5): the result of an allowed `tools/list`, `prompts/list` or
+//! List filtering (docs/semantics.md §5): the result of an allowed `tools/list`, `prompts/list` or
 //! `resources/list` keeps only the entries the caller may use, in JSON and SSE responses alike.
 //!
 //! Here: which requests are filtered ([`ListRequests`]), rewriting one JSON-RPC response text

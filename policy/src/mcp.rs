@@ -1,4 +1,4 @@
-//! The MCP (JSON-RPC 2.0) body reader (SPEC §4).
+//! The MCP (JSON-RPC 2.0) body reader (docs/semantics.md §4).
 //!
 //! [`read_body`] validates the whole buffered POST body as strict RFC 8259 JSON (UTF-8, escapes, lone
 //! surrogates, control characters, number grammar, literals, whitespace, trailing data), rejects
@@ -99,7 +99,7 @@ pub enum MessageKind {
 }
 
 impl<'a> McpMessage<'a> {
-    /// SPEC §3: what a `subscriptions/listen` stands for besides its list-change parts (base
+    /// docs/semantics.md §3: what a `subscriptions/listen` stands for besides its list-change parts (base
     /// methods): one `resources/subscribe` of each URI of `resourceSubscriptions`, each judged as
     /// such. None for other methods.
     pub fn listen_subscribes(&self) -> impl Iterator<Item = McpMessage<'_>> + '_ {

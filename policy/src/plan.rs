@@ -13,10 +13,10 @@ use sha2::{Digest, Sha256};
 /// Bumped on any incompatible change of the plan's shape or meaning.
 pub const PLAN_VERSION: u32 = 1;
 
-/// Default limit for a buffered request body (SPEC §4).
+/// Default limit for a buffered request body (docs/semantics.md §4).
 pub const DEFAULT_MAX_BODY_BYTES: u32 = 1024 * 1024;
 
-/// Default time an external authorizer has to answer (SPEC §3).
+/// Default time an external authorizer has to answer (docs/semantics.md §3).
 pub const DEFAULT_AUTHZ_TIMEOUT_MS: u32 = 5000;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,7 +44,7 @@ pub struct PlanSettings {
     /// Bodies over this many bytes are refused with 413.
     #[serde(deserialize_with = "whole::u32")]
     pub max_body_bytes: u32,
-    /// Put the deciding level/policy/rule into denial bodies (never on by default: SPEC §5).
+    /// Put the deciding level/policy/rule into denial bodies (never on by default: docs/semantics.md §5).
     #[serde(default)]
     pub debug_reasons: bool,
     /// How long an external authorizer may take to answer; past it the request is denied.
@@ -57,7 +57,7 @@ pub struct PlanSettings {
     /// changes once the filter lets the headers continue).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pause_headers: bool,
-    /// SPEC §5 list filtering: the results of allowed `tools/list`, `prompts/list` and
+    /// docs/semantics.md §5 list filtering: the results of allowed `tools/list`, `prompts/list` and
     /// `resources/list` keep only the entries the caller may use (on by default; written only when
     /// off, so that plans without the setting keep their hash).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
@@ -184,7 +184,7 @@ pub struct RulePlan {
     /// None = no MCP restriction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpMatch>,
-    /// A CEL expression that must yield `true` (SPEC §3; such a rule's `mcp` is `tools/call`).
+    /// A CEL expression that must yield `true` (docs/semantics.md §3; such a rule's `mcp` is `tools/call`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cel: Option<String>,
 }

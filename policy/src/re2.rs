@@ -1,7 +1,7 @@
 //! Policy regular expressions with RE2's syntax and semantics.
 //!
 //! Header and path matchers' expressions are RE2 syntax (Gateway API, Envoy) and match the whole
-//! value (SPEC §3). The evaluator runs them with the Rust `regex` crate, whose syntax is a superset
+//! value (docs/semantics.md §3). The evaluator runs them with the Rust `regex` crate, whose syntax is a superset
 //! of RE2's in places and whose Unicode mode gives `\d`, `\w`, `\s`, `\b` Unicode meanings. So an
 //! expression is first parsed on its own (never inside our `^(?:…)$` wrapper, which would balance
 //! `a)|(b`), checked against RE2's grammar, and rewritten so that the Rust engine matches what RE2

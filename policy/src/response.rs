@@ -1,4 +1,4 @@
-//! Denial responses (SPEC §5). Nothing about the policies goes into them unless the plan's
+//! Denial responses (docs/semantics.md §5). Nothing about the policies goes into them unless the plan's
 //! `debug_reasons` asks for it.
 
 use crate::eval::{BodyInput, Decision, DenyReason, Verdict};
@@ -42,7 +42,7 @@ pub fn denial(body: BodyInput<'_, '_>, decision: &Decision<'_>, debug_reasons: b
     }
 }
 
-/// MCP 2026-07-28's HeaderMismatch (SPEC §5): HTTP 400 (an intermediary must answer a 4xx), code
+/// MCP 2026-07-28's HeaderMismatch (docs/semantics.md §5): HTTP 400 (an intermediary must answer a 4xx), code
 /// -32020, the id of the message that disagreed with the headers (or null).
 fn header_mismatch(body: BodyInput<'_, '_>, decision: &Decision<'_>, header: &str) -> Reply {
     let id = match body {

@@ -1,4 +1,4 @@
-//! Evaluator and per-policy compiler: SPEC §3 decisions on hand-built messages.
+//! Evaluator and per-policy compiler: docs/semantics.md §3 decisions on hand-built messages.
 
 use std::borrow::Cow;
 

@@ -1,4 +1,4 @@
-"""Requests the reader must not be fooled by (SPEC §4): each is denied (or refused) as the SPEC says,
+"""Requests the reader must not be fooled by (docs/semantics.md §4): each is denied (or refused) as docs/semantics.md §4 and §5 say,
 and the MCP server never executes it; a denied request does not even reach the server."""
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def test_body_between_the_limit_and_envoys_buffer(sum_only):
 
 
 def test_rule_without_mcp_constraint_admits_non_mcp_bodies(gateway):
-    """Only rules without MCP constraints can allow a body that is not MCP (SPEC §4) - and they do."""
+    """Only rules without MCP constraints can allow a body that is not MCP (docs/semantics.md §4) - and they do."""
     gw = gateway(policy("p", rule("posts", methods=["POST"])), listeners={"http": "HTTP"})
     r = gw.post(raw('{"jsonrpc":"2.0","id":1,"method":"tools/call",' + SUM + ',"id":2}'), **HTTP)  # duplicate key
     assert r.upstream_requests == 1, r  # passed through (the server answers it as it sees fit)

@@ -1,4 +1,4 @@
-"""CEL authorization rules (SPEC §3, `authorization.type: CEL`) enforced by the real filter in a real
+"""CEL authorization rules (docs/semantics.md §3, `authorization.type: CEL`) enforced by the real filter in a real
 Envoy: each variable, the string functions, argument-level rules, errors as "no match", CEL beside
 Inline rules; and expressions outside the contract rejected with InvalidCEL by validate and compile."""
 

@@ -1,4 +1,4 @@
-"""End-to-end tests of `action: ExternalAuth` (SPEC §3): the real filter in a real Envoy calls a real
+"""End-to-end tests of `action: ExternalAuth` (docs/semantics.md §3): the real filter in a real Envoy calls a real
 authorizer (tests/authz-servers, gRPC and HTTP ext_authz) before the MCP server. Each test asserts the
 HTTP answer, its body, the MCP server's execution log and the authorizer's request log."""
 

@@ -1,4 +1,4 @@
-"""List filtering (SPEC §5, issue 14) through the real filter in a real Envoy, in front of the sample MCP
+"""List filtering (docs/semantics.md §5, issue 14) through the real filter in a real Envoy, in front of the sample MCP
 server (tests/mcp-server: 12 tools, 3 prompts, 3 resources): the result of an allowed tools/list,
 prompts/list or resources/list keeps only the entries a tools/call (name), prompts/get (name) or
 resources/read (uri) by the same caller, with the same headers, would be allowed at both levels.
@@ -10,7 +10,7 @@ stream, chunked: a notification event, then the response split over two chunks),
 it received.
 
 Each test compares what a caller gets through Envoy with what the server answers the same message
-directly: the filtered JSON must be the original without the removed entries (SPEC §5)."""
+directly: the filtered JSON must be the original without the removed entries (docs/semantics.md §5)."""
 
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def assert_passed_gzipped(sent: harness.Sent) -> None:
 
 
 def assert_refused(gw, sent: harness.Sent) -> None:
-    """SPEC §5: a list response the filter cannot read is replaced by a JSON-RPC error with the request's
+    """docs/semantics.md §5: a list response the filter cannot read is replaced by a JSON-RPC error with the request's
     id (HTTP status unchanged, no content-encoding), never passed on. (An event stream may carry the
     error as its one event.)"""
     assert sent.response is not None, sent

@@ -1,5 +1,5 @@
-"""HTTP and MCP matchers of Inline rules, enforced end to end (SPEC §3, §9.1): paths, methods,
-headers, hosts, ports; MCP method categories and params (params.name, params.uri); id echo (SPEC §5)."""
+"""HTTP and MCP matchers of Inline rules, enforced end to end (docs/semantics.md §3, §9.1): paths, methods,
+headers, hosts, ports; MCP method categories and params (params.name, params.uri); id echo (docs/semantics.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MCP 2026-07-28 beside 2025-11-25 on one listener (SPEC §3–§5): server/discover is a base method,
+"""MCP 2026-07-28 beside 2025-11-25 on one listener (docs/semantics.md §3–§5): server/discover is a base method,
 subscriptions/listen is judged as a set (list changes are base, each resource URI must be allowed as a
 resources/subscribe), and 2025-11-25 base methods keep working."""
 

@@ -1,6 +1,6 @@
-"""Plan delivery (SPEC §6, §7): invalid plans pushed at runtime keep the last good one, a first invalid
+"""Plan delivery (docs/semantics.md §6, §7): invalid plans pushed at runtime keep the last good one, a first invalid
 plan denies everything; invalid policies are reported and never widen access; decisions are visible
-in the access log and counters (SPEC §5)."""
+in the access log and counters (docs/semantics.md §5)."""
 
 from __future__ import annotations
 
@@ -259,5 +259,5 @@ def test_access_log_and_counters(gateway):
     assert gw.decision(get).startswith("deny gateway")
     assert '" 403 ' in gw.access_line(get)
     assert gw.counters()["toolgate.decision.deny.gateway"] == after["toolgate.decision.deny.gateway"] + 1
-    # Nothing about the policies leaks into denials (SPEC §5).
+    # Nothing about the policies leaks into denials (docs/semantics.md §5).
     assert b"gwp" not in by_gateway.response.body and b"bep" not in by_backend.response.body

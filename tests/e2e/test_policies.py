@@ -1,5 +1,5 @@
 """End-to-end tests of XAccessPolicy enforcement through the real pipeline: policy objects written as
-YAML -> `toolgate render` -> Envoy with the Toolgate filter -> the sample MCP server (SPEC §2-§5).
+YAML -> `toolgate render` -> Envoy with the Toolgate filter -> the sample MCP server (docs/semantics.md §2-§5).
 Each test asserts the HTTP answer, its body, and the MCP server's execution log."""
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def test_two_allow_policies_are_ored_even_with_the_same_rule_name(gateway):
     assert_denied(gw.call("echo", agent="agent-a"))
     assert_denied(gw.call("get-sum", agent="agent-b"))
     assert_denied(gw.call("get-env", {"name": "HOME"}, agent="agent-b"))
-    # The deciding rule: policies in creationTimestamp order, then namespace/name (SPEC §2).
+    # The deciding rule: policies in creationTimestamp order, then namespace/name (docs/semantics.md §2).
     assert gw.decision(s) == "allow gateway=default/zz-old:r backend=-"
     assert gw.decision(v) == "allow gateway=default/p1:r backend=-"
     assert gw.decision(e) == "allow gateway=default/p2:r backend=-"
@@ -217,7 +217,7 @@ def test_ored_policies_at_backend_level(gateway):
 
 
 def test_policy_without_rules_allows_its_level(gateway):
-    """SPEC §3 / §9.10: an Allow policy without rules allows everything at its level, even beside others."""
+    """docs/semantics.md §3 / §9.10: an Allow policy without rules allows everything at its level, even beside others."""
     gw = gateway(policy("narrow", tools_call_rule("r", ["get-sum"], source=sa("a"))), policy("open"))
     assert_allowed(gw.call("echo", agent="agent-b"))
     assert_allowed(gw.send("GET", agent="agent-b"))
@@ -232,7 +232,7 @@ def test_section_name_limits_policy_to_one_listener(gateway):
 
 def test_https_listener_without_frontend_ca(gateway, certs):
     """No spec.tls.frontend CA: no client certificate is requested, so callers have no identity and
-    sourced rules never match (render warns); `--client-ca` supplies the CA (SPEC §3)."""
+    sourced rules never match (render warns); `--client-ca` supplies the CA (docs/semantics.md §3)."""
     p = policy("sum-for-a", tools_call_rule("a-sum", ["get-sum"], source=sa("a")))
     gw = gateway(p, https_client_ca=False, name="no-ca")
     assert "does not request client" in gw.last_render.stderr, gw.last_render.stderr

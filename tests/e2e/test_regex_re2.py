@@ -1,4 +1,4 @@
-"""Policy regular expressions are RE2, exactly (SPEC §3): differential test against RE2 as Envoy
+"""Policy regular expressions are RE2, exactly (docs/semantics.md §3): differential test against RE2 as Envoy
 embeds it, and the ASCII meaning of \\d through the filter in a real Envoy.
 
 The differential test runs `envoy --mode validate` once per expression of tests/regex/expressions.txt

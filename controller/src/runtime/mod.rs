@@ -59,7 +59,7 @@ pub struct ControllerArgs {
     /// How long an ExternalAuth authorizer may take (e.g. 5s).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cli::parse_timeout_ms)]
     pub authz_timeout: u32,
-    /// List filtering (SPEC §5) in the plans written: `on` (lists keep only the entries the caller
+    /// List filtering (docs/semantics.md §5) in the plans written: `on` (lists keep only the entries the caller
     /// could use) or `off` (lists pass unchanged).
     #[arg(long, value_name = "on|off", default_value = "on")]
     #[arg(value_parser = crate::cli::parse_on_off, action = clap::ArgAction::Set)]

@@ -1,4 +1,4 @@
-//! `XAccessPolicy` v0alpha0: the older shape, served for reading old objects (SPEC §1). Each rule carries
+//! `XAccessPolicy` v0alpha0: the older shape, served for reading old objects (docs/semantics.md §1). Each rule carries
 //! its own authorization: `InlineTools` (a tool allowlist), `ExternalAuth` (a per-rule authorizer) or
 //! `CEL`. [`AccessPolicySpec::to_v1alpha1`] converts it into the v1alpha1 policies that enforce the same.
 
@@ -151,7 +151,7 @@ pub struct CelRule {
     pub message: Option<String>,
 }
 
-/// The v1alpha1 policies a v0alpha0 policy becomes (SPEC §1).
+/// The v1alpha1 policies a v0alpha0 policy becomes (docs/semantics.md §1).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Converted {
     /// The Allow policy: one rule per v0alpha0 rule (an `ExternalAuth` rule becomes a rule that allows

@@ -3,7 +3,7 @@
 
 use super::MAX_AUTHZ_CALLS;
 
-/// Where a policy sits (SPEC §2).
+/// Where a policy sits (docs/semantics.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Level {
     Gateway,

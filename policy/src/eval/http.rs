@@ -120,7 +120,7 @@ impl CompiledHttp {
     }
 }
 
-/// Gateway API's `PathPrefix` (and SPEC §3's path prefix): element-wise, so `/mcp` (or `/mcp/`)
+/// Gateway API's `PathPrefix` (and docs/semantics.md §3's path prefix): element-wise, so `/mcp` (or `/mcp/`)
 /// matches `/mcp` and `/mcp/x` but not `/mcpx`; `/` matches every path. The one home of this rule
 /// for the engine and the controller's route selection.
 pub fn path_prefix_matches(prefix: &str, path: &str) -> bool {

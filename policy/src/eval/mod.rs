@@ -1,4 +1,4 @@
-//! The evaluator: a [`CompiledPlan`] validated and indexed for deciding requests (SPEC §3).
+//! The evaluator: a [`CompiledPlan`] validated and indexed for deciding requests (docs/semantics.md §3).
 //!
 //! Loading builds, per level, candidate lists keyed by what a request can be looked up by (MCP
 //! method, `params.name`/`params.uri`, caller principal). Deciding a message therefore costs a few
@@ -195,7 +195,7 @@ impl<'e> Route<'e> {
         self.levels.iter().any(Option::is_some)
     }
 
-    /// Decides a request (SPEC §3, §4) as if every external authorizer allowed it: the whole decision
+    /// Decides a request (docs/semantics.md §3, §4) as if every external authorizer allowed it: the whole decision
     /// for a route without ExternalAuth, and what `explain` shows otherwise. The filter uses
     /// [`Route::step`].
     pub fn decide(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>) -> Decision<'e> {
@@ -208,11 +208,11 @@ impl<'e> Route<'e> {
         }
     }
 
-    /// Decides a request (SPEC §3, §4) up to the next authorizer call it needs. `authorized`: how
+    /// Decides a request (docs/semantics.md §3, §4) up to the next authorizer call it needs. `authorized`: how
     /// many authorizer calls for this request have allowed so far; after the call a
     /// [`Step::Authorize`] asks for allowed, step again with one more (the walk is the same each time,
     /// so each call is asked for once). For a batch every element must be allowed; headers are
-    /// checked for every message before any policy (SPEC §5).
+    /// checked for every message before any policy (docs/semantics.md §5).
     pub fn step(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>, authorized: u32) -> Step<'e> {
         let mut walk = Walk { decision: Decision::allow(self.under_policy()), authorized, calls: 0 };
         if !walk.decision.under_policy {
@@ -233,7 +233,7 @@ impl<'e> Route<'e> {
                     if let Some(step) = self.decide_one(req, &Subject::Message(msg), Some(i), &mut walk) {
                         return step;
                     }
-                    // SPEC §3: `subscriptions/listen` is judged as a set: its list-change parts are base
+                    // docs/semantics.md §3: `subscriptions/listen` is judged as a set: its list-change parts are base
                     // methods (above), and each resource URI must be allowed as a `resources/subscribe`.
                     for subscribe in msg.listen_subscribes() {
                         if let Some(step) = self.decide_one(req, &Subject::Message(&subscribe), Some(i), &mut walk) {
@@ -313,7 +313,7 @@ impl<'e> Route<'e> {
 }
 
 impl Route<'_> {
-    /// Whether the caller of `req` may use an entry of a list response (SPEC §5 list filtering): a
+    /// Whether the caller of `req` may use an entry of a list response (docs/semantics.md §5 list filtering): a
     /// call to it (`tools/call` or `prompts/get` by name, `resources/read` by uri) on this route
     /// matches a rule at every level. What an entry cannot tell counts as possibly allowing: an
     /// ExternalAuth policy's authorizer is not asked, and a CEL rule on `request.mcp.params`
@@ -392,7 +392,7 @@ fn is_base_http(req: &HttpRequest<'_>) -> bool {
 /// the host. Keep in sync with every `req.header(..)` in this module.
 pub const HEADERS_READ: [&str; 4] = ["mcp-method", "mcp-name", "mcp-session-id", "mcp-protocol-version"];
 
-/// SPEC §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
+/// docs/semantics.md §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
 /// (`params.uri` for resources methods); `Mcp-Name` on a message with neither is a mismatch.
 fn check_mcp_headers(req: &HttpRequest<'_>, msg: &McpMessage<'_>) -> Result<(), &'static str> {
     // The first value of each and whether it repeats, in one pass over the headers (this runs for
@@ -437,7 +437,7 @@ fn check_mcp_headers(req: &HttpRequest<'_>, msg: &McpMessage<'_>) -> Result<(), 
     Ok(())
 }
 
-/// A request header's value as policies and the body check see it (SPEC §4): `Mcp-Name` and
+/// A request header's value as policies and the body check see it (docs/semantics.md §4): `Mcp-Name` and
 /// `Mcp-Param-*` values sent as `=?base64?…?=` (MCP 2026-07-28, SEP-2243, for values that are not
 /// plain ASCII) decoded; None when such a value does not decode to UTF-8 (it then matches nothing: a
 /// mismatch). The revision allows the form for those headers only, so an encoded `Mcp-Method` is
@@ -463,7 +463,7 @@ fn param_of<'m>(msg: &'m McpMessage<'_>) -> Option<&'m str> {
     }
 }
 
-/// SPEC §3: the methods MATCH_BASE_PROTOCOL_METHODS adds.
+/// docs/semantics.md §3: the methods MATCH_BASE_PROTOCOL_METHODS adds.
 fn is_base_method(method: &str) -> bool {
     // MCP 2026-07-28: `server/discover` replaces `initialize`; `subscriptions/listen` is base for its
     // list-change parts (its resource subscriptions are checked one by one: `Route::step`).

@@ -1,4 +1,4 @@
-//! Authorizer calls (SPEC §3): reading an answer, then going on to the next step or answering the
+//! Authorizer calls (docs/semantics.md §3): reading an answer, then going on to the next step or answering the
 //! denial as the authorizer's status says.
 
 use super::{deny_counter, headers, record, with_request, CallAnswer, Context, Counter, Host, Request, State};
@@ -96,8 +96,8 @@ impl Outcome {
     }
 }
 
-/// The answer to a request an authorizer did not allow (SPEC §3): a 403 (or a gRPC denial without
-/// a status), a timeout, a failure or an unreadable answer get the SPEC §5 denial, nothing of the
+/// The answer to a request an authorizer did not allow (docs/semantics.md §3): a 403 (or a gRPC denial without
+/// a status), a timeout, a failure or an unreadable answer get the docs/semantics.md §5 denial, nothing of the
 /// authorizer's leaking; a denial with another status (e.g. 401 with `WWW-Authenticate`) is
 /// passed to the caller as the authorizer gave it.
 fn denial_of(call: AuthzCall<'_>, answer: Answer, body: BodyInput<'_, '_>, debug_reasons: bool) -> Outcome {

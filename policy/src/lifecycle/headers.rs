@@ -1,5 +1,5 @@
 //! The request headers and attributes the lifecycle reads, and how a request is classified
-//! (SPEC §4): what the plan needs of the host, the header block it hands over, JSON POST or not.
+//! (docs/semantics.md §4): what the plan needs of the host, the header block it hands over, JSON POST or not.
 
 use std::ops::Range;
 
@@ -313,7 +313,7 @@ pub fn deserialize_map(bytes: &[u8]) -> Vec<(String, String)> {
     headers.pairs().into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-/// How the lifecycle treats a request (SPEC §4), decided on its headers: the one classification
+/// How the lifecycle treats a request (docs/semantics.md §4), decided on its headers: the one classification
 /// the filter and `toolgate explain` share.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Classified {

@@ -1,4 +1,4 @@
-//! The response side of the lifecycle: list filtering (SPEC §5). An allowed request that holds
+//! The response side of the lifecycle: list filtering (docs/semantics.md §5). An allowed request that holds
 //! `tools/list`, `prompts/list` or `resources/list` keeps its state into the response, whose list
 //! results are rewritten ([`crate::list_filter`]) to the entries the caller may use; a response
 //! that cannot be read is replaced by a JSON-RPC error, never passed on. Every other response is

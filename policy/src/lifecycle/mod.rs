@@ -1,4 +1,4 @@
-//! The request lifecycle (SPEC §3–§6) as a state machine over a [`Host`]: classify the request,
+//! The request lifecycle (docs/semantics.md §3–§6) as a state machine over a [`Host`]: classify the request,
 //! hold a JSON POST until its body is here, read it, decide, call external authorizers (pause, call,
 //! resume or deny), reply, record and count. The Envoy filter is a thin proxy-wasm implementation
 //! of [`Host`] and [`RootHost`]; the tests drive it natively with a fake host.
@@ -65,7 +65,7 @@ impl Plugin {
     /// of a configuration it still holds (a draining filter chain's) without calling `configure`, so
     /// the last plan loaded need not be the one in force, and restoring it could bring back a revoked
     /// permission. If there never was a good plan (a first load), true, and every request is denied
-    /// (SPEC §6): the filter stays installed and fails closed.
+    /// (docs/semantics.md §6): the filter stays installed and fails closed.
     pub fn configure(&mut self, host: &mut impl RootHost, config: &[u8]) -> bool {
         let plugin = host.plugin_name();
         let started = host.now_ms();
@@ -129,7 +129,7 @@ enum State {
     Buffering(Box<Held>),
     /// Paused for an authorizer's answer.
     Calling(Box<Held>, Pending),
-    /// An allowed list request whose response is filtered (SPEC §5).
+    /// An allowed list request whose response is filtered (docs/semantics.md §5).
     Listing(Box<listing::Listing>),
     /// Decided: later callbacks let the request continue (if it was allowed) and do nothing else.
     Done,
@@ -502,7 +502,7 @@ fn listener_port(host: &mut impl Host) -> u16 {
 }
 
 /// Records a decision: the summary the access log prints, and one debug-log line when the host
-/// logs at debug (SPEC §5: every decision is visible to operators).
+/// logs at debug (docs/semantics.md §5: every decision is visible to operators).
 fn record(host: &mut impl Host, method: &str, path: &str, summary: &str) {
     host.record(summary);
     debug_line(host, method, path, summary);

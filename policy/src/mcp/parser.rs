@@ -108,7 +108,7 @@ pub(super) struct Parser<'a> {
     semantic: Option<NotMcp>,
 }
 
-/// The keys of a message object the reader extracts (SPEC §4).
+/// The keys of a message object the reader extracts (docs/semantics.md §4).
 const MESSAGE_FIELDS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 /// The keys of `params` the reader extracts.
 const PARAMS_FIELDS: [&str; 4] = ["name", "uri", "notifications", "_meta"];

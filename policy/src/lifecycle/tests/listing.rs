@@ -1,4 +1,4 @@
-//! List filtering on the response side (SPEC §5), driven by the fake host: what goes on of a list
+//! List filtering on the response side (docs/semantics.md §5), driven by the fake host: what goes on of a list
 //! response, what is counted and recorded, and what is never looked at.
 
 use super::*;
