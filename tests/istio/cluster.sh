@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# tests/istio/cluster.sh: a real Kubernetes control plane (etcd + kube-apiserver v1.36.3, RBAC enforced) and
+# a real istiod (pilot-discovery, out of cluster) on loopback, for tests/istio. Binaries from
+# tests/istio/gobuild.sh (built from Go modules into the cache on first use).
+#
+#   tests/istio/cluster.sh start          # etcd + kube-apiserver, CRDs, deploy/namespace.yaml + deploy/rbac.yaml,
+#                                         # kubeconfigs; prints the export line for the admin kubeconfig
+#   tests/istio/cluster.sh istiod-start   # istiod against it (plaintext xDS on 127.0.0.1:$ISTIO_TEST_XDS_PORT)
+#   tests/istio/cluster.sh stop           # stops istiod, the API server and etcd (etcd's data is removed)
+#   tests/istio/cluster.sh env            # prints the export line again
+#
+# Files in $ISTIO_TEST_RUN: admin.kubeconfig (client certificate in system:masters),
+# controller.kubeconfig (a token of ServiceAccount toolgate-system/toolgate-controller, so RBAC from
+# deploy/rbac.yaml is what the controller gets), pki/, logs/{etcd,apiserver,istiod}.log.
+#
+# Settings (environment): TOOLGATE_ISTIO_CACHE (see gobuild.sh); ISTIO_TEST_RUN (default
+# $TOOLGATE_ISTIO_CACHE/run): this instance's files; ports on 127.0.0.1: ISTIO_TEST_APISERVER_PORT
+# (default 17443), ISTIO_TEST_ETCD_PORT (default 13379; the next port is etcd's peer port),
+# ISTIO_TEST_XDS_PORT (default 15010), ISTIO_TEST_ISTIOD_HTTP_PORT (default 15080: istiod's debug and
+# readiness endpoints), ISTIO_TEST_ISTIOD_MONITORING_PORT (default 15014), ISTIO_TEST_CTRLZ_PORT
+# (default 19876). ISTIO_TEST_APISERVER_ARGS: extra kube-apiserver flags.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+PREFIX=${TOOLGATE_ISTIO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/istio}
+export TOOLGATE_ISTIO_CACHE=$PREFIX
+BIN=$PREFIX/bin
+RUN=${ISTIO_TEST_RUN:-$PREFIX/run}
+PORT=${ISTIO_TEST_APISERVER_PORT:-17443}
+EPORT=${ISTIO_TEST_ETCD_PORT:-13379}
+XDS_PORT=${ISTIO_TEST_XDS_PORT:-15010}
+IHTTP_PORT=${ISTIO_TEST_ISTIOD_HTTP_PORT:-15080}
+IMON_PORT=${ISTIO_TEST_ISTIOD_MONITORING_PORT:-15014}
+CTRLZ_PORT=${ISTIO_TEST_CTRLZ_PORT:-19876}
+
+log() { echo "cluster: $*" >&2; }
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+kc() { "$BIN/kubectl" --kubeconfig "$RUN/admin.kubeconfig" "$@"; }
+
+make_certs() {
+  local P=$RUN/pki
+  [ -f "$P/admin.crt" ] && return 0
+  mkdir -p "$P"
+  local EC=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  openssl req -x509 "${EC[@]}" -keyout "$P/ca.key" -out "$P/ca.crt" -days 3650 -subj "/CN=toolgate-test-ca" 2>/dev/null
+  openssl req "${EC[@]}" -keyout "$P/server.key" -out "$P/server.csr" -subj "/CN=kube-apiserver" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' > "$P/server.ext"
+  openssl x509 -req -in "$P/server.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
+    -out "$P/server.crt" -days 3650 -extfile "$P/server.ext" 2>/dev/null
+  # The admin identity: group system:masters (RBAC allows it everything).
+  openssl req "${EC[@]}" -keyout "$P/admin.key" -out "$P/admin.csr" -subj "/O=system:masters/CN=admin" 2>/dev/null
+  printf 'extendedKeyUsage=clientAuth\n' > "$P/client.ext"
+  openssl x509 -req -in "$P/admin.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
+    -out "$P/admin.crt" -days 3650 -extfile "$P/client.ext" 2>/dev/null
+  # ServiceAccount token signing (TokenRequest: `kubectl create token`).
+  openssl genrsa -out "$P/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$P/sa.key" -pubout -out "$P/sa.pub" 2>/dev/null
+}
+
+running() { [ -f "$RUN/$1.pid" ] && grep -qa "$BIN/" "/proc/$(cat "$RUN/$1.pid")/cmdline" 2>/dev/null; }
+
+wait_http() {  # wait_http URL PIDNAME WHAT [curl args...]: polls until 200 (60 s)
+  local url=$1 pidname=$2 what=$3 t0 i; shift 3; t0=$(date +%s%N)
+  for i in $(seq 1 1200); do
+    if curl -sf "$@" "$url" >/dev/null 2>&1; then log "$what ready in $(ms_since "$t0") ms"; return 0; fi
+    running "$pidname" || break
+    sleep 0.05
+  done
+  log "$what did not become ready; see $RUN/logs"; tail -30 "$RUN/logs/$pidname.log" >&2; return 1
+}
+
+have() { local b; for b in "$@"; do [ -x "$BIN/$b" ] || return 1; done; }
+
+do_start() {
+  have etcd kube-apiserver kubectl || bash "$HERE/gobuild.sh" ensure
+  if running apiserver; then log "already running (pid $(cat "$RUN/apiserver.pid")); '$0 stop' first"; exit 1; fi
+  mkdir -p "$RUN/logs"; make_certs
+  rm -rf "$RUN/etcd"
+  cat > "$RUN/admin.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: "https://127.0.0.1:$PORT", certificate-authority: "$RUN/pki/ca.crt"}}]
+users: [{name: admin, user: {client-certificate: "$RUN/pki/admin.crt", client-key: "$RUN/pki/admin.key"}}]
+contexts: [{name: test, context: {cluster: test, user: admin, namespace: default}}]
+current-context: test
+EOF
+  local t0; t0=$(date +%s%N)
+  nohup "$BIN/etcd" --name toolgate-test --data-dir "$RUN/etcd" --log-level warn --unsafe-no-fsync \
+    --listen-client-urls "http://127.0.0.1:$EPORT" --advertise-client-urls "http://127.0.0.1:$EPORT" \
+    --listen-peer-urls "http://127.0.0.1:$((EPORT + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((EPORT + 1))" \
+    --initial-cluster "toolgate-test=http://127.0.0.1:$((EPORT + 1))" > "$RUN/logs/etcd.log" 2>&1 &
+  echo $! > "$RUN/etcd.pid"
+  # --endpoint-reconciler-type none: the `kubernetes` Service gets no endpoints (they would be 127.0.0.1,
+  # which Endpoints/EndpointSlice validation rejects); nothing here needs them.
+  # shellcheck disable=SC2086
+  nohup "$BIN/kube-apiserver" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$PORT" \
+    --etcd-servers "http://127.0.0.1:$EPORT" --cert-dir "$RUN/pki" \
+    --tls-cert-file "$RUN/pki/server.crt" --tls-private-key-file "$RUN/pki/server.key" \
+    --client-ca-file "$RUN/pki/ca.crt" --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$RUN/pki/sa.pub" --service-account-signing-key-file "$RUN/pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
+    --enable-priority-and-fairness=false --profiling=false ${ISTIO_TEST_APISERVER_ARGS:-} \
+    > "$RUN/logs/apiserver.log" 2>&1 &
+  echo $! > "$RUN/apiserver.pid"
+  wait_http "https://127.0.0.1:$PORT/readyz" apiserver "kube-apiserver (https://127.0.0.1:$PORT)" \
+    --cacert "$RUN/pki/ca.crt" --cert "$RUN/pki/admin.crt" --key "$RUN/pki/admin.key" || { do_stop; exit 1; }
+
+  t0=$(date +%s%N)
+  kc apply --server-side -f "$REPO/crds" -f "$REPO/tests/k8s/thirdparty-crds/gateway-api-v1.6.1" \
+    -f "$REPO/tests/k8s/thirdparty-crds/istio" -f "$HERE/crds" >/dev/null
+  kc wait --for=condition=Established --timeout=60s --all crd >/dev/null
+  kc create namespace istio-system >/dev/null
+  kc apply --server-side -f "$REPO/deploy/namespace.yaml" -f "$REPO/deploy/rbac.yaml" >/dev/null
+  # The controller's identity: its ServiceAccount's token, so the API server enforces deploy/rbac.yaml.
+  local token
+  token=$(kc create token toolgate-controller -n toolgate-system --duration 24h)
+  cat > "$RUN/controller.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: "https://127.0.0.1:$PORT", certificate-authority: "$RUN/pki/ca.crt"}}]
+users: [{name: toolgate-controller, user: {token: "$token"}}]
+contexts: [{name: test, context: {cluster: test, user: toolgate-controller, namespace: toolgate-system}}]
+current-context: test
+EOF
+  log "CRDs, namespaces, RBAC and the controller's kubeconfig in $(ms_since "$t0") ms"
+  echo "export KUBECONFIG=$RUN/admin.kubeconfig"
+}
+
+do_istiod_start() {
+  have pilot-discovery || bash "$HERE/gobuild.sh" ensure
+  if running istiod; then log "istiod already running (pid $(cat "$RUN/istiod.pid"))"; exit 1; fi
+  mkdir -p "$RUN/istiod" "$RUN/logs"
+  cat > "$RUN/istiod/mesh.yaml" <<EOF
+rootNamespace: istio-system
+trustDomain: cluster.local
+defaultConfig:
+  discoveryAddress: 127.0.0.1:$XDS_PORT
+EOF
+  : > "$RUN/istiod/meshNetworks.yaml"
+  local t0; t0=$(date +%s%N)
+  # Out of cluster: no CA (ENABLE_CA_SERVER=false: no certificates at all, no secure gRPC), no webhooks
+  # (no injector, no validation webhook controller, webhooks multiplexed on the plain HTTP port), no
+  # gateway Deployments/Services (PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false), Gateway API on,
+  # xDS clients not authenticated (XDS_AUTH=false), one istiod (no leader election).
+  (cd "$RUN/istiod" && exec env POD_NAMESPACE=istio-system POD_NAME=istiod-test CLUSTER_ID=Kubernetes \
+    ENABLE_CA_SERVER=false PILOT_CERT_PROVIDER=none XDS_AUTH=false INJECT_ENABLED=false \
+    VALIDATION_WEBHOOK_CONFIG_NAME= PILOT_ENABLE_GATEWAY_API=true PILOT_ENABLE_GATEWAY_API_STATUS=true \
+    PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER=true \
+    ENABLE_LEADER_ELECTION=false KUBECONFIG="$RUN/admin.kubeconfig" \
+    nohup "$BIN/pilot-discovery" discovery --kubeconfig "$RUN/admin.kubeconfig" \
+      --meshConfig "$RUN/istiod/mesh.yaml" --networksConfig "$RUN/istiod/meshNetworks.yaml" \
+      --httpAddr "127.0.0.1:$IHTTP_PORT" --httpsAddr "" --grpcAddr "127.0.0.1:$XDS_PORT" --secureGRPCAddr "" \
+      --monitoringAddr "127.0.0.1:$IMON_PORT" --ctrlz_address 127.0.0.1 --ctrlz_port "$CTRLZ_PORT" \
+      --domain cluster.local ${ISTIO_TEST_ISTIOD_ARGS:-} > "$RUN/logs/istiod.log" 2>&1) &
+  echo $! > "$RUN/istiod.pid"   # the subshell execs env, which execs pilot-discovery: the same pid
+  wait_http "http://127.0.0.1:$IHTTP_PORT/ready" istiod "istiod (xDS 127.0.0.1:$XDS_PORT)" || { do_istiod_stop; exit 1; }
+}
+
+stop_pid() {
+  local f=$1 pid i
+  [ -f "$RUN/$f.pid" ] || return 0
+  pid=$(cat "$RUN/$f.pid")
+  # only signal our own process (the pid file may be stale and the pid reused)
+  if [ -n "$pid" ] && grep -qa "$BIN/" "/proc/$pid/cmdline" 2>/dev/null && kill "$pid" 2>/dev/null; then
+    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+  fi
+  rm -f "$RUN/$f.pid"
+}
+
+do_istiod_stop() { stop_pid istiod; }
+
+do_stop() {
+  stop_pid istiod; stop_pid apiserver; stop_pid etcd
+  rm -rf "$RUN/etcd"
+}
+
+case "${1:-}" in
+  start) do_start ;;
+  istiod-start) do_istiod_start ;;
+  istiod-stop) do_istiod_stop ;;
+  stop) do_stop ;;
+  env) echo "export KUBECONFIG=$RUN/admin.kubeconfig" ;;
+  *) echo "usage: $0 start|istiod-start|istiod-stop|stop|env" >&2; exit 2 ;;
+esac
