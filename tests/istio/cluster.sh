@@ -64,7 +64,7 @@ wait_http() {  # wait_http URL PIDNAME WHAT [curl args...]: polls until 200 (60 
   local url=$1 pidname=$2 what=$3 t0 i; shift 3; t0=$(date +%s%N)
   for i in $(seq 1 1200); do
     if curl -sf "$@" "$url" >/dev/null 2>&1; then log "$what ready in $(ms_since "$t0") ms"; return 0; fi
-    running "$pidname" || break
+    kill -0 "$(cat "$RUN/$pidname.pid")" 2>/dev/null || break
     sleep 0.05
   done
   log "$what did not become ready; see $RUN/logs"; tail -30 "$RUN/logs/$pidname.log" >&2; return 1
@@ -135,6 +135,8 @@ do_istiod_start() {
   cat > "$RUN/istiod/mesh.yaml" <<EOF
 rootNamespace: istio-system
 trustDomain: cluster.local
+# No istio-agent serves certificates (SDS) to the gateway's Envoy: no automatic mutual TLS to upstreams.
+enableAutoMtls: false
 defaultConfig:
   discoveryAddress: 127.0.0.1:$XDS_PORT
 EOF

@@ -1,0 +1,275 @@
+"""Toolgate under the real Istio control plane: `toolgate controller` (RBAC-limited ServiceAccount token) writes
+WasmPlugins into a real kube-apiserver; a real istiod turns the Gateway API objects and the WasmPlugin into
+xDS for the gateway; a real Envoy, the gateway's router fed by istiod over ADS, runs the filter and
+allows or denies MCP tool calls. Nothing in the chain is Toolgate's test double except the xds-shim, which
+only drops the Istio-only filters upstream Envoy does not have (and says so in its log).
+
+    make test-istio       # builds the control plane from Go modules on first use (tests/istio/gobuild.sh)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import GATEWAY_IP, GATEWAY_LABELS, KEEP, Cluster, Controller, XdsShim, envoy_bootstrap
+import harness
+from harness import assert_allowed, assert_denied
+
+ISTIO_SVC = "outbound|8080||mcp-server.default.svc.cluster.local"
+
+
+
+def gateway(port: int) -> str:
+    """The Gateway's listener port is also its Service's port and targetPort, the port Envoy listens on."""
+    return f"""
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  gatewayClassName: istio
+  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
+"""
+ROUTE_AND_BACKEND = """
+apiVersion: agentic.networking.x-k8s.io/v0alpha0
+kind: XBackend
+metadata: {name: tools, namespace: default}
+spec: {mcp: {serviceName: mcp-server, port: 8080}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{matches: [{path: {type: PathPrefix, value: /mcp}}], backendRefs: [{name: mcp-server, port: 8080}]}]
+"""
+
+
+def allow_policy(name: str, tools: list[str]) -> str:
+    return f"""
+apiVersion: agentic.networking.x-k8s.io/v1alpha1
+kind: XAccessPolicy
+metadata: {{name: {name}, namespace: default}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}]
+  action: Allow
+  rules:
+  - name: tools
+    authorization: {{type: Inline, mcp: {{methods: [{{name: tools/call, params: {json.dumps(tools)}}}]}}}}
+"""
+
+
+def services(gateway_port: int, mcp: harness.McpServer) -> str:
+    """The gateway's Service (what istiod binds gw's listeners to: `<gateway>-<class>`, selecting the labels of
+    the Envoy's node metadata) and
+    the MCP server's Service with its one endpoint. No kube-controller-manager runs, and EndpointSlices may
+    not hold loopback addresses (API validation), so the endpoint is a WorkloadEntry at 127.0.0.1 that the
+    Service selects (Istio's Kubernetes-Services-select-WorkloadEntries). The gateway's Envoy is likewise a
+    WorkloadEntry at the IP its node id names (istiod finds a proxy's workload by its IP: this is what a
+    gateway pod would be), which gives gw-istio an endpoint, so istiod reports the Gateway Programmed."""
+    return f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: gw-istio, namespace: default}}
+spec:
+  selector: {json.dumps(GATEWAY_LABELS)}
+  ports: [{{name: http, port: {gateway_port}, targetPort: {gateway_port}, appProtocol: http}}]
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: gw-istio-0, namespace: default, labels: {json.dumps(GATEWAY_LABELS)}}}
+spec:
+  address: {GATEWAY_IP}
+  labels: {json.dumps(GATEWAY_LABELS)}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: mcp-server, namespace: default}}
+spec:
+  selector: {{app: mcp-server}}
+  ports: [{{name: http, port: 8080, targetPort: {mcp.port}, appProtocol: http}}]
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: mcp-server-0, namespace: default, labels: {{app: mcp-server}}}}
+spec:
+  address: {mcp.host}
+  labels: {{app: mcp-server}}
+"""
+
+
+def call(port: int, tool: str, mcp: harness.McpServer) -> harness.Sent:
+    tag = f"tg={time.monotonic_ns()}"
+    body = harness.jsonrpc("tools/call", {"name": tool, "arguments": {"a": 2, "b": 3, "message": "m"}}, id=7)
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    try:
+        r = harness.request("POST", f"http://127.0.0.1:{port}/mcp?{tag}", body, headers, timeout=5)
+    except OSError as exc:
+        return harness.Sent(None, tag, 7, [], 0, exc)
+    executed = [e for e in mcp.executed() if str(e.get("path", "")).endswith(tag)]
+    return harness.Sent(r, tag, 7, executed, len(executed))
+
+
+def allowed(s: harness.Sent) -> bool:
+    try:
+        assert_allowed(s)
+        return True
+    except AssertionError:
+        return False
+
+
+def denied(s: harness.Sent) -> bool:
+    try:
+        assert_denied(s)
+        return True
+    except AssertionError:
+        return False
+
+
+def listener_http_filters(envoy: harness.Envoy) -> list[str]:
+    """The names of the HTTP filters of Envoy's active listeners (ECDS-provided ones by their config name)."""
+    names = []
+    for ls in envoy.config_dump("dynamic_listeners").get("configs", []):
+        for chain in ls.get("active_state", {}).get("listener", {}).get("filter_chains", []):
+            for f in chain.get("filters", []):
+                for hf in f.get("typed_config", {}).get("http_filters", []):
+                    names.append(hf["name"])
+    return names
+
+
+def wasm_filters(envoy: harness.Envoy) -> list[dict]:
+    """The wasm filter configurations Envoy got over ECDS (the WasmPlugins istiod translated)."""
+    dump = envoy.config_dump("ecds_filters")
+    out = []
+    for c in dump.get("configs", []):
+        tc = c.get("ecds_filter", {}).get("typed_config", {})
+        if tc.get("@type", "").endswith("envoy.extensions.filters.http.wasm.v3.Wasm"):
+            out.append(tc)
+    return out
+
+
+@pytest.fixture(scope="module")
+def stack(cluster: Cluster, tmp_path_factory, wasm_path):
+    """cluster + the sample MCP server + the shim + the gateway's Envoy + the Services, as the router of default/gw."""
+    work = tmp_path_factory.mktemp("istio-gw")
+    mcp = harness.McpServer.start("mcp", work / "mcp")
+    shim = XdsShim(cluster.xds_port, work)
+    envoy = None
+    try:
+        port = harness.free_port()
+        cluster.apply(services(port, mcp))
+        config = harness.write_json(work / "envoy-bootstrap.json", envoy_bootstrap(shim.port))
+        envoy = harness.Envoy.start(config, work, "gateway", timeout=60)
+        yield {"cluster": cluster, "mcp": mcp, "shim": shim, "envoy": envoy, "port": port, "work": work,
+               "wasm": wasm_path}
+    finally:
+        if KEEP:
+            return
+        if envoy:
+            envoy.stop()
+        shim.stop()
+        mcp.stop()
+
+
+def test_istio_gateway_enforces_policy(stack, tmp_path):
+    cluster, mcp, envoy, port = stack["cluster"], stack["mcp"], stack["envoy"], stack["port"]
+    controller = Controller(cluster, tmp_path, stack["wasm"])
+    try:
+        # istiod's own GatewayClass (its gatewayclass controller creates `istio`).
+        harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
+        t0 = time.monotonic()
+        cluster.apply(gateway(port) + "---" + ROUTE_AND_BACKEND + "---" + allow_policy("sum-only", ["get-sum"]))
+        wp = harness.wait_for(lambda: cluster.get("wasmplugin", "toolgate-gw-http"), timeout=30, what="WasmPlugin")
+        assert wp["spec"]["url"] == f"file://{stack['wasm']}"
+        assert wp["spec"]["pluginConfig"]["gateway"]["allow"][0]["name"] == "default/sum-only"
+        # istiod accepted and programmed the Gateway (it found the Service gw-istio).
+        harness.wait_for(lambda: any(c["type"] == "Programmed" and c["status"] == "True" for c in
+                                     (cluster.get("gateway", "gw") or {}).get("status", {}).get("conditions", [])),
+                         timeout=60, what="Gateway gw Programmed by istiod")
+        # Envoy got the listener (on the Service's targetPort) and the filter over ECDS.
+        harness.wait_for(lambda: ("0.0.0.0", port) in envoy.listener_addresses() or None, timeout=60,
+                         what=f"Envoy listener on {port}\n{envoy.log_tail(30)}")
+        harness.wait_for(lambda: wasm_filters(envoy) or None, timeout=60, what="the wasm filter over ECDS")
+        assert [n for n in listener_http_filters(envoy) if "toolgate-gw-http" in n], listener_http_filters(envoy)
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
+                         timeout=60, what="get-sum allowed and echo denied through the gateway")
+        first = time.monotonic() - t0
+        assert_allowed(call(port, "get-sum", mcp))
+        assert_denied(call(port, "echo", mcp))
+        assert_denied(call(port, "get-env", mcp))
+        filt = wasm_filters(envoy)[0]
+        assert filt["config"]["vm_config"]["code"]["local"]["filename"] == str(stack["wasm"])
+        print(f"\n[istio] objects applied -> enforced at the gateway: {first:.2f} s "
+              f"(cluster start {cluster.start_seconds:.1f} s, istiod {cluster.istiod_seconds:.1f} s)")
+
+        # A policy change reaches the gateway.
+        t0 = time.monotonic()
+        cluster.apply(allow_policy("sum-only", ["echo"]))
+        harness.wait_for(lambda: denied(call(port, "get-sum", mcp)) and allowed(call(port, "echo", mcp)),
+                         timeout=60, what="the changed policy at the gateway")
+        changed = time.monotonic() - t0
+        print(f"[istio] policy change -> enforced at the gateway: {changed:.2f} s")
+
+        # The policy deleted: the WasmPlugin goes, and so does the filter.
+        t0 = time.monotonic()
+        cluster.kubectl("delete", "xaccesspolicy", "sum-only", "-n", "default")
+        harness.wait_for(lambda: not (cluster.get("wasmplugins") or {}).get("items"), timeout=30,
+                         what="WasmPlugin deleted")
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and allowed(call(port, "get-env", mcp)),
+                         timeout=60, what="no policy: everything passes")
+        harness.wait_for(lambda: not [n for n in listener_http_filters(envoy) if "toolgate" in n], timeout=30,
+                         what="the wasm filter gone from the gateway's listener")
+        print(f"[istio] policy deleted -> gone from the gateway: {time.monotonic() - t0:.2f} s")
+        print(f"[istio] xds-shim: {stack['shim'].dropped()[:3]}")
+    finally:
+        controller.stop()
+
+
+def test_controller_identity_is_rbac_limited(cluster: Cluster):
+    """The controller's kubeconfig is a ServiceAccount token: the API server enforces deploy/rbac.yaml."""
+    def can_i(*args: str) -> str:
+        return cluster.kubectl("auth", "can-i", *args, check=False, kubeconfig=cluster.controller_kubeconfig).stdout.strip()
+    assert can_i("--list", "-n", "default") != ""
+    assert can_i("create", "wasmplugins.extensions.istio.io", "-n", "default") == "yes"
+    assert can_i("patch", "xaccesspolicies.agentic.networking.x-k8s.io", "--subresource=status", "-n", "default") == "yes"
+    assert can_i("get", "secrets", "-n", "default") == "no"
+    assert can_i("create", "gateways.gateway.networking.k8s.io", "-n", "default") == "no"
+    out = cluster.kubectl("get", "secrets", "-n", "default", check=False, kubeconfig=cluster.controller_kubeconfig)
+    assert out.returncode != 0 and "forbidden" in out.stderr, out
+
+
+def test_leader_election_on_a_real_lease(stack, tmp_path):
+    """Two replicas with --leader-elect share the coordination.k8s.io/v1 Lease of the real API server: one
+    writes; when it stops (SIGTERM releases the Lease) the other takes over, and a policy change made after
+    that still reaches the gateway."""
+    cluster, mcp, port = stack["cluster"], stack["mcp"], stack["port"]
+    args = ("--leader-elect", "--leader-elect-namespace", "toolgate-system")
+    a = Controller(cluster, tmp_path, stack["wasm"], *args, "--leader-elect-identity", "replica-a", name="a")
+    b = Controller(cluster, tmp_path, stack["wasm"], *args, "--leader-elect-identity", "replica-b", name="b")
+    try:
+        def holder() -> str | None:
+            lease = cluster.get("lease", "toolgate-controller", namespace="toolgate-system") or {}
+            return lease.get("spec", {}).get("holderIdentity") or None
+        first = harness.wait_for(holder, timeout=30, what="a Lease holder")
+        assert first in ("replica-a", "replica-b")
+        leader, follower = (a, b) if first == "replica-a" else (b, a)
+        cluster.apply(allow_policy("le", ["get-sum"]))
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
+                         timeout=60, what="the leader's plan at the gateway")
+        t0 = time.monotonic()
+        leader.stop()
+        second = harness.wait_for(lambda: (h := holder()) not in (None, first) and h, timeout=40,
+                                  what="the follower holding the Lease")
+        print(f"\n[istio] Lease moved {first} -> {second} in {time.monotonic() - t0:.2f} s")
+        cluster.apply(allow_policy("le", ["echo"]))
+        harness.wait_for(lambda: denied(call(port, "get-sum", mcp)) and allowed(call(port, "echo", mcp)),
+                         timeout=60, what="the new leader's plan at the gateway")
+        cluster.kubectl("delete", "xaccesspolicy", "le", "-n", "default")
+        harness.wait_for(lambda: not (cluster.get("wasmplugins") or {}).get("items"), timeout=30,
+                         what="WasmPlugin deleted by the new leader")
+    finally:
+        a.stop()
+        b.stop()
