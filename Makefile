@@ -117,3 +117,14 @@ crds: build
 clean:
 	$(CARGO) clean
 	rm -rf $(VENV) .work
+
+# Toolgate under the real Istio control plane (tests/istio/README.md): `toolgate controller` ->
+# kube-apiserver v1.36.3 (RBAC) -> istiod -> the pinned Envoy as a Gateway's router. kube-apiserver,
+# kubectl, etcd, istiod and tests/istio/xds-shim are built from Go modules into
+# ~/.cache/toolgate/istio on first use (about 25 minutes on 2 cores, once; then nothing).
+.PHONY: test-istio istio-control-plane
+istio-control-plane:
+	bash tests/istio/gobuild.sh ensure
+
+test-istio: build wasm istio-control-plane
+	$(PYTEST) tests/istio -q -ra

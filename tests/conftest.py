@@ -5,7 +5,8 @@ tests/e2e/harness.py).
   start_envoy         start_envoy(config, name="envoy", listeners=[ports], **kw) -> harness.Envoy
   start_mcp_server    start_mcp_server(name) -> harness.McpServer
   start_authorizer    start_authorizer(name, rule={...}) -> harness.Authorizer (toolgate-test-authz, gRPC + HTTP)
-  wasm_path           Path of the release filter build (skips the test when it was not built)
+  wasm_path           Path of the release filter build (fails the test when it was not built: a missing
+                      build output is an error, never a skipped test)
   gateway             gateway(*policies, ...) -> harness.ToolgateGateway: policy YAML -> `toolgate render`
                       -> Envoy in front of a fresh sample MCP server (the policy tests' fixture)
 
@@ -15,7 +16,6 @@ is added to the failure report.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -111,10 +111,7 @@ def start_authorizer(request, tmp_path):
 def wasm_path() -> Path:
     p = harness.REPO / "target/wasm32-wasip1/release/toolgate_filter.wasm"
     if not p.exists():
-        msg = f"{p} not built (make wasm)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        pytest.fail(f"{p} not built (make wasm)")
     return p
 
 

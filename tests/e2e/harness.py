@@ -123,7 +123,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
             last_exc = exc
         if time.monotonic() >= deadline:
             raise HarnessError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
-        time.sleep(interval)
+        time.sleep(interval)  # the poll interval of this wait
 
 
 def tcp_open(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -266,7 +266,7 @@ class Envoy:
                             return
                 except OSError:
                     pass
-            time.sleep(0.05)
+            time.sleep(0.05)  # the poll interval of this wait for readiness
         raise EnvoyStartError(f"envoy not ready after {timeout}s ({self.config})", self.log_tail())
 
     # -- admin ----------------------------------------------------------------------------------
@@ -678,7 +678,7 @@ DENIAL_MESSAGE = "Access to this tool is forbidden."
 
 
 def denial_body(id: Any) -> dict:
-    """The SPEC §5 denial body."""
+    """The docs/semantics.md §5 denial body."""
     return {"jsonrpc": "2.0", "id": id, "error": {"code": 403, "message": DENIAL_MESSAGE}}
 
 
@@ -1078,7 +1078,7 @@ def assert_allowed(sent: Sent, executed: int = 1) -> None:
 
 
 def assert_denied(sent: Sent, id: Any = "same", status: int | None = None) -> None:
-    """Denied as SPEC §5 says, never executed, never sent upstream. `id="same"`: the request's id
+    """Denied as docs/semantics.md §5 says, never executed, never sent upstream. `id="same"`: the request's id
     (HTTP 200 + JSON-RPC error); `id=None`: HTTP 403 with "id": null."""
     assert sent.response is not None, sent
     r = sent.response

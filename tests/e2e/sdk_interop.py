@@ -68,7 +68,7 @@ class SdkServer:
         @mcp.tool(name="slow")
         async def slow(seconds: float) -> str:
             ran("slow")
-            await anyio.sleep(seconds)
+            await anyio.sleep(seconds)  # the tool's own work (a long call is what is tested), not a wait
             return f"slept {seconds}"
 
         @mcp.tool(name="touch")

@@ -107,7 +107,7 @@ class Load:
             with self._lock:
                 self.results.append(Result(n, seq, tool, t0, time.monotonic(), outcome, tag))
             if self.pause:
-                time.sleep(self.pause)
+                time.sleep(self.pause)  # the load's pace between two requests, not a wait for anything
         conn.close()
 
     def start(self) -> "Load":
@@ -127,11 +127,15 @@ class Load:
 
 
 def replace_text(path, text: str) -> float:
-    """Write `text` to `path` atomically (Envoy's file-based xDS needs a rename); the time it did."""
+    """Write `text` to `path` atomically (Envoy's file-based xDS needs a rename); the time just before
+    the rename. Read after it, the time could come late on a loaded machine (this thread descheduled
+    while Envoy already applies the change), and a request sent in between would count against the
+    plan before."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(text)
+    before = time.monotonic()
     os.replace(tmp, path)
-    return time.monotonic()
+    return before
 
 
 # --------------------------------------------------------------------------------------------------
@@ -217,10 +221,15 @@ def test_reload_under_load(gateway):
     changes: list[tuple[float, str]] = []  # (time of the change, plan now in force)
     current = "echo-plan"
     try:
-        time.sleep(1.0)
+        # A steady load before the first change (checked below: more than 50 requests on the kept
+        # connections), and a request on the fresh-connection thread.
+        wait_for(lambda: len([r for r in load.snapshot() if r.thread < 4]) > 60 and fresh.snapshot(), timeout=30,
+                 interval=0.1, what="a steady load")
         for _ in range(20):
             current = OTHER[current]
             changes.append((replace_text(lds, texts[current]), current))
+            # The scenario's pace: a plan change every CHANGE_EVERY seconds under load (convergence()
+            # measures within each period); not a wait for anything.
             time.sleep(CHANGE_EVERY)
 
         # A broken plan (tampered: its hash no longer matches) pushed mid-load changes nothing.
@@ -233,7 +242,9 @@ def test_reload_under_load(gateway):
         t_broken = replace_text(lds, json.dumps(broken))
         wait_for(lambda: gw.counters().get("toolgate.plan.rejected", 0) > rejected, timeout=10,
                  what="the broken plan to be refused")
-        time.sleep(2.5)
+        # Load under the refused plan: more than 50 requests sent a second or more after it (checked below).
+        wait_for(lambda: len([r for r in load.snapshot() + fresh.snapshot() if r.sent >= t_broken + 1]) > 60,
+                 timeout=30, interval=0.1, what="requests after the broken plan")
     finally:
         load.stop()
         fresh.stop()
@@ -302,7 +313,7 @@ async def slow_client(n: int, prefix: str, port: int, ctx, handshakes: asyncio.S
         for i in range(len(body)):
             writer.write(body[i:i + 1])
             await writer.drain()
-            await asyncio.sleep(SLOW_BYTE_INTERVAL)
+            await asyncio.sleep(SLOW_BYTE_INTERVAL)  # a slow client is what is tested, not a wait
         raw = await asyncio.wait_for(reader.read(), 30)
         writer.close()
         head, _, payload = raw.partition(b"\r\n\r\n")
@@ -320,7 +331,7 @@ def slow_attack(prefix: str, port: int, ctx, opened: list, all_open: threading.E
         tasks = [asyncio.create_task(slow_client(n, prefix, port, ctx, handshakes, opened, start))
                  for n in range(SLOW_CLIENTS)]
         while len(opened) < SLOW_CLIENTS and not all(t.done() for t in tasks):
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the poll interval of this wait for every connection
         start.set()
         all_open.set()
         return await asyncio.gather(*tasks)
@@ -368,9 +379,11 @@ def test_slow_clients_bounded_memory_no_stall(gateway):
         while attack.is_alive():
             normal.append(curl_call(gw, next(normal_seq)))
             peak = max(peak, vm_rss_kib(pid))
-            time.sleep(0.2)
+            time.sleep(0.2)  # the normal client's pace during the attack, not a wait for anything
         attack.join()
-        time.sleep(1.0)
+        # Envoy has closed every slow client's connection before its memory is read again.
+        wait_for(lambda: sum(gw.envoy.stats(r"^http\.toolgate_.*\.downstream_cx_active$").values()) == 0,
+                 timeout=30, what="the slow clients' connections closed")
         after = vm_rss_kib(pid)
         rounds.append((before, peak, after))
         took = [t for o, t in normal]
@@ -474,7 +487,9 @@ def test_vm_that_cannot_be_created_serves_nothing(tmp_path, certs, wasm_path, st
     gw.envoy = start_envoy(gw.dir / "envoy.json", workdir=gw.workdir)
     # The listeners are never created: no connection, so nothing reaches the server unfiltered.
     wait_for(lambda: gw.envoy.stat("listener_manager.lds.update_rejected") >= 1, timeout=10, what="LDS rejected")
-    time.sleep(1)
+    # The update was rejected whole: no listener is active or warming, so none can open later.
+    assert gw.envoy.stat("listener_manager.total_listeners_active") == 0
+    assert gw.envoy.stat("listener_manager.total_listeners_warming") == 0
     for name, port in gw.ports.items():
         assert not tcp_open("127.0.0.1", port), name
     r = gw.call("get-sum")
@@ -607,10 +622,10 @@ def test_broken_plan_after_switching_back_keeps_the_plan_in_force(gateway):
         plan["gateway"]["allow"] = []  # tampered: the hash no longer matches
         conf["value"] = json.dumps(plan)
     write_json(lds, broken)
-    wait_for(lambda: gw.counters().get("toolgate.plan.rejected", 0) > refused
-             or gw.envoy.stat("listener_manager.lds.update_rejected") > rejected,
-             timeout=10, what="the broken plan to be refused")
-    time.sleep(0.5)
+    # Refused by the filter, then the listener update rejected by Envoy: the plan in force stays.
+    wait_for(lambda: gw.envoy.stat("listener_manager.lds.update_rejected") > rejected,
+             timeout=10, what="the broken plan's listener update to be rejected")
+    assert gw.counters().get("toolgate.plan.rejected", 0) > refused
     for _ in range(5):
         assert_denied(gw.call("echo"))
         assert_allowed(gw.call("get-sum"))

@@ -211,7 +211,7 @@ def test_long_tool_call_and_idle_get_stream(interop):
     async def idle_session():
         async with si.client(gw, "legacy") as c:
             assert _text(await c.call_tool("add", {"a": 1, "b": 1})) == "2"
-            await anyio.sleep(60)
+            await anyio.sleep(60)  # the idle period under test (no request on the session), not a wait
             # Still open: a finished GET would have its access-log line.
             gets = [ln for ln in si.access_lines(gw)[start_lines:] if '"GET /mcp"' in ln]
             results["gets_after_idle"] = gets
@@ -282,7 +282,7 @@ def test_sdk_client_with_the_sample_server(gateway, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_sdk_list_tools_holds_what_the_agent_may_call(gateway, mode):
-    """List filtering (SPEC §5) as a real client sees it, through the sample server's twelve tools: agent-b,
+    """List filtering (docs/semantics.md §5) as a real client sees it, through the sample server's twelve tools: agent-b,
     allowed get-sum alone at the gateway level, lists get-sum alone; agent-a, allowed anything, lists all.
     The SDK's HTTP client accepts gzip; the filter takes accept-encoding off list requests, so the server
     answers them uncompressed and the filter can read them."""
