@@ -118,6 +118,18 @@ clean:
 	$(CARGO) clean
 	rm -rf $(VENV) .work
 
+# The filter as an Envoy dynamic module (module/, for `toolgate render --native-module`): a native .so
+# for the pinned Envoy 1.40 (dynamic-module ABI v0.2.0), built with the release-module profile (panics
+# unwind, so every hook catches them) and copied to target/release/. TOOLGATE_E2E_HOST=native runs
+# the e2e gateways on it.
+MODULE := target/release/libtoolgate_module.so
+.PHONY: module
+module: setup
+	$(CARGO) build --locked --profile release-module -p toolgate-module
+	@mkdir -p target/release
+	cp target/release-module/libtoolgate_module.so $(MODULE)
+	@ls -l $(MODULE)
+
 # Toolgate under the real Istio control plane (tests/istio/README.md): `toolgate controller` ->
 # kube-apiserver v1.36.3 (RBAC) -> istiod -> the pinned Envoy as a Gateway's router. kube-apiserver,
 # kubectl, etcd, istiod and tests/istio/xds-shim are built from Go modules into

@@ -37,8 +37,13 @@ pub struct RenderArgs {
     #[command(flatten)]
     pub plan: PlanArgs,
     /// The compiled filter (toolgate_filter.wasm).
+    #[arg(long, value_name = "FILE", required_unless_present = "native_module", conflicts_with = "native_module")]
+    pub wasm: Option<PathBuf>,
+    /// Instead of --wasm: the filter as an Envoy dynamic module (libtoolgate_module.so, `make module`),
+    /// loaded by Envoy's dynamic_modules HTTP filter from this path. Not for Istio (which loads
+    /// dynamic modules from 1.31 on only): the controller renders the Wasm filter.
     #[arg(long, value_name = "FILE")]
-    pub wasm: PathBuf,
+    pub native_module: Option<PathBuf>,
     /// Output folder: one sub-folder per Gateway, `<namespace>.<name>`.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
@@ -71,9 +76,17 @@ pub fn run(args: &RenderArgs) -> Result<(), Failure> {
         eprintln!("error: --stream-idle-timeout {:?}: a duration like 1h, 30m, 90s or 500ms", args.stream_idle_timeout);
         return Err(Failure::Usage);
     }
-    let wasm = absolute(&args.wasm)?;
+    let (flag, code, make) = match (&args.wasm, &args.native_module) {
+        (_, Some(native)) => ("--native-module", native, "make module"),
+        (Some(wasm), None) => ("--wasm", wasm, "make wasm"),
+        (None, None) => {
+            eprintln!("error: --wasm or --native-module is required");
+            return Err(Failure::Usage);
+        }
+    };
+    let wasm = absolute(code)?;
     if !wasm.is_file() {
-        eprintln!("error: --wasm {}: no such file (build it with `make wasm`)", wasm.display());
+        eprintln!("error: {flag} {}: no such file (build it with `{make}`)", wasm.display());
         return Err(Failure::Usage);
     }
     let client_ca = match &args.client_ca {
@@ -205,12 +218,15 @@ impl Ctx<'_> {
                     "typed_config": {
                         "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
                         "path": access_log_path,
-                        "log_format": { "text_format_source": { "inline_string":
+                        "log_format": { "text_format_source": { "inline_string": format!(
                             "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%\" %RESPONSE_CODE% \
-                             peer=%DOWNSTREAM_PEER_URI_SAN% cluster=%UPSTREAM_CLUSTER% toolgate=\"%FILTER_STATE(wasm.toolgate_decision:PLAIN)%\"\n" } },
+                             peer=%DOWNSTREAM_PEER_URI_SAN% cluster=%UPSTREAM_CLUSTER% toolgate=\"%FILTER_STATE({}:PLAIN)%\"\n",
+                            // The filter state the Wasm filter's decision property, or the module's, is in.
+                            if self.args.native_module.is_some() { "toolgate.decision" } else { "wasm.toolgate_decision" }) } },
                     },
                 }],
                 "http_filters": [
+                    if self.args.native_module.is_some() { native_filter(&id, self.wasm, &plan_json) } else { json!(
                     {
                         "name": "envoy.filters.http.wasm",
                         "typed_config": {
@@ -232,7 +248,7 @@ impl Ctx<'_> {
                                 },
                             },
                         },
-                    },
+                    }) },
                     {
                         // Holds the request (headers included) until the Toolgate filter decided, so
                         // a denied request never reaches the upstream (docs/semantics.md §6).
@@ -567,4 +583,26 @@ fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstr
         }
     }
     action
+}
+
+/// The Toolgate filter as an Envoy dynamic module (`--native-module`, module/): the same plan, as the
+/// filter configuration. Envoy loads the `.so` from `module.local.filename`; `name` (what Envoy 1.40
+/// also accepts alone, searched as `lib<name>.so` in `ENVOY_DYNAMIC_MODULES_SEARCH_PATH`) is the
+/// file's name without `lib` and `.so`. `do_not_close`: the module keeps process-wide state (the
+/// plugins' last good plans), which must survive a configuration update that briefly leaves no user.
+pub fn native_filter(id: &str, module: &Path, plan_json: &str) -> Value {
+    let stem = module.file_stem().and_then(|s| s.to_str()).unwrap_or("toolgate_module");
+    json!({
+        "name": "envoy.filters.http.dynamic_modules",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
+            "dynamic_module_config": {
+                "name": stem.strip_prefix("lib").unwrap_or(stem),
+                "do_not_close": true,
+                "module": { "local": { "filename": module } },
+            },
+            "filter_name": format!("toolgate:{id}"),
+            "filter_config": { "@type": "type.googleapis.com/google.protobuf.StringValue", "value": plan_json },
+        },
+    })
 }

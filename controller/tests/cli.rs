@@ -381,3 +381,39 @@ fn explain_reads_both_mcp_revisions_and_reports_header_mismatches() {
     let out = explain("listener: http\nmethod: GET\nbody: \"\"\n");
     assert!(out.contains("decision: ALLOW"), "{out}");
 }
+
+#[test]
+fn render_native_module_loads_the_dynamic_module_with_the_same_plan() {
+    let dir = tmp("render-native");
+    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
+    let module = dir.join("libtoolgate_module.so");
+    std::fs::write(&module, b"\x7fELF").unwrap();
+    let (wasm_out, native_out) = (dir.join("wasm"), dir.join("native"));
+    let wasm = dir.join("filter.wasm");
+    std::fs::write(&wasm, b"\0asm").unwrap();
+    let common = ["-f", input.to_str().unwrap(), "--resolve", "mcp-server.default=127.0.0.1:7001"];
+    let o = toolgate(&[&["render", "--wasm", wasm.to_str().unwrap(), "-o", wasm_out.to_str().unwrap()][..], &common].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = toolgate(&[&["render", "--native-module", module.to_str().unwrap(), "-o", native_out.to_str().unwrap()][..], &common].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let hcm = |out: &Path| read_json(&out.join("default.gw/lds.json"))["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"].clone();
+    let (w, n) = (hcm(&wasm_out), hcm(&native_out));
+    let filters: Vec<&str> = n["http_filters"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(filters, ["envoy.filters.http.dynamic_modules", "envoy.filters.http.buffer", "envoy.filters.http.router"]);
+    let dm = &n["http_filters"][0]["typed_config"];
+    assert_eq!(dm["@type"], "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter");
+    assert_eq!(dm["dynamic_module_config"]["name"], "toolgate_module");
+    assert_eq!(dm["dynamic_module_config"]["do_not_close"], true);
+    assert_eq!(dm["dynamic_module_config"]["module"]["local"]["filename"], module.to_str().unwrap());
+    // The same plan, and the same buffer filter after it.
+    assert_eq!(dm["filter_config"]["value"], w["http_filters"][0]["typed_config"]["config"]["configuration"]["value"]);
+    assert_eq!(n["http_filters"][1], w["http_filters"][1]);
+    let log = n["access_log"][0]["typed_config"]["log_format"]["text_format_source"]["inline_string"].as_str().unwrap();
+    assert!(log.contains("%FILTER_STATE(toolgate.decision:PLAIN)%"), "{log}");
+
+    // --wasm and --native-module exclude each other; one of them is required.
+    let o = toolgate(&[&["render", "--wasm", wasm.to_str().unwrap(), "--native-module", module.to_str().unwrap(), "-o", native_out.to_str().unwrap()][..], &common].concat());
+    assert_eq!(o.status.code(), Some(2));
+    let o = toolgate(&[&["render", "-o", native_out.to_str().unwrap()][..], &common].concat());
+    assert_eq!(o.status.code(), Some(2));
+}

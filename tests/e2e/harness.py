@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import random
+import re
 import signal
 import socket
 import ssl
@@ -863,8 +864,12 @@ class ToolgateGateway:
     def __init__(self, workdir: Path, certs: Path, wasm: Path, server: McpServer, *,
                  listeners: Mapping[str, str] | None = None, https_client_ca: bool | Sequence[str] = True,
                  render_args: Sequence[str] = (), strict: bool = True, route_rules: list[dict] | None = None,
-                 envoy_args: Sequence[str] = ()):
+                 envoy_args: Sequence[str] = (), host: str | None = None, native_module: Path | None = None):
         self.workdir = Path(workdir)
+        # Which host of the engine runs the filter: "wasm" (toolgate_filter.wasm, the default) or
+        # "native" (the dynamic module libtoolgate_module.so, `make module`; TOOLGATE_E2E_HOST=native).
+        self.host = host or filter_host()
+        self.native_module = Path(native_module) if native_module else native_module_path()
         self.envoy_args = list(envoy_args)  # extra Envoy command-line arguments (e.g. --drain-time-s)
         self.certs = Path(certs)
         self.wasm = Path(wasm)
@@ -936,7 +941,8 @@ class ToolgateGateway:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "gateway.yaml").write_text(self._gateway_objects())
         self._write_policies(self.policies)
-        args = ["render", "-f", self.workdir / "gateway.yaml", "-f", self.policy_dir, "--wasm", self.wasm,
+        code = ["--native-module", self.native_module] if self.host == "native" else ["--wasm", self.wasm]
+        args = ["render", "-f", self.workdir / "gateway.yaml", "-f", self.policy_dir, *code,
                 "-o", self.out, "--bind", "127.0.0.1", "--resolve", f"mcp-server.default={self.server.address}",
                 "--access-log", self.access_log, *self.render_args, *extra_args]
         proc = run_toolgate(*args)
@@ -1056,8 +1062,23 @@ class ToolgateGateway:
 
     def counters(self) -> dict[str, int]:
         assert self.envoy is not None
-        return {k.removeprefix("wasmcustom."): int(v)
-                for k, v in self.envoy.stats(r"^wasmcustom\.toolgate\.").items()}
+        # The Wasm filter's counters are wasmcustom.*, the dynamic module's dynamicmodulescustom.*.
+        prefix = "dynamicmodulescustom." if self.host == "native" else "wasmcustom."
+        return {k.removeprefix(prefix): int(v)
+                for k, v in self.envoy.stats("^" + re.escape(prefix) + r"toolgate\.").items()}
+
+
+def filter_host() -> str:
+    """The host the e2e gateways run the filter on: TOOLGATE_E2E_HOST=wasm (default) or native."""
+    host = os.environ.get("TOOLGATE_E2E_HOST", "wasm")
+    if host not in ("wasm", "native"):
+        raise HarnessError(f"TOOLGATE_E2E_HOST={host!r}: wasm or native")
+    return host
+
+
+def native_module_path() -> Path:
+    """The dynamic module `make module` builds."""
+    return REPO / "target/release/libtoolgate_module.so"
 
 
 def _tagged(path: str, tag: str) -> bool:
