@@ -2,13 +2,19 @@
 //! (or ending with trailers), authorizer answers of any shape (gRPC status and bytes, HTTP headers
 //! and body, failure, late or wrong tokens), against the realistic plan and an ExternalAuth plan.
 //! No panic; at most one decision per request; a request answered locally is never allowed; a
-//! request is never left paused once every callback and answer has been delivered.
+//! request is never left paused once every callback and answer has been delivered; no more
+//! authorizer calls than the limit (`MAX_AUTHZ_CALLS`); and the decision `explain` shows
+//! (`assert_explain_agrees`, authorizers taken to allow) is the lifecycle's when no authorizer was
+//! asked, and an allow whenever the lifecycle allowed (every authorizer asked allowed then).
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use toolgate_fuzz::{FakeHost, Request, CLUSTER, EXTERNAL_AUTH_PLAN, REALISTIC_PLAN};
+use toolgate_fuzz::{assert_explain_agrees, FakeHost, Request, CLUSTER, EXTERNAL_AUTH_PLAN, REALISTIC_PLAN};
+use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest, MAX_AUTHZ_CALLS};
+use toolgate_policy::lifecycle::headers::{classify, Classified};
 use toolgate_policy::lifecycle::{Action, CallAnswer, Plugin};
+use toolgate_policy::mcp::{read_body, NotMcp, ReadOptions};
 
 #[derive(Debug, Arbitrary)]
 enum Answer {
@@ -30,6 +36,12 @@ const CONTROL_BYTES: usize = 64;
 
 thread_local! {
     static PLUGINS: [Plugin; 2] = [plugin(REALISTIC_PLAN), plugin(EXTERNAL_AUTH_PLAN)];
+    static EVALUATORS: [Evaluator; 2] = [REALISTIC_PLAN, EXTERNAL_AUTH_PLAN].map(|p| Evaluator::load(p).expect("a fixed plan loads"));
+}
+
+/// The first value of a request header, as the lifecycle reads it ("" when absent).
+fn first<'a>(headers: &[(&str, &'a str)], name: &str) -> &'a str {
+    headers.iter().find(|(k, _)| *k == name).map_or("", |(_, v)| *v)
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -100,7 +112,7 @@ fuzz_target!(|data: &[u8]| {
             }
             req.on_call_answer(&mut host, token, answer);
             answered += 1;
-            assert!(host.calls.len() <= 64, "more authorizer calls than the plan allows");
+            assert!(host.calls.len() <= MAX_AUTHZ_CALLS as usize, "more authorizer calls than the limit");
         }
         assert!(host.allows() + host.denies() <= 1, "two decisions for one request");
         if !host.replies.is_empty() {
@@ -111,6 +123,42 @@ fuzz_target!(|data: &[u8]| {
         // reply ended it.
         if paused {
             assert!(!host.replies.is_empty() || host.resumed > 0, "left paused: {r:?}");
+        }
+
+        // The same request as the lifecycle reads it from the host: the first value of each
+        // header, the caller only when a SPIFFE ID, the body classified by its headers.
+        if host.replies.iter().any(|(status, _, _)| *status == 413) {
+            return; // over the body limit: refused before any decision
+        }
+        let headers: Vec<(&str, &str)> = host.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let (method, path, authority) = (first(&headers, ":method"), first(&headers, ":path"), first(&headers, ":authority"));
+        let req = HttpRequest {
+            method,
+            path,
+            authority,
+            port: r.port,
+            headers: &headers,
+            principal: r.principal.filter(|p| p.starts_with("spiffe://")),
+            time_ms: 1_790_000_000_000,
+        };
+        let classified = classify(method, first(&headers, "content-type"), first(&headers, "content-encoding"), empty);
+        let read = match &classified {
+            Classified::JsonBody { encoded: None } => read_body(r.body, ReadOptions { capture_params: true }),
+            Classified::JsonBody { encoded: Some(e) } => Err(NotMcp::Encoded { encoding: e.clone() }),
+            &Classified::BodyNotRead(method) => Err(NotMcp::BodyNotRead { method }),
+            Classified::EmptyJsonPost | Classified::Http => Err(NotMcp::EmptyBody),
+        };
+        let body = match (&classified, &read) {
+            (Classified::Http, _) => BodyInput::None,
+            (_, Ok(b)) => BodyInput::Mcp(b),
+            (_, Err(e)) => BodyInput::NotMcp(e),
+        };
+        let explained = EVALUATORS.with(|evs| assert_explain_agrees(&evs[which].route(host.cluster.as_deref()), &req, body));
+        let allowed = host.allows() == 1;
+        if host.calls.is_empty() {
+            assert_eq!(allowed, explained, "explain and the lifecycle disagree: {r:?} {:?}", host.records);
+        } else if allowed {
+            assert!(explained, "the lifecycle allowed what explain denies: {r:?} {:?}", host.records);
         }
     });
 });

@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
             c
         }
         // Only a captured params is checked for keys that fold together and for what serde_json
-        // cannot decode (SPEC §4: its contents reach CEL rules and authorizers); found while reading
+        // cannot decode (docs/semantics.md §4: its contents reach CEL rules and authorizers); found while reading
         // params, it comes before what the plain read finds at the message's end.
         (Err(NotMcp::FoldedTwins { key, twin, .. }), _) => {
             let fold = |k: &str| k.chars().flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect::<String>();

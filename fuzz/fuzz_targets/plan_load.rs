@@ -1,9 +1,9 @@
 //! The plan loader on arbitrary bytes: a plan is refused with an error or loads; a plan that loads
-//! decides requests without panicking.
+//! decides requests without panicking, and what `explain` shows of each decision is that decision.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use toolgate_fuzz::{CLUSTER, SA_A};
+use toolgate_fuzz::{assert_explain_agrees, CLUSTER, SA_A};
 use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest};
 use toolgate_policy::mcp::{read_body, ReadOptions};
 
@@ -36,8 +36,8 @@ fuzz_target!(|data: &[u8]| {
             };
             // Policy names come from the (trusted) plan: the summary is not checked for quotes here.
             let _ = route.decide(&req, input).summary();
-            let _ = route.explain(&req, input);
+            assert_explain_agrees(&route, &req, input);
         }
-        let _ = route.decide(&HttpRequest { method: "GET", ..req }, BodyInput::None);
+        assert_explain_agrees(&route, &HttpRequest { method: "GET", ..req }, BodyInput::None);
     }
 });

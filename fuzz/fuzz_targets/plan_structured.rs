@@ -2,14 +2,15 @@
 //! and authorizer kind, names and patterns from small vocabularies mixed with arbitrary text), as
 //! the filter receives it (JSON), then arbitrary requests against it. Loading either refuses with
 //! an error or gives an evaluator; deciding never panics; the decision is the same after a round
-//! trip of the plan through its serialisation.
+//! trip of the plan through its serialisation; what `explain` shows of it, rule by rule, is that
+//! decision (`assert_explain_agrees`).
 #![no_main]
 
 use std::collections::BTreeMap;
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use toolgate_fuzz::{Request, CLUSTER, SA_A, SA_B};
+use toolgate_fuzz::{assert_explain_agrees, Request, CLUSTER, SA_A, SA_B};
 use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest};
 use toolgate_policy::mcp::{read_body, ReadOptions};
 use toolgate_policy::plan::{
@@ -166,5 +167,5 @@ fuzz_target!(|data: &[u8]| {
     let d = ev.route(cluster).decide(&req, body);
     let d2 = again.route(cluster).decide(&req, body);
     assert_eq!(d.verdict, d2.verdict);
-    let _ = ev.route(cluster).explain(&req, body);
+    assert_eq!(assert_explain_agrees(&ev.route(cluster), &req, body), d.allowed());
 });

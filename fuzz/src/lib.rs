@@ -160,100 +160,62 @@ impl<'a> Request<'a> {
 pub use toolgate_policy::testing::FakeHost;
 
 // ------------------------------------------------------------------------------------------------
-// Oracles for the reader, independent of it (as in policy/tests/mcp_reader.rs).
+// Oracles for the reader, independent of it: the policy crate's (feature `test-host`), shared with
+// its reader tests (policy/tests/mcp_reader.rs).
 
-pub mod oracle {
-    use serde_json::{Map, Value};
+pub use toolgate_policy::testing::oracle;
 
-    /// The JSON has a duplicate key in some object (serde_json's `Value` keeps only the last).
-    pub fn has_duplicate_key(json: &[u8]) -> bool {
-        struct Strict;
-        struct V;
-        impl<'de> serde::Deserialize<'de> for Strict {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                d.deserialize_any(V)
-            }
+// ------------------------------------------------------------------------------------------------
+// `explain` against the decision. `Route::explain` (what `toolgate explain` prints, rule by rule)
+// is a slow path of its own beside the indexed `Route::decide`/`Route::step` the filter runs: the
+// decision it shows must be the one the filter reaches.
+
+use toolgate_policy::eval::{BodyInput, DenyReason, HttpRequest, Level, Route, Verdict};
+
+/// Checks that the decision `explain` shows for `req` agrees with [`Route::decide`] (authorizers
+/// taken to allow, as `explain` takes them) and returns whether the request is allowed. Per
+/// message (a listen followed by the `resources/subscribe` of each URI), a level with rules allows
+/// when one of them matches; the request is allowed when every level of every message allows, and
+/// otherwise denied by the first level that does not. When it is allowed, the rule `explain` shows
+/// first as matching at each level of the last message is the one the decision names. What
+/// `explain` does not show rule by rule (the `Mcp-*` header check, which comes before any policy,
+/// and the limit on authorizer calls) decides alone: the explanation is not compared then.
+pub fn assert_explain_agrees(route: &Route<'_>, req: &HttpRequest<'_>, body: BodyInput<'_, '_>) -> bool {
+    let decision = route.decide(req, body);
+    let explained = route.explain(req, body);
+    match &decision.verdict {
+        Verdict::Deny(DenyReason::McpHeaderMismatch { .. } | DenyReason::TooManyAuthorizerCalls { .. }) => {
+            return false
         }
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Strict;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("JSON")
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Strict, E> {
-                Ok(Strict)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Strict, E> {
-                Ok(Strict)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Strict, E> {
-                Ok(Strict)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Strict, E> {
-                Ok(Strict)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Strict, E> {
-                Ok(Strict)
-            }
-            fn visit_unit<E>(self) -> Result<Strict, E> {
-                Ok(Strict)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Strict, A::Error> {
-                while seq.next_element::<Strict>()?.is_some() {}
-                Ok(Strict)
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
-                let mut seen = std::collections::HashSet::new();
-                while let Some(k) = map.next_key::<String>()? {
-                    if !seen.insert(k) {
-                        return Err(serde::de::Error::custom("duplicate key"));
+        Verdict::Deny(DenyReason::ExternalAuth { .. }) => panic!("decide asks no authorizer, yet one denied: {decision:?}"),
+        _ => {}
+    }
+    if !route.under_policy() {
+        assert!(decision.allowed() && explained.iter().all(|m| m.levels.is_empty()), "no policy: {decision:?} {explained:?}");
+        return true;
+    }
+    let denied_at: Option<Level> = explained.iter().find_map(|m| {
+        m.levels.iter().find(|l| !l.rules.is_empty() && l.rules.iter().all(|r| r.outcome.is_err())).map(|l| l.level)
+    });
+    match (&decision.verdict, denied_at) {
+        (Verdict::Allow, None) => {
+            if let Some(last) = explained.last() {
+                for level in &last.levels {
+                    let shown = level.rules.iter().find(|r| r.outcome.is_ok()).map(|r| (r.policy.as_str(), r.rule.as_str()));
+                    let decided = match level.level {
+                        Level::Gateway => decision.gateway_rule,
+                        Level::Backend => decision.backend_rule,
                     }
-                    map.next_value::<Strict>()?;
+                    .map(|r| (r.policy, r.rule));
+                    assert_eq!(shown, decided, "explain and the decision name different rules: {explained:?} {decision:?}");
                 }
-                Ok(Strict)
             }
+            true
         }
-        // (serde_json's recursion limit, 128, is over the reader's 64.)
-        let mut de = serde_json::Deserializer::from_slice(json);
-        matches!(serde::Deserialize::deserialize(&mut de), Err::<Strict, serde_json::Error>(e) if e.to_string().contains("duplicate key"))
-    }
-
-    pub fn depth(v: &Value) -> usize {
-        match v {
-            Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
-            Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
-            _ => 0,
+        (Verdict::Deny(DenyReason::NoRuleMatched { level, .. }), Some(at)) => {
+            assert_eq!(*level, at, "explain and the decision deny at different levels: {explained:?} {decision:?}");
+            false
         }
-    }
-
-    /// Go's `encoding/json` / .NET case-insensitive matching: equal character by character after
-    /// simple upper- then lower-casing.
-    fn folds_to(key: &str, field: &str) -> bool {
-        let fold = |c: char| {
-            let mut up = c.to_uppercase();
-            let (Some(u), None) = (up.next(), up.next()) else { return None };
-            let mut low = u.to_lowercase();
-            let (Some(l), None) = (low.next(), low.next()) else { return None };
-            Some(l)
-        };
-        key.chars().count() == field.chars().count()
-            && key.chars().zip(field.chars()).all(|(a, b)| fold(a).is_some() && fold(a) == fold(b))
-    }
-
-    /// A key of a message or its `params` that a case-insensitive decoder reads as a field the
-    /// reader extracts, without being it.
-    pub fn folded_key(v: &Value) -> Option<String> {
-        const MESSAGE: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
-        const PARAMS: [&str; 2] = ["name", "uri"];
-        let variant = |o: &Map<String, Value>, fields: &[&str]| {
-            o.keys().find(|k| fields.iter().any(|f| k.as_str() != *f && folds_to(k, f))).cloned()
-        };
-        let message = |m: &Value| {
-            let o = m.as_object()?;
-            variant(o, &MESSAGE).or_else(|| o.get("params").and_then(Value::as_object).and_then(|p| variant(p, &PARAMS)))
-        };
-        match v {
-            Value::Array(a) => a.iter().find_map(message),
-            m => message(m),
-        }
+        (verdict, at) => panic!("explain shows {at:?} denying, the decision is {verdict:?}: {explained:?}"),
     }
 }

@@ -6,6 +6,9 @@
 //! resumes, calls, header edits, records, logs, counters). It also checks what every host may
 //! assume of the lifecycle: a reply's status is a final HTTP status and its headers are clean, a
 //! call has a timeout, an edited header has a name, a summary cannot end the access log's quotes.
+//!
+//! [`oracle`]: independent judges of the MCP body reader (strict JSON, depth, case-folded keys), for
+//! the reader's tests and the fuzz targets.
 
 use prost::Message;
 use toolgate_ext_authz_proto::envoy::config::core::v3::GrpcService;
@@ -13,6 +16,8 @@ use toolgate_ext_authz_proto::envoy::service::auth::v3::CheckRequest;
 
 use crate::lifecycle::headers::serialize_map;
 use crate::lifecycle::{Callout, Counter, Host, HostBase, LogLevel, Property, RootHost};
+
+pub mod oracle;
 
 /// A call the lifecycle made, with the token the host gave it.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,13 +1,12 @@
-//! Tests of the MCP body reader (SPEC §4): extraction, strict JSON validation, fail-closed cases,
+//! Tests of the MCP body reader (docs/semantics.md §4): extraction, strict JSON validation, fail-closed cases,
 //! truncation at every prefix, and a deterministic fuzz loop checked against serde_json.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
-use std::fmt;
 
 use toolgate_policy::mcp::{
     read_body, McpBody, McpMessage, MessageKind, NotMcp, ReadOptions, MAX_DEPTH,
 };
+use toolgate_policy::testing::oracle::{self, depth, folded_key};
 
 fn read(body: &str) -> Result<McpBody<'_>, NotMcp> {
     read_body(body.as_bytes(), ReadOptions::default())
@@ -731,64 +730,6 @@ fn every_truncated_prefix_is_rejected() {
     }
 }
 
-/// Deserializes any JSON and fails on a duplicate key in any object: an independent oracle.
-struct Strict;
-
-impl<'de> serde::Deserialize<'de> for Strict {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(StrictVisitor)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> serde::de::Visitor<'de> for StrictVisitor {
-    type Value = Strict;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("JSON")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_unit<E>(self) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Strict, A::Error> {
-        while seq.next_element::<Strict>()?.is_some() {}
-        Ok(Strict)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
-        let mut seen = HashSet::new();
-        while let Some(k) = map.next_key::<String>()? {
-            if !seen.insert(k) {
-                return Err(serde::de::Error::custom("duplicate key"));
-            }
-            map.next_value::<Strict>()?;
-        }
-        Ok(Strict)
-    }
-}
-
-fn depth(v: &serde_json::Value) -> usize {
-    match v {
-        serde_json::Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
-        serde_json::Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
-        _ => 0,
-    }
-}
-
 /// What the reader extracts from one message, in serde_json terms: method, id, name, uri, params.
 type Extracted = (
     Option<String>,
@@ -837,54 +778,6 @@ fn reference_message(v: &serde_json::Value, capture: bool) -> Option<Extracted> 
     ))
 }
 
-/// A decoder that matches keys to fields case-insensitively (Go's `encoding/json`, .NET with
-/// `PropertyNameCaseInsensitive`) reads a key as a field when they are equal character by character
-/// after simple upper- then lower-casing (`ſ`, `ı`, Kelvin sign included). Independent of the
-/// reader's own table.
-fn folds_to(key: &str, field: &str) -> bool {
-    let fold = |c: char| {
-        let mut up = c.to_uppercase();
-        let u = match (up.next(), up.next()) {
-            (Some(u), None) => u,
-            _ => return None,
-        };
-        let mut low = u.to_lowercase();
-        match (low.next(), low.next()) {
-            (Some(l), None) => Some(l),
-            _ => None,
-        }
-    };
-    key.chars().count() == field.chars().count()
-        && key
-            .chars()
-            .zip(field.chars())
-            .all(|(a, b)| fold(a).is_some() && fold(a) == fold(b))
-}
-
-/// A key of some message or `params` object of `v` that a case-insensitive decoder reads as a field
-/// the reader extracts, without being it exactly.
-fn folded_key(v: &serde_json::Value) -> Option<String> {
-    const MESSAGE: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
-    const PARAMS: [&str; 2] = ["name", "uri"];
-    let variant = |o: &serde_json::Map<String, serde_json::Value>, fields: &[&str]| {
-        o.keys()
-            .find(|k| fields.iter().any(|f| k.as_str() != *f && folds_to(k, f)))
-            .cloned()
-    };
-    let message = |m: &serde_json::Value| {
-        let o = m.as_object()?;
-        variant(o, &MESSAGE).or_else(|| {
-            o.get("params")
-                .and_then(|p| p.as_object())
-                .and_then(|p| variant(p, &PARAMS))
-        })
-    };
-    match v {
-        serde_json::Value::Array(a) => a.iter().find_map(message),
-        m => message(m),
-    }
-}
-
 /// Check one input against the oracles; returns which outcome it had (for coverage counting).
 fn check(input: &[u8], capture: bool) -> &'static str {
     let ours = read_body(
@@ -894,7 +787,7 @@ fn check(input: &[u8], capture: bool) -> &'static str {
         },
     );
     let value = serde_json::from_slice::<serde_json::Value>(input);
-    let strict = serde_json::from_slice::<Strict>(input);
+    let strict = oracle::strict(input);
     let out_of_range = matches!(&value, Err(e) if e.to_string().contains("number out of range"));
     match &ours {
         Ok(_)
