@@ -48,13 +48,15 @@ spec:
 """
 
 
-def allow_policy(name: str, tools: list[str]) -> str:
+def allow_policy(name: str, tools: list[str], target: str = "gw") -> str:
+    ref = ("{group: gateway.networking.k8s.io, kind: Gateway, name: %s}" % target if target.startswith("gw")
+           else "{group: agentic.networking.x-k8s.io, kind: XBackend, name: %s}" % target)
     return f"""
 apiVersion: agentic.networking.x-k8s.io/v1alpha1
 kind: XAccessPolicy
 metadata: {{name: {name}, namespace: default}}
 spec:
-  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}]
+  targetRefs: [{ref}]
   action: Allow
   rules:
   - name: tools
@@ -200,6 +202,11 @@ def test_istio_gateway_enforces_policy(stack, tmp_path):
         assert_allowed(call(port, "get-sum", mcp))
         assert_denied(call(port, "echo", mcp))
         assert_denied(call(port, "get-env", mcp))
+        filters = listener_http_filters(envoy)
+        print(f"\n[istio] the gateway listener's HTTP filters: {filters}")
+        if cluster.get("envoyfilter", "toolgate-gw"):
+            # The controller's EnvoyFilter for gw, applied by istiod: the buffer filter right before the router.
+            assert filters[-2:] == ["envoy.filters.http.buffer", "envoy.filters.http.router"], filters
         filt = wasm_filters(envoy)[0]
         assert filt["config"]["vm_config"]["code"]["local"]["filename"] == str(stack["wasm"])
         print(f"\n[istio] objects applied -> enforced at the gateway: {first:.2f} s "
@@ -273,3 +280,51 @@ def test_leader_election_on_a_real_lease(stack, tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_backend_policy_keyed_by_istios_cluster_name(stack, tmp_path):
+    """A policy on the XBackend is keyed by the cluster istiod really gives the Service
+    (outbound|8080||mcp-server.default.svc.cluster.local): the gateway allows get-sum and echo, the backend
+    only get-sum, so echo is denied by the backend level."""
+    cluster, mcp, port = stack["cluster"], stack["mcp"], stack["port"]
+    controller = Controller(cluster, tmp_path, stack["wasm"])
+    try:
+        cluster.apply(allow_policy("gw-both", ["get-sum", "echo"]) + "---" + allow_policy("tools-sum", ["get-sum"], "tools"))
+        wp = harness.wait_for(lambda: (w := cluster.get("wasmplugin", "toolgate-gw-http")) and
+                              w["spec"]["pluginConfig"].get("backends") and w, timeout=30, what="WasmPlugin with backends")
+        assert list(wp["spec"]["pluginConfig"]["backends"]) == [ISTIO_SVC]
+        clusters = [c["cluster"]["name"] for c in stack["envoy"].config_dump("dynamic_active_clusters")["configs"]]
+        assert ISTIO_SVC in clusters, clusters
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
+                         timeout=60, what="echo denied by the backend-level policy")
+        assert_allowed(call(port, "get-sum", mcp))
+        assert_denied(call(port, "echo", mcp))
+        assert_denied(call(port, "get-env", mcp))
+        cluster.kubectl("delete", "xaccesspolicies", "gw-both", "tools-sum", "-n", "default")
+        harness.wait_for(lambda: not (cluster.get("wasmplugins") or {}).get("items"), timeout=30,
+                         what="WasmPlugin deleted")
+        harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
+    finally:
+        controller.stop()
+
+
+def test_trafficextension_output(stack, tmp_path):
+    """--output trafficextension: Istio 1.30's TrafficExtension, which istiod turns into the same ECDS filter."""
+    cluster, mcp, envoy, port = stack["cluster"], stack["mcp"], stack["envoy"], stack["port"]
+    controller = Controller(cluster, tmp_path, stack["wasm"], "--output", "trafficextension")
+    try:
+        cluster.apply(allow_policy("te", ["get-sum"]))
+        te = harness.wait_for(lambda: cluster.get("trafficextension", "toolgate-gw-http"), timeout=30,
+                              what="TrafficExtension")
+        assert te["spec"]["wasm"]["url"] == f"file://{stack['wasm']}"
+        assert not (cluster.get("wasmplugins") or {}).get("items")
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
+                         timeout=60, what="the TrafficExtension's plan at the gateway")
+        names = [n for n in listener_http_filters(envoy) if "toolgate-gw-http" in n]
+        assert names and "istio-translated-wasmplugin" not in names[0], names
+        cluster.kubectl("delete", "xaccesspolicy", "te", "-n", "default")
+        harness.wait_for(lambda: not (cluster.get("trafficextensions") or {}).get("items"), timeout=30,
+                         what="TrafficExtension deleted")
+        harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
+    finally:
+        controller.stop()
