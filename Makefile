@@ -127,7 +127,8 @@ MODULE := target/release/libtoolgate_module.so
 module: setup
 	$(CARGO) build --locked --profile release-module -p toolgate-module
 	@mkdir -p target/release
-	cp target/release-module/libtoolgate_module.so $(MODULE)
+	# A new file renamed into place: a running Envoy maps the old one, which must not change under it.
+	cp target/release-module/libtoolgate_module.so $(MODULE).tmp && mv -f $(MODULE).tmp $(MODULE)
 	@ls -l $(MODULE)
 
 # Toolgate under the real Istio control plane (tests/istio/README.md): `toolgate controller` ->

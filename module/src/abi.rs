@@ -222,6 +222,17 @@ extern "C" {
         timeout_milliseconds: u64,
     ) -> u32;
 
+    pub fn envoy_dynamic_module_callback_http_filter_start_http_stream(
+        filter: FilterEnvoyPtr,
+        stream_id: *mut u64,
+        cluster_name: ModuleBuffer,
+        headers: *mut ModuleHttpHeader,
+        headers_size: usize,
+        body: ModuleBuffer,
+        end_stream: bool,
+        timeout_milliseconds: u64,
+    ) -> u32;
+
     pub fn envoy_dynamic_module_callback_http_filter_scheduler_new(filter: FilterEnvoyPtr) -> SchedulerPtr;
     pub fn envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler: SchedulerPtr, event_id: u64);
     pub fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: SchedulerPtr);

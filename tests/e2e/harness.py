@@ -684,13 +684,16 @@ def denial_body(id: Any) -> dict:
 
 
 def toolgate_plans(lds: dict):
-    """The Toolgate wasm filter configurations (whose "value" is the plan) in an lds.json document."""
+    """The Toolgate wasm filter configurations (whose "value" is the plan) in an lds.json document
+    (the dynamic module's filter_config, rendered with --native-module)."""
     for listener in lds["resources"]:
         for chain in listener["filter_chains"]:
             for f in chain["filters"]:
                 for hf in f["typed_config"].get("http_filters", []):
                     if hf["name"] == "envoy.filters.http.wasm":
                         yield hf["typed_config"]["config"]["configuration"]
+                    elif hf["name"] == "envoy.filters.http.dynamic_modules":
+                        yield hf["typed_config"]["filter_config"]
 
 
 def write_json(path: Path | str, obj: Any) -> Path:
