@@ -5,7 +5,10 @@ docs/controller.md (`make measure-controller`):
 1. time from a policy change to the updated WasmPlugin, over 100 changes (median, p99);
 2. 1,000 policies on 200 targets (5 per XBackend): time to converge from a cold start (every policy
    Accepted and the WasmPlugin written), API writes made, the controller's peak memory;
-3. writes while idle for IDLE_SECONDS (default 300; must be 0).
+3. writes while idle for IDLE_SECONDS (default 300; must be 0);
+4. tenancy at scale: 50 Gateways, each in its own namespace with its own route, XBackend and
+   policies: the writes one namespace's policy change causes (only that Gateway's WasmPlugin and
+   the policy's status), and deleting its last policy (that Gateway's outputs go, nothing else).
 """
 from __future__ import annotations
 
@@ -128,6 +131,43 @@ spec: {{mcp: {{serviceName: svc{b}, port: 8080}}}}""")
         before = sum(controller.writes())
         time.sleep(IDLE)
         results[f"writes while idle for {IDLE} s"] = str(sum(controller.writes()) - before)
+
+        # 4. 50 Gateways, one per namespace: a change writes only what it changes.
+        tenants = [f"t{i}" for i in range(50)]
+        docs = []
+        for ns in tenants:
+            docs += [GATEWAY.replace("namespace: default", f"namespace: {ns}"),
+                     BACKEND.replace("namespace: default", f"namespace: {ns}"),
+                     allow_policy("p", "tools", ["get-sum"]).replace("namespace: default", f"namespace: {ns}")]
+        many = work / "tenants.yaml"
+        many.write_text("\n---\n".join(docs))
+        server.kubectl("apply", "-f", str(many))
+
+        def plugin_of(ns: str):
+            status, wp = api.call("GET", WASMPLUGIN.replace("/namespaces/default/", f"/namespaces/{ns}/"))
+            return wp if status == 200 else None
+
+        def settled():
+            w = controller.writes()
+            return w and w[-1] == 0
+
+        harness.wait_for(lambda: all(plugin_of(ns) for ns in tenants) and settled(), timeout=120, interval=0.2,
+                         what="50 Gateways' WasmPlugins")
+        leaked = [ns for ns in tenants if list(plugin_of(ns)["spec"]["pluginConfig"]["backends"])
+                  != [f"outbound|8080||mcp-server.{ns}.svc.cluster.local"]]
+        assert not leaked, f"plans carrying other namespaces' backends: {leaked}"
+        passes = len(controller.writes())
+        before = plugin_of("t7")["spec"]["pluginConfig"]["hash"]
+        server.apply(allow_policy("p", "tools", ["get-sum", "echo"]).replace("namespace: default", "namespace: t7"))
+        harness.wait_for(lambda: plugin_of("t7")["spec"]["pluginConfig"]["hash"] != before and settled(), timeout=30,
+                         what="t7's change written")
+        results["50 Gateways in 50 namespaces: API writes for one policy change"] = \
+            f"{sum(controller.writes()[passes:])} (that Gateway's WasmPlugin and the policy's status)"
+        passes = len(controller.writes())
+        server.kubectl("delete", "xaccesspolicy", "p", "-n", "t7")
+        harness.wait_for(lambda: plugin_of("t7") is None and settled(), timeout=30, what="t7's outputs deleted")
+        results["50 Gateways: API writes when one Gateway's last policy is deleted"] = \
+            f"{sum(controller.writes()[passes:])} (that Gateway's WasmPlugin and EnvoyFilter deleted)"
     finally:
         if controller:
             controller.stop()

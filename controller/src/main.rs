@@ -13,6 +13,7 @@ mod compile_cmd;
 mod convert;
 mod crds;
 mod explain_cmd;
+mod grants;
 mod hostname;
 mod inputs;
 mod model;
@@ -30,8 +31,36 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "toolgate", version, about = "Authorization for MCP tool calls, enforced inside Envoy")]
 struct Cli {
+    /// How log lines are printed on stderr: `text` (one line each) or `json` (one object each).
+    /// Levels come from RUST_LOG (e.g. `debug`, `toolgate=debug,kube=info`); default `info`.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logs (`tracing` events, so far the controller's) go to stderr through this subscriber. What a
+/// command prints as its result (validate's problems, explain's answer, render's and compile's
+/// errors and warnings, `error: ...` for bad usage) is output, not logging: printed as it is.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    // RUST_LOG when set (and valid); else info for Toolgate and warnings for the libraries.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,toolgate=info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }
 
 #[derive(Subcommand)]
@@ -57,6 +86,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.log_format);
     match cli.command {
         Command::Crds { output: None } => {
             print!("{}", crds::render_all());

@@ -1,5 +1,5 @@
-//! The Kubernetes objects Toolgate reads, typed: XAccessPolicy, XBackend, Gateway, HTTPRoute, and the
-//! data of Secrets and ConfigMaps. Every object comes here as a `RawObject`, from a file or from the
+//! The Kubernetes objects Toolgate reads, typed: XAccessPolicy, XBackend, Gateway, HTTPRoute,
+//! ReferenceGrant, and the data of Secrets and ConfigMaps. Every object comes here as a `RawObject`, from a file or from the
 //! cluster (the controller watches `DynamicObject`s), so the CLI and the controller read alike.
 //!
 //! Gateway and HTTPRoute are the generated serde types of the `gateway-api` crate, 0.22 (Gateway API
@@ -66,6 +66,7 @@ pub use gateway_api::apis::standard::httproutes::{
     HttpRouteRulesBackendRefs as BackendRef, HttpRouteRulesFiltersUrlRewrite as UrlRewrite,
     HttpRouteRulesMatches as RouteMatch, HttpRouteSpec,
 };
+pub use gateway_api::apis::standard::referencegrants::ReferenceGrantSpec;
 use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesFrom;
 use gateway_api::apis::standard::httproutes::HttpRouteRulesMatchesMethod;
 
@@ -135,6 +136,8 @@ pub struct Inventory {
     pub backends: Vec<Object<BackendSpec>>,
     pub gateways: Vec<Object<GatewaySpec>>,
     pub routes: Vec<Object<HttpRouteSpec>>,
+    /// ReferenceGrants (gateway.networking.k8s.io v1beta1 or v1): who may point into their namespace.
+    pub grants: Vec<Object<ReferenceGrantSpec>>,
     /// Secrets and ConfigMaps as `(kind, namespace/name) -> data` with values decoded to text.
     pub secrets: Vec<Object<BTreeMap<String, String>>>,
     pub config_maps: Vec<Object<BTreeMap<String, String>>>,
@@ -169,6 +172,7 @@ enum Typed {
     Backend(Object<BackendSpec>),
     Gateway(Object<GatewaySpec>),
     Route(Object<HttpRouteSpec>),
+    Grant(Object<ReferenceGrantSpec>),
     Secret(Object<BTreeMap<String, String>>),
     ConfigMap(Object<BTreeMap<String, String>>),
     /// An XAccessPolicy the API server would refuse.
@@ -192,6 +196,7 @@ impl Inventory {
                 Typed::Backend(o) => inv.backends.push(o),
                 Typed::Gateway(o) => inv.gateways.push(o),
                 Typed::Route(o) => inv.routes.push(o),
+                Typed::Grant(o) => inv.grants.push(o),
                 Typed::Secret(o) => inv.secrets.push(o),
                 Typed::ConfigMap(o) => inv.config_maps.push(o),
                 Typed::Rejected(r) => inv.rejected_policies.push(r),
@@ -232,6 +237,7 @@ fn read(raw: &RawObject, default_ns: &str) -> Result<Typed, String> {
         (GROUP, "XBackend") => typed(raw, default_ns, || spec_of(raw)).map(Typed::Backend),
         (GATEWAY_GROUP, "Gateway") => typed(raw, default_ns, || gateway_spec(raw)).map(Typed::Gateway),
         (GATEWAY_GROUP, "HTTPRoute") => typed(raw, default_ns, || route_spec(raw)).map(Typed::Route),
+        (GATEWAY_GROUP, "ReferenceGrant") => typed(raw, default_ns, || spec_of(raw)).map(Typed::Grant),
         ("v1", "Secret") => typed(raw, default_ns, || read_spec(&data_of(raw, true))).map(Typed::Secret),
         ("v1", "ConfigMap") => typed(raw, default_ns, || read_spec(&data_of(raw, false))).map(Typed::ConfigMap),
         _ => Ok(Typed::Ignored),

@@ -249,17 +249,7 @@ impl Ctx<'_> {
                             },
                         },
                     }) },
-                    {
-                        // Holds the request (headers included) until the Toolgate filter decided, so
-                        // a denied request never reaches the upstream (docs/semantics.md §6).
-                        "name": "envoy.filters.http.buffer",
-                        "typed_config": {
-                            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
-                            // Also the stream's buffer limit: leave room so the Toolgate filter, which
-                            // sees the body first, answers 413 for bodies over the plan's limit.
-                            "max_request_bytes": limit.saturating_mul(2).max(limit.saturating_add(256 * 1024)),
-                        },
-                    },
+                    hold_filter(limit),
                     { "name": "envoy.filters.http.router", "typed_config": { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } },
                 ],
             },
@@ -603,6 +593,21 @@ pub fn native_filter(id: &str, module: &Path, plan_json: &str) -> Value {
             },
             "filter_name": format!("toolgate:{id}"),
             "filter_config": { "@type": "type.googleapis.com/google.protobuf.StringValue", "value": plan_json },
+        },
+    })
+}
+
+/// Envoy's buffer filter, placed after the Toolgate filter (here, and under Istio by the controller's
+/// EnvoyFilter): it holds the request, headers included, until the Toolgate filter decided, so a
+/// denied request never reaches the upstream (docs/envoy-notes.md §3). Its limit is also the stream's
+/// buffer limit: it leaves room so that the Toolgate filter, which sees the body first, answers 413
+/// for bodies over the plan's limit `max_body_bytes`.
+pub fn hold_filter(max_body_bytes: u32) -> Value {
+    json!({
+        "name": "envoy.filters.http.buffer",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
+            "max_request_bytes": max_body_bytes.saturating_mul(2).max(max_body_bytes.saturating_add(256 * 1024)),
         },
     })
 }

@@ -14,8 +14,10 @@ use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings};
 
 use gateway_api::apis::standard::httproutes::{
     HttpRouteRulesFiltersType, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
+    HttpRouteRulesMatchesQueryParamsType,
 };
 
+use crate::grants;
 use crate::model::{self, BackendRef, GatewaySpec, Inventory, Listener, Object, RouteMatch, UrlRewrite};
 
 pub const CONTROLLER_NAME: &str = "toolgate.dev/controller";
@@ -78,6 +80,8 @@ pub struct ListenerOut {
     pub listener: Listener,
     pub routes: Vec<RouteOut>,
     pub plan: CompiledPlan,
+    /// The XBackends (`namespace`, `name`) whose backend levels the plan has, with the key of each.
+    pub backend_targets: BTreeMap<(String, String), String>,
 }
 
 #[derive(Clone, Debug)]
@@ -167,12 +171,16 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     let mut statuses: Vec<Option<PolicyStatus>> = vec![None; inv.policies.len()];
     for (&i, compiled) in order.iter().zip(&compiled) {
         let policy = &inv.policies[i];
+        let refusal = external_auth_refusal(inv, policy);
         let mut ancestors = Vec::new();
         for target in &policy.spec.target_refs {
             let ancestor_ref = ancestor_ref(target, &policy.namespace);
             let condition = match (compiled, target_key(inv, &xbackends, policy, target)) {
                 (Err(e), _) => condition(false, e.reason(), e.to_string(), policy.generation),
                 (_, Err(message)) => condition(false, "TargetNotFound", message, policy.generation),
+                (Ok(_), Ok(_)) if refusal.is_some() => {
+                    condition(false, "Invalid", refusal.clone().unwrap_or_default(), policy.generation)
+                }
                 (Ok(plan), Ok(key)) => {
                     let attached = by_target.entry(key).or_default();
                     let external_auths = attached
@@ -241,6 +249,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 level(gateway_attachments.iter().filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name)));
             let routes = attached_routes(inv, &xbackends, gw, listener, &mut topo.warnings);
             let mut backends = BTreeMap::new();
+            let mut backend_targets = BTreeMap::new();
             match &opts.compile.clusters {
                 ClusterNaming::Rendered => {
                     for upstream in routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
@@ -248,15 +257,19 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                             let level = backend_level(namespace, name);
                             if !level.is_empty() {
                                 backends.insert(upstream.cluster_name(), level);
+                                backend_targets.insert((namespace.clone(), name.clone()), upstream.cluster_name());
                             }
                         }
                     }
                 }
                 // Istio routes to Services, never to an XBackend kind: a request routed to the
-                // Service (or host) an XBackend names is a request to that XBackend, whatever route
-                // sent it there. Every XBackend with policies is keyed by its Istio cluster.
+                // Service (or host) an XBackend names is a request to that XBackend. A listener's
+                // plan keys only what its own routes can send traffic to (tenancy: no other
+                // namespace's policies, and a change elsewhere leaves this output unchanged): the
+                // XBackends its routes name, and those naming a Service its routes name (references
+                // into other namespaces count only with a ReferenceGrant: `resolve_backend`).
                 naming @ ClusterNaming::Istio { .. } => {
-                    for xb in &inv.backends {
+                    for xb in reachable_xbackends(inv, &routes) {
                         let level = backend_level(&xb.namespace, &xb.name);
                         if level.is_empty() {
                             continue;
@@ -267,7 +280,12 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                             (None, Some(host)) => host.clone(),
                             _ => continue,
                         };
-                        backends.entry(istio_cluster(&host, mcp.port)).or_insert(level);
+                        // Of two XBackends naming one destination, the first (input order) keys it.
+                        let key = istio_cluster(&host, mcp.port);
+                        if !backends.contains_key(&key) {
+                            backends.insert(key.clone(), level);
+                            backend_targets.insert((xb.namespace.clone(), xb.name.clone()), key);
+                        }
                     }
                 }
             }
@@ -291,7 +309,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                      use --client-ca FILE or configure spec.tls.frontend"
                 ));
             }
-            listeners.push(ListenerOut { listener: listener.clone(), routes, plan });
+            listeners.push(ListenerOut { listener: listener.clone(), routes, plan, backend_targets });
         }
         topo.gateways.push(GatewayOut { gateway: gw.clone(), listeners });
     }
@@ -320,24 +338,9 @@ fn ancestor_ref(target: &PolicyTargetRef, namespace: &str) -> ParentReference {
     }
 }
 
-/// The current time as the API server writes it (`2026-01-02T03:04:05Z`).
-fn now_rfc3339() -> String {
-    rfc3339(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()))
-}
-
-fn rfc3339(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+/// The current time as the API server writes it (`2026-01-02T03:04:05Z`: whole seconds, UTC).
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 fn target_key(
@@ -434,7 +437,7 @@ fn attached_routes(
                         .backend_refs
                         .iter()
                         .flatten()
-                        .filter_map(|b| match resolve_backend(xbackends, &route.namespace, b) {
+                        .filter_map(|b| match resolve_backend(inv, xbackends, &route.namespace, b) {
                             // Weights are checked not to be negative on reading.
                             Ok(u) => Some((u, b.weight.and_then(|w| u32::try_from(w).ok()).unwrap_or(1))),
                             Err(e) => {
@@ -449,8 +452,46 @@ fn attached_routes(
         .collect()
 }
 
-fn resolve_backend(xbackends: &XBackends, route_ns: &str, b: &BackendRef) -> Result<Upstream, String> {
+/// The XBackends a listener's routes can send traffic to: those they name, and those naming a
+/// Service they name (in the Service's namespace, any port: the plan's key carries the XBackend's).
+fn reachable_xbackends<'a>(inv: &'a Inventory, routes: &[RouteOut]) -> Vec<&'a Object<BackendSpec>> {
+    let upstreams: Vec<&Upstream> = routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u).collect();
+    inv.backends
+        .iter()
+        .filter(|xb| {
+            upstreams.iter().any(|u| match u {
+                Upstream::XBackend { namespace, name, .. } => namespace == &xb.namespace && name == &xb.name,
+                Upstream::Service { namespace, name, .. } => {
+                    namespace == &xb.namespace && xb.spec.mcp.service_name.as_deref() == Some(name.as_str())
+                }
+            })
+        })
+        .collect()
+}
+
+/// Why an ExternalAuth policy's authorizer reference does not count: a Service in another
+/// namespace that no ReferenceGrant there lets the policy's namespace refer to.
+fn external_auth_refusal(inv: &Inventory, policy: &Object<AccessPolicySpec>) -> Option<String> {
+    let ea = policy.spec.external_auth.as_ref().filter(|_| policy.spec.action == PolicyAction::ExternalAuth)?;
+    let b = &ea.backend_ref;
+    let ns = b.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(&policy.namespace);
+    let permitted = grants::permits(inv, grants::ACCESS_POLICY, &policy.namespace, grants::SERVICE, ns, &b.name);
+    (!permitted).then(|| {
+        format!(
+            "spec.externalAuth.backendRef: {}",
+            grants::not_permitted(grants::ACCESS_POLICY, &policy.namespace, grants::SERVICE, ns, &b.name)
+        )
+    })
+}
+
+fn resolve_backend(inv: &Inventory, xbackends: &XBackends, route_ns: &str, b: &BackendRef) -> Result<Upstream, String> {
     let namespace = b.namespace.clone().unwrap_or_else(|| route_ns.to_string());
+    let kind = if model::is_xbackend(b) { grants::XBACKEND } else { grants::SERVICE };
+    if (model::is_xbackend(b) || model::is_service(b))
+        && !grants::permits(inv, grants::HTTP_ROUTE, route_ns, kind, &namespace, &b.name)
+    {
+        return Err(format!("backendRef: {}", grants::not_permitted(grants::HTTP_ROUTE, route_ns, kind, &namespace, &b.name)));
+    }
     if model::is_xbackend(b) {
         let xb = xbackends
             .get(&namespace, &b.name)
@@ -514,10 +555,11 @@ pub fn path_of(m: &RouteMatch) -> (&HttpRouteRulesMatchesPathType, &str) {
 
 impl ListenerOut {
     /// The route rule a request takes, as Envoy would choose it from the rendered configuration
-    /// (host, path, method and header matches; query parameters are not considered).
+    /// (host, path, method, header and query parameter matches).
     pub fn select_route(&self, host: &str, path: &str, method: &str, headers: &[(String, String)]) -> Option<&RouteRuleOut> {
         let host = host.rsplit_once(':').map_or(host, |(h, _)| h).to_ascii_lowercase();
-        let url_path = path.split_once('?').map_or(path, |(p, _)| p);
+        let (url_path, query) = path.split_once('?').unwrap_or((path, ""));
+        let query = query_params(query);
         let mut candidates: Vec<(Precedence, &RouteRuleOut)> = Vec::new();
         for route in &self.routes {
             let hosts: Vec<&str> = if route.hostnames.is_empty() {
@@ -531,7 +573,7 @@ impl ListenerOut {
             for rule in &route.rules {
                 let matches = if rule.matches.is_empty() { vec![RouteMatch::default()] } else { rule.matches.clone() };
                 for m in &matches {
-                    if route_match_holds(m, url_path, method, headers) {
+                    if route_match_holds(m, url_path, method, headers, &query) {
                         candidates.push((Precedence::of(m, candidates.len()), rule));
                     }
                 }
@@ -546,7 +588,18 @@ fn host_matches(pattern: &str, host: &str) -> bool {
     crate::hostname::Hostname::of(Some(pattern)).matches(host)
 }
 
-fn route_match_holds(m: &RouteMatch, path: &str, method: &str, headers: &[(String, String)]) -> bool {
+/// A query string's parameters in order, as Envoy's route matcher reads them (split on `&` and the
+/// first `=`, not percent-decoded).
+fn query_params(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_once('=').unwrap_or((p, "")))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn route_match_holds(m: &RouteMatch, path: &str, method: &str, headers: &[(String, String)], query: &[(String, String)]) -> bool {
     let (kind, value) = path_of(m);
     let path_ok = match kind {
         HttpRouteRulesMatchesPathType::Exact => path == value,
@@ -566,6 +619,15 @@ fn route_match_holds(m: &RouteMatch, path: &str, method: &str, headers: &[(Strin
                 _ => v == h.value,
             })
         })
+        && m.query_params.iter().flatten().all(|q| {
+            // Envoy matches the parameter's first value.
+            query.iter().find(|(n, _)| n == &q.name).is_some_and(|(_, v)| match q.r#type {
+                Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression) => {
+                    toolgate_policy::eval::full_match_regex(&q.value).is_ok_and(|r| r.is_match(v))
+                }
+                _ => v == &q.value,
+            })
+        })
 }
 
 /// Listener plans by `namespace.gateway.listener`, for writing files.
@@ -576,10 +638,149 @@ pub fn plan_file_name(gateway: &Object<GatewaySpec>, listener: &Listener) -> Str
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::inputs::RawObject;
+
+    fn topology(yaml: &str, clusters: ClusterNaming) -> Topology {
+        let raw = yaml
+            .split("---\n")
+            .enumerate()
+            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).unwrap() })
+            .collect();
+        let (inv, errors) = Inventory::from_raw(raw, "default");
+        assert!(errors.is_empty(), "{errors:?}");
+        let opts = TopologyOptions { compile: CompileOptions { clusters, ..CompileOptions::default() }, ..TopologyOptions::default() };
+        build(&inv, &opts)
+    }
+
+    fn istio() -> ClusterNaming {
+        ClusterNaming::Istio { cluster_domain: "cluster.local".into() }
+    }
+
+    /// A tenant: a Gateway, a route to its Service, an XBackend naming the Service, a policy on it.
+    fn tenant(ns: &str) -> String {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {ns}}}\n\
+             spec: {{gatewayClassName: istio, listeners: [{{name: http, port: 8080, protocol: HTTP}}]}}\n---\n\
+             apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: {ns}}}\n\
+             spec: {{parentRefs: [{{name: gw}}], rules: [{{backendRefs: [{{name: mcp, port: 8080}}]}}]}}\n---\n\
+             apiVersion: agentic.networking.x-k8s.io/v0alpha0\nkind: XBackend\nmetadata: {{name: tools, namespace: {ns}}}\n\
+             spec: {{mcp: {{serviceName: mcp, port: 8080}}}}\n---\n\
+             apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {{name: p, namespace: {ns}}}\n\
+             spec: {{targetRefs: [{{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}}], action: Allow}}\n"
+        )
+    }
+
+    fn keys(topo: &Topology, ns: &str) -> Vec<String> {
+        let gw = topo.gateways.iter().find(|g| g.gateway.namespace == ns).unwrap();
+        gw.listeners[0].plan.backends.keys().cloned().collect()
+    }
+
     #[test]
-    fn rfc3339_formats_utc_seconds() {
-        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(super::rfc3339(1_798_761_599), "2026-12-31T23:59:59Z");
+    fn a_gateways_plan_keys_only_the_backends_its_routes_reach() {
+        let yaml = ["a", "b", "c"].map(tenant).join("---\n");
+        let topo = topology(&yaml, istio());
+        for ns in ["a", "b", "c"] {
+            assert_eq!(keys(&topo, ns), vec![format!("outbound|8080||mcp.{ns}.svc.cluster.local")], "{ns}");
+        }
+        // A Gateway whose routes reach no backend with policies: an empty plan (no outputs).
+        let lonely = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: d}\n\
+                      spec: {gatewayClassName: istio, listeners: [{name: http, port: 8080, protocol: HTTP}]}\n";
+        let topo = topology(&format!("{}---\n{lonely}", tenant("a")), istio());
+        assert!(keys(&topo, "d").is_empty());
+        assert!(crate::runtime::output::desired_hold(&topo.gateways[1], None).is_none(), "nothing enforced: no EnvoyFilter");
+    }
+
+    fn cross_namespace_route(grant: &str) -> String {
+        format!(
+            "{}---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: x, namespace: a}}\n\
+             spec: {{parentRefs: [{{name: gw}}], rules: [{{matches: [{{path: {{value: /other}}}}], backendRefs: [{{name: mcp, namespace: b, port: 8080}}]}}]}}\n\
+             ---\n{}{grant}",
+            tenant("a"),
+            tenant("b")
+        )
+    }
+
+    const GRANT_ROUTES: &str = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g, namespace: b}\n\
+        spec: {from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: a}], to: [{group: '', kind: Service}]}\n";
+
+    #[test]
+    fn a_route_into_another_namespace_needs_a_reference_grant() {
+        let topo = topology(&cross_namespace_route(""), istio());
+        assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local"], "b's backend level stays out of a's plan");
+        let rule = &topo.gateways[0].listeners[0].routes.iter().find(|r| r.name == "a/x").unwrap().rules[0];
+        assert!(rule.backends.is_empty(), "the rule has no usable backend (500)");
+        assert!(topo.warnings.iter().any(|w| w.contains("HTTPRoute a/x") && w.contains("RefNotPermitted")), "{:?}", topo.warnings);
+
+        let topo = topology(&cross_namespace_route(GRANT_ROUTES), istio());
+        assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local", "outbound|8080||mcp.b.svc.cluster.local"]);
+        assert!(topo.warnings.is_empty(), "{:?}", topo.warnings);
+        // Rendered (plain Envoy): the granted rule routes to b's Service.
+        let topo = topology(&cross_namespace_route(GRANT_ROUTES), ClusterNaming::Rendered);
+        let rule = &topo.gateways[0].listeners[0].routes.iter().find(|r| r.name == "a/x").unwrap().rules[0];
+        assert_eq!(rule.backends[0].0, Upstream::Service { namespace: "b".into(), name: "mcp".into(), port: 8080 });
+    }
+
+    fn external_auth(grant: &str) -> String {
+        format!(
+            "{}---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {{name: ea, namespace: a}}\n\
+             spec: {{targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}], action: ExternalAuth,\n\
+             externalAuth: {{protocol: HTTP, http: {{}}, backendRef: {{name: authz, namespace: security, port: 9000}}}}}}\n{grant}",
+            tenant("a")
+        )
+    }
+
+    #[test]
+    fn an_authorizer_in_another_namespace_needs_a_reference_grant() {
+        let reason = |topo: &Topology| {
+            let s = topo.statuses.iter().find(|s| s.policy == "a/ea").unwrap();
+            (s.ancestors[0].conditions[0].reason.clone(), s.ancestors[0].conditions[0].message.clone())
+        };
+        let topo = topology(&external_auth(""), istio());
+        let (r, message) = reason(&topo);
+        assert_eq!(r, "Invalid");
+        assert!(message.contains("Service security/authz") && message.contains("ReferenceGrant"), "{message}");
+        assert!(topo.gateways[0].listeners[0].plan.gateway.external_auth.is_none(), "not accepted: not in the plan");
+
+        let grant = |from_kind: &str| {
+            format!(
+                "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: security}}\n\
+                 spec: {{from: [{{group: agentic.networking.x-k8s.io, kind: {from_kind}, namespace: a}}], to: [{{group: '', kind: Service, name: authz}}]}}\n"
+            )
+        };
+        let topo = topology(&external_auth(&grant("XAccessPolicy")), istio());
+        assert_eq!(reason(&topo).0, "Accepted");
+        assert!(topo.gateways[0].listeners[0].plan.gateway.external_auth.is_some());
+        let topo = topology(&external_auth(&grant("XBackend")), istio());
+        assert_eq!(reason(&topo).0, "Invalid", "a grant for another kind does not count");
+    }
+
+    #[test]
+    fn route_selection_honours_query_parameter_matches() {
+        let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: a}\n\
+            spec: {gatewayClassName: x, listeners: [{name: http, port: 8080, protocol: HTTP}]}\n---\n\
+            apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: a}\n\
+            spec:\n  parentRefs: [{name: gw}]\n  rules:\n  - matches: [{path: {value: /mcp}, queryParams: [{name: v, value: '2'}]}]\n    backendRefs: [{name: two, port: 80}]\n\
+            \x20 - matches: [{path: {value: /mcp}, queryParams: [{type: RegularExpression, name: v, value: '[3-4]'}]}]\n    backendRefs: [{name: three, port: 80}]\n\
+            \x20 - matches: [{path: {value: /mcp}}]\n    backendRefs: [{name: one, port: 80}]\n";
+        let topo = topology(yaml, ClusterNaming::Rendered);
+        let listener = &topo.gateways[0].listeners[0];
+        let to = |path: &str| match &listener.select_route("h", path, "POST", &[]).unwrap().backends[0].0 {
+            Upstream::Service { name, .. } => name.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(to("/mcp"), "one");
+        assert_eq!(to("/mcp?v=2"), "two");
+        assert_eq!(to("/mcp?x=1&v=2"), "two");
+        assert_eq!(to("/mcp?v=4"), "three");
+        assert_eq!(to("/mcp?v=1&v=2"), "one", "the first value decides");
+        assert_eq!(to("/mcp?v=%32"), "one", "not percent-decoded");
+    }
+
+    #[test]
+    fn transition_times_are_whole_utc_seconds() {
+        let now = now_rfc3339();
+        assert_eq!(now.len(), "2026-01-02T03:04:05Z".len(), "{now}");
+        assert!(now.parse::<jiff::Timestamp>().is_ok() && now.ends_with('Z'), "{now}");
     }
 }

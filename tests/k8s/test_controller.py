@@ -20,8 +20,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests/e2e"))
+sys.path.insert(0, str(REPO / "tests/k8s"))
 
 import harness  # noqa: E402
+import istio_chain  # noqa: E402
 from harness import assert_allowed, assert_denied  # noqa: E402
 
 CACHE = Path(os.environ.get("KCAS_PREFIX", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "toolgate/kcas"))
@@ -163,10 +165,11 @@ spec:
 """
 
 
-def reasons(server: ApiServer) -> dict[str, str]:
+def reasons(server: ApiServer, condition: str = "Accepted") -> dict[str, str]:
+    """Each policy's reasons for `condition`, one per ancestor, joined with commas."""
     items = (server.get("xaccesspolicies") or {}).get("items", [])
     return {i["metadata"]["name"]: ",".join(c["reason"] for a in i.get("status", {}).get("ancestors", [])
-                                            for c in a["conditions"]) for i in items}
+                                            for c in a["conditions"] if c["type"] == condition) for i in items}
 
 
 def wait_reasons(server: ApiServer, want: dict[str, str]):
@@ -178,37 +181,17 @@ def plugin(server: ApiServer, name: str = "toolgate-gw-http", kind: str = "wasmp
     return server.get(kind, name)
 
 
-def envoy_config(plugin_config: str | list[str], wasm: Path, port: int, mcp: harness.McpServer) -> dict:
-    """What Istio builds for a gateway with these WasmPlugins (one filter each, in one VM): the filter
-    gets pluginConfig as JSON text; routes go to Services, clusters are named outbound|<port>||<host>."""
-    configs = [plugin_config] if isinstance(plugin_config, str) else plugin_config
-    wasm_filters = [{"name": "envoy.filters.http.wasm", "typed_config": {
-        "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
-        "config": {"name": f"toolgate-{i}", "root_id": "toolgate", "fail_open": False,
-                   "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": text},
-                   "vm_config": {"vm_id": "toolgate", "runtime": "envoy.wasm.runtime.v8",
-                                 "code": {"local": {"filename": str(wasm)}}}}}} for i, text in enumerate(configs)]
-    return {
-        "static_resources": {
-            "listeners": [{
-                "name": "gw", "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
-                "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": {
-                    "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-                    "stat_prefix": "gw",
-                    "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [
-                        {"match": {"prefix": "/mcp"}, "route": {"cluster": ISTIO_SVC}}]}]},
-                    "http_filters": [*wasm_filters,
-                        {"name": "envoy.filters.http.buffer", "typed_config": {
-                            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
-                            "max_request_bytes": 4194304}},
-                        {"name": "envoy.filters.http.router", "typed_config": {
-                            "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]}}]}]}],
-            "clusters": [{"name": ISTIO_SVC, "type": "STATIC", "connect_timeout": "5s",
-                          "load_assignment": {"cluster_name": ISTIO_SVC, "endpoints": [{"lb_endpoints": [{"endpoint": {
-                              "address": {"socket_address": {"address": mcp.host, "port_value": mcp.port}}}}]}]}}],
-        },
-        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
-    }
+def envoy_config(server: ApiServer, plugins: list[dict], wasm: Path, port: int, mcp: harness.McpServer,
+                 gateway: str = "gw") -> dict:
+    """What Istio builds for a gateway with these WasmPlugins (istio_chain: its own chain, the
+    pluginConfig as JSON text in the API server's key order, clusters named outbound|<port>||<host>),
+    with the EnvoyFilter the controller wrote for the Gateway applied."""
+    hold = server.get("envoyfilter", f"toolgate-{gateway}")
+    assert hold is not None, f"no EnvoyFilter for Gateway {gateway}"
+    chain = istio_chain.istio_http_filters(
+        [(p["metadata"]["name"], json.dumps(p["spec"]["pluginConfig"])) for p in plugins], wasm)
+    chain = istio_chain.apply_envoy_filters(chain, [hold], 8080)
+    return istio_chain.gateway_config(chain, port, ISTIO_SVC, (mcp.host, mcp.port))
 
 
 def call(port: int, tool: str, mcp: harness.McpServer, host: str | None = None) -> harness.Sent:
@@ -245,11 +228,10 @@ def test_controller(cluster, tmp_path, wasm_path, start_mcp_server):
                  for i in server.get("xaccesspolicies")["items"]}
 
         # The pluginConfig as Istio hands it to the filter: JSON text, in the API server's key order.
-        text = json.dumps(spec["pluginConfig"])
         assert list(spec["pluginConfig"])[0] != "version", "not the controller's own key order"
         mcp = start_mcp_server("mcp", workdir=tmp_path / "mcp")
         port = harness.free_port()
-        config = harness.write_json(tmp_path / "envoy.json", envoy_config(text, wasm_path, port, mcp))
+        config = harness.write_json(tmp_path / "envoy.json", envoy_config(server, [wp], wasm_path, port, mcp))
         envoy = harness.Envoy.start(config, tmp_path, "envoy", listeners=[port])
         try:
             assert_allowed(call(port, "get-sum", mcp))      # gateway and backend allow
@@ -282,7 +264,10 @@ def test_controller(cluster, tmp_path, wasm_path, start_mcp_server):
         server.apply(bad.replace("request.nope == 1", "request.mcp.tool_name == 'x'"))
         wait_reasons(server, {"cel": "Accepted"})
 
-        # A missing Gateway, then created.
+        # A missing Gateway, then created. The passes from here on run at a later second than the
+        # first statuses' transition times, so a restamped unchanged condition would show.
+        harness.wait_for(lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > max(times.values()), timeout=5,
+                         what="the clock past the first transition times")
         server.apply(allow_policy("later", "gw2", ["x"]))
         wait_reasons(server, {"later": "TargetNotFound"})
         server.apply(GATEWAY.replace("name: gw,", "name: gw2,").replace("port: 8080", "port: 9090"))
@@ -290,7 +275,6 @@ def test_controller(cluster, tmp_path, wasm_path, start_mcp_server):
         harness.wait_for(lambda: plugin(server, "toolgate-gw2-http"), timeout=20, what="gw2's WasmPlugin")
 
         # Unchanged statuses keep their transition time.
-        time.sleep(1.5)
         now = {i["metadata"]["name"]: i["status"]["ancestors"][0]["conditions"][0]["lastTransitionTime"]
                for i in server.get("xaccesspolicies")["items"]}
         assert now["no-env"] == times["no-env"], (now, times)
@@ -298,8 +282,9 @@ def test_controller(cluster, tmp_path, wasm_path, start_mcp_server):
         # Restarted: converges to the same objects without writing.
         controller.stop()
         controller = Controller(server, tmp_path)
-        time.sleep(3)
-        assert controller.writes() in ([], [0]) or set(controller.writes()) == {0}, controller.writes()
+        harness.wait_for(lambda: controller.writes(), timeout=20, what="the restarted controller's first pass")
+        assert "toolgate_controller_reconciles_total" in controller.get("/metrics").body.decode()
+        assert set(controller.writes()) == {0}, controller.writes()
 
         # Every policy deleted: the WasmPlugins go.
         server.kubectl("delete", "xaccesspolicies", "--all", "-n", "default")
@@ -320,7 +305,8 @@ def test_controller(cluster, tmp_path, wasm_path, start_mcp_server):
 
 def reset(server: ApiServer):
     """A clean namespace for the next test (the server is shared by the module's tests)."""
-    for kind in ("xaccesspolicies", "wasmplugins", "trafficextensions", "httproutes", "gateways", "xbackends"):
+    for kind in ("xaccesspolicies", "wasmplugins", "trafficextensions", "envoyfilters", "httproutes", "gateways",
+                 "xbackends", "referencegrants"):
         server.kubectl("delete", kind, "--all", "-n", "default", "--wait=false")
 
 
@@ -367,8 +353,8 @@ def test_listeners_sharing_a_port(cluster, tmp_path, wasm_path, start_mcp_server
         assert plugin(server, "toolgate-shared-c") is None, "no policy on c: no WasmPlugin"
         mcp = start_mcp_server("mcp", workdir=tmp_path / "mcp")
         port = harness.free_port()
-        configs = [json.dumps(p["spec"]["pluginConfig"]) for p in plugins]
-        envoy = harness.Envoy.start(harness.write_json(tmp_path / "envoy.json", envoy_config(configs, wasm_path, port, mcp)),
+        config = envoy_config(server, plugins, wasm_path, port, mcp, gateway="shared")
+        envoy = harness.Envoy.start(harness.write_json(tmp_path / "envoy.json", config),
                                     tmp_path, "envoy", listeners=[port])
         try:
             assert_allowed(call(port, "get-sum", mcp, "a.example.com"))
@@ -410,7 +396,8 @@ def test_leader_election(cluster, tmp_path):
         server.apply(allow_policy("le", "gw", ["get-sum"]))
         wait_reasons(server, {"le": "Accepted"})
         harness.wait_for(lambda: plugin(server), timeout=20, what="the leader's WasmPlugin")
-        time.sleep(1)
+        # b is synced (ready) and follows: it has seen the policy and runs no pass.
+        harness.wait_for(lambda: b.get("/readyz").status == 200, timeout=20, what="b synced")
         assert sum(a.writes()) >= 2, a.writes()        # the WasmPlugin and the status
         assert b.writes() == [], f"the follower ran passes: {b.writes()}"
         assert "toolgate_controller_leader 1" in a.get("/metrics").body.decode()
@@ -434,7 +421,8 @@ def test_leader_election(cluster, tmp_path):
 
         # SIGTERM: the leader releases the Lease, and a follower takes it at its next try.
         c = Controller(server, tmp_path, *LEADER_ARGS, "--leader-elect-identity", "c")
-        time.sleep(1)
+        harness.wait_for(lambda: c.get("/readyz").status == 200, timeout=20, what="c synced")
+        assert "toolgate_controller_leader 0" in c.get("/metrics").body.decode()
         assert c.writes() == [] and holder(server) == "b"
         b.stop()
         exited = time.monotonic()
@@ -464,13 +452,14 @@ def test_api_server_restart(cluster, tmp_path):
     try:
         wait_reasons(server, {"r1": "Accepted", "r2": "Accepted"})
         harness.wait_for(lambda: plugin(server) and plugin(server, "toolgate-gw2-http"), timeout=20, what="WasmPlugins")
-        time.sleep(1)
+        harness.wait_for(lambda: controller.writes() and controller.writes()[-1] == 0, timeout=20, what="a pass with nothing to write")
         versions = {n: plugin(server, n)["metadata"]["resourceVersion"] for n in ("toolgate-gw-http", "toolgate-gw2-http")}
         statuses = {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in server.get("xaccesspolicies")["items"]}
         passes = len(controller.writes())
 
         server.stop(keep_data=True)
-        time.sleep(6)
+        # The outage is seen: the watches fail and retry.
+        harness.wait_for(lambda: "watch:" in controller.log.read_text(), timeout=30, what="the controller's watches failing")
         assert controller.proc.poll() is None, "the controller exited while the API server was away"
         server.start(keep_data=True)
 
@@ -479,7 +468,8 @@ def test_api_server_restart(cluster, tmp_path):
         server.apply(allow_policy("r1", "gw", ["get-sum", "echo"]))
         harness.wait_for(lambda: plugin(server)["spec"]["pluginConfig"]["hash"] != before or None, timeout=30,
                          what="the change after the restart")
-        time.sleep(2)
+        harness.wait_for(lambda: sum(controller.writes()[passes:]) >= 2 and controller.writes()[-1] == 0, timeout=20,
+                         what="converged after the change")
         # Converged without rewriting: the writes since the outage are the changed WasmPlugin and the
         # changed policy's status (a new observedGeneration), nothing else.
         assert sum(controller.writes()[passes:]) == 2, controller.writes()[passes:]
@@ -489,3 +479,253 @@ def test_api_server_restart(cluster, tmp_path):
         assert controller.get("/readyz").status == 200
     finally:
         controller.stop()
+
+
+def h2_in_two_parts(port: int, path: str, body: bytes, log: istio_chain.ArrivalLog, window: float = 1.0):
+    """An HTTP/2 (prior knowledge) POST whose body curl sends only once the window has passed (curl
+    streams `-T -` from its standard input). Returns (status, what reached the upstream before)."""
+    curl = subprocess.Popen(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}",
+                             "-X", "POST", "-H", "content-type: application/json",
+                             "-H", "accept: application/json, text/event-stream", "-T", "-",
+                             f"http://127.0.0.1:{port}{path}"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    early = log.wait_for_any(window)
+    out, err = curl.communicate(body, timeout=30)
+    return int(out or b"0"), early, err
+
+
+def test_istio_chain_holds_denied_calls(cluster, tmp_path, wasm_path):
+    """Under Istio's own chain (no buffer filter), a denied call's headers reach the MCP server
+    before the filter decides, unless the EnvoyFilter the controller writes is applied: then
+    nothing of a denied call reaches it (no connection, no headers), for bodies up to the limit,
+    content-length and chunked, HTTP/1.1 and HTTP/2; a body over the limit gets 413."""
+    server = cluster
+    reset(server)
+    controller = Controller(server, tmp_path)
+    log = istio_chain.ArrivalLog()
+    envoys = []
+    try:
+        server.apply(GATEWAY + "---" + BACKEND + "---" + allow_policy("sum-only", "gw", ["get-sum"]))
+        wp = harness.wait_for(lambda: plugin(server), timeout=20, what="WasmPlugin")
+        ef = harness.wait_for(lambda: server.get("envoyfilter", "toolgate-gw"), timeout=20, what="EnvoyFilter")
+        assert ef["spec"]["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"}]
+        assert ef["metadata"]["ownerReferences"][0]["kind"] == "Gateway"
+        [patch] = ef["spec"]["configPatches"]
+        assert patch["patch"]["value"]["name"] == "envoy.filters.http.buffer"
+        limit = wp["spec"]["pluginConfig"]["settings"]["maxBodyBytes"]
+        assert patch["patch"]["value"]["typed_config"]["max_request_bytes"] >= limit
+
+        chain = istio_chain.istio_http_filters([(wp["metadata"]["name"], json.dumps(wp["spec"]["pluginConfig"]))], wasm_path)
+        names = [f["name"] for f in chain]
+        assert "envoy.filters.http.buffer" not in names, "Istio adds no buffer filter"
+
+        def gateway(filters):
+            port = harness.free_port()
+            config = harness.write_json(tmp_path / f"envoy-{port}.json",
+                                        istio_chain.gateway_config(filters, port, ISTIO_SVC, log.address))
+            envoys.append(harness.Envoy.start(config, tmp_path, f"envoy-{port}", listeners=[port]))
+            return port
+
+        def call(tool: str, pad: int = 0) -> bytes:
+            args = {"a": 2, "b": 3, **({"pad": "x" * pad} if pad else {})}
+            return json.dumps(harness.jsonrpc("tools/call", {"name": tool, "arguments": args}, id=7)).encode()
+
+        def head(port: int, body: bytes | None, chunked: bool = False) -> bytes:
+            length = "transfer-encoding: chunked" if chunked else f"content-length: {len(body)}"
+            return (f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+                    f"accept: application/json, text/event-stream\r\n{length}\r\n\r\n").encode()
+
+        def chunks(body: bytes) -> bytes:
+            return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+        # What the controller wrote before: the WasmPlugin alone. The denied call leaks its headers.
+        leaky = gateway(chain)
+        body = call("echo")
+        answer, early = istio_chain.send_in_two_parts(leaky, head(leaky, body), body, log)
+        assert any(kind == "headers" for kind, _ in early), f"the replay no longer shows the leak: {early}"
+        assert b'"error"' in answer, answer
+        log.clear()
+
+        # With the EnvoyFilter applied as istiod applies it.
+        held_chain = istio_chain.apply_envoy_filters(chain, [ef], 8080)
+        assert [f["name"] for f in held_chain][-2:] == ["envoy.filters.http.buffer", "envoy.filters.http.router"]
+        held = gateway(held_chain)
+        near_limit = limit - len(call("echo")) - 64
+        for pad in (0, 64 * 1024, near_limit):
+            for chunked in (False, True):
+                body = call("echo", pad)
+                assert len(body) <= limit
+                data = chunks(body) if chunked else body
+                answer, early = istio_chain.send_in_two_parts(held, head(held, body, chunked), data, log)
+                assert answer.startswith(b"HTTP/1.1 200") and b'"error"' in answer, (pad, chunked, answer[:300])
+                assert early == [] and log.records() == [], (pad, chunked, log.records())
+            status, early, err = h2_in_two_parts(held, "/mcp", call("echo", pad), log)
+            assert status == 200 and early == [] and log.records() == [], (pad, status, log.records(), err)
+        # Allowed calls still reach the server, whole, after the decision.
+        body = call("get-sum", near_limit)
+        answer, early = istio_chain.send_in_two_parts(held, head(held, body), body, log)
+        assert answer.startswith(b"HTTP/1.1 200") and b'"result"' in answer and early == [], answer[:300]
+        assert [k for k, _ in log.records()] == ["connection", "headers"], log.records()
+        log.clear()
+        status, early, err = h2_in_two_parts(held, "/mcp", call("get-sum"), log)
+        assert status == 200 and early == [] and ("headers", "POST /mcp HTTP/1.1") in log.records(), (status, err)
+        log.clear()
+        # Over the limit: 413, and nothing of it reaches the server.
+        body = call("get-sum", limit)
+        answer, early = istio_chain.send_in_two_parts(held, head(held, body), body, log)
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:300]
+        assert early == [] and log.records() == []
+    finally:
+        for e in envoys:
+            e.stop()
+        log.stop()
+        controller.stop()
+
+
+def in_namespace(yaml_text: str, ns: str) -> str:
+    return yaml_text.replace("namespace: default", f"namespace: {ns}")
+
+
+def test_each_gateway_holds_only_its_own_namespace(cluster, tmp_path):
+    """Two tenants, each with its own Gateway, route, XBackend and backend policy: each WasmPlugin
+    keys only its own backend; a change in one namespace rewrites nothing of the other's; deleting a
+    Gateway's last policy deletes its WasmPlugin and EnvoyFilter; a ReferenceGrant decides whether
+    a route into the other namespace brings that backend's policy into the plan."""
+    server = cluster
+    controller = Controller(server, tmp_path)
+    tenants = ("tenant-a", "tenant-b")
+
+    def get(kind: str, name: str, ns: str) -> dict | None:
+        out = server.kubectl("get", kind, name, "-n", ns, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    def backends(ns: str) -> list[str]:
+        return list(get("wasmplugin", "toolgate-gw-http", ns)["spec"]["pluginConfig"]["backends"])
+
+    try:
+        for ns in tenants:
+            server.apply(in_namespace(GATEWAY + "---" + BACKEND + "---" + allow_policy("p", "tools", ["get-sum"]), ns))
+        for ns in tenants:
+            harness.wait_for(lambda ns=ns: get("wasmplugin", "toolgate-gw-http", ns), timeout=20, what=f"{ns}'s WasmPlugin")
+            assert backends(ns) == [f"outbound|8080||mcp-server.{ns}.svc.cluster.local"]
+            assert get("envoyfilter", "toolgate-gw", ns)
+        version_b = get("wasmplugin", "toolgate-gw-http", "tenant-b")["metadata"]["resourceVersion"]
+        hash_a = get("wasmplugin", "toolgate-gw-http", "tenant-a")["spec"]["pluginConfig"]["hash"]
+        server.apply(in_namespace(allow_policy("p", "tools", ["get-sum", "echo"]), "tenant-a"))
+        harness.wait_for(lambda: get("wasmplugin", "toolgate-gw-http", "tenant-a")["spec"]["pluginConfig"]["hash"] != hash_a,
+                         timeout=20, what="tenant-a's change")
+        harness.wait_for(lambda: controller.writes()[-1] == 0, timeout=20, what="a settled pass")
+        assert get("wasmplugin", "toolgate-gw-http", "tenant-b")["metadata"]["resourceVersion"] == version_b
+
+        # A route of tenant-a into tenant-b: b's backend level joins a's plan only with b's grant.
+        cross = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: cross, namespace: tenant-a}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{matches: [{path: {type: PathPrefix, value: /b}}], backendRefs: [{name: mcp-server, namespace: tenant-b, port: 8080}]}]
+"""
+        grant = """
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: from-a, namespace: tenant-b}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: tenant-a}]
+  to: [{group: "", kind: Service}]
+"""
+        server.apply(cross)
+        harness.wait_for(lambda: controller.writes()[-1] == 0, timeout=20, what="a settled pass")
+        assert backends("tenant-a") == ["outbound|8080||mcp-server.tenant-a.svc.cluster.local"], "no grant: not in a's plan"
+        server.apply(grant)
+        harness.wait_for(lambda: len(backends("tenant-a")) == 2, timeout=20, what="the granted backend in a's plan")
+        server.kubectl("delete", "referencegrant", "from-a", "-n", "tenant-b")
+        harness.wait_for(lambda: len(backends("tenant-a")) == 1, timeout=20, what="the grant's backend gone again")
+
+        # tenant-b's last policy deleted: its outputs go, tenant-a's stay.
+        server.kubectl("delete", "xaccesspolicy", "p", "-n", "tenant-b")
+        harness.wait_for(lambda: get("wasmplugin", "toolgate-gw-http", "tenant-b") is None
+                         and get("envoyfilter", "toolgate-gw", "tenant-b") is None, timeout=20, what="tenant-b's outputs deleted")
+        assert get("wasmplugin", "toolgate-gw-http", "tenant-a") and get("envoyfilter", "toolgate-gw", "tenant-a")
+    finally:
+        controller.stop()
+        for ns in tenants:
+            for kind in ("xaccesspolicies", "httproutes", "gateways", "xbackends", "referencegrants"):
+                server.kubectl("delete", kind, "--all", "-n", ns, "--wait=false", check=False)
+
+
+def test_external_auth_into_another_namespace_needs_a_grant(cluster, tmp_path):
+    """An ExternalAuth policy whose authorizer Service is in another namespace: Invalid without a
+    ReferenceGrant there, Accepted once one appears, Invalid again when it goes (level-triggered)."""
+    server = cluster
+    reset(server)
+    controller = Controller(server, tmp_path)
+    policy = ext_auth("remote").replace("backendRef: {name: authz, port: 9000}",
+                                        "backendRef: {name: authz, namespace: security, port: 9000}")
+    grant = """
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: authz-for-default, namespace: security}
+spec:
+  from: [{group: agentic.networking.x-k8s.io, kind: XAccessPolicy, namespace: default}]
+  to: [{group: "", kind: Service, name: authz}]
+"""
+
+    def message() -> str:
+        item = server.get("xaccesspolicy", "remote")
+        return item["status"]["ancestors"][0]["conditions"][0]["message"]
+
+    try:
+        server.apply(GATEWAY + "---" + policy)
+        wait_reasons(server, {"remote": "Invalid"})
+        assert "Service security/authz" in message() and "ReferenceGrant" in message(), message()
+        server.apply(grant)
+        wait_reasons(server, {"remote": "Accepted"})
+        harness.wait_for(lambda: plugin(server), timeout=20, what="WasmPlugin")
+        assert plugin(server)["spec"]["pluginConfig"]["gateway"]["externalAuth"]["authorizer"]["cluster"] == \
+            "outbound|9000||authz.security.svc.cluster.local"
+        server.kubectl("delete", "referencegrant", "authz-for-default", "-n", "security")
+        wait_reasons(server, {"remote": "Invalid"})
+    finally:
+        controller.stop()
+        server.kubectl("delete", "referencegrants", "--all", "-n", "security", "--wait=false", check=False)
+
+
+def programmed(server: ApiServer, name: str) -> list[dict]:
+    item = server.get("xaccesspolicy", name) or {}
+    return [c for a in item.get("status", {}).get("ancestors", []) for c in a["conditions"] if c["type"] == "Programmed"]
+
+
+def test_programmed_follows_the_outputs(cluster, tmp_path):
+    """GEP-713's Programmed condition: True once the outputs carrying the policy are written; False
+    (Reconciling, the API server's error in the message) while one cannot be written (here: the
+    EnvoyFilter kind is taken away); True again once it is written; the transition times move only
+    with the condition."""
+    server = cluster
+    reset(server)
+    controller = Controller(server, tmp_path)
+    crd = REPO / "tests/k8s/thirdparty-crds/istio/networking-envoyfilter.yaml"
+    try:
+        server.apply(GATEWAY + "---" + BACKEND + "---" + allow_policy("p", "gw", ["get-sum"]))
+        [c] = harness.wait_for(lambda: [c for c in programmed(server, "p") if c["status"] == "True"], timeout=20,
+                               what="Programmed")
+        assert c["reason"] == "Programmed"
+        assert "WasmPlugin default/toolgate-gw-http" in c["message"] and "EnvoyFilter default/toolgate-gw" in c["message"]
+        first = c["lastTransitionTime"]
+
+        server.kubectl("delete", "-f", str(crd))
+        [c] = harness.wait_for(lambda: [c for c in programmed(server, "p") if c["status"] == "False"], timeout=30,
+                               what="Programmed False while the EnvoyFilter cannot be written")
+        assert c["reason"] == "Reconciling" and "EnvoyFilter default/toolgate-gw" in c["message"], c
+        assert reasons(server) == {"p": "Accepted"}, "still accepted"
+        assert 'toolgate_controller_errors_total{error="write"}' in controller.get("/metrics").body.decode()
+
+        server.kubectl("apply", "--server-side", "-f", str(crd))
+        server.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/envoyfilters.networking.istio.io")
+        [c] = harness.wait_for(lambda: [c for c in programmed(server, "p") if c["status"] == "True"], timeout=60,
+                               what="Programmed again")
+        assert server.get("envoyfilter", "toolgate-gw") is not None
+        assert c["lastTransitionTime"] >= first
+    finally:
+        controller.stop()
+        server.kubectl("apply", "--server-side", "-f", str(crd), check=False)

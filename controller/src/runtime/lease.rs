@@ -230,7 +230,7 @@ impl Elector {
     /// then releases the Lease if it leads.
     pub async fn run(mut self, leading: watch::Sender<bool>, mut stop: oneshot::Receiver<()>) {
         let (name, ns, id) = (self.config.name.clone(), self.config.namespace.clone(), self.config.identity.clone());
-        eprintln!("toolgate controller: leader election: Lease {ns}/{name}, identity {id}");
+        tracing::info!(lease_namespace = %ns, lease = %name, identity = %id, "leader election: Lease {ns}/{name}, identity {id}");
         let mut last_renewal: Option<Instant> = None;
         loop {
             let attempt = Instant::now();
@@ -240,21 +240,21 @@ impl Elector {
                 Ok(Ok(true)) => {
                     last_renewal = Some(attempt);
                     if !is_leader {
-                        eprintln!("toolgate controller: leading (Lease {ns}/{name} held by {id})");
+                        tracing::info!(lease_namespace = %ns, lease = %name, identity = %id, "leading (Lease {ns}/{name} held by {id})");
                         leading.send_replace(true);
                     }
                 }
                 Ok(Ok(false)) => {
                     if is_leader {
-                        eprintln!("toolgate controller: no longer leading: Lease {ns}/{name} taken by another replica");
+                        tracing::warn!(lease_namespace = %ns, lease = %name, "no longer leading: Lease {ns}/{name} taken by another replica");
                         leading.send_replace(false);
                     }
                 }
-                Ok(Err(e)) => eprintln!("toolgate controller: Lease {ns}/{name}: {e}"),
-                Err(_) => eprintln!("toolgate controller: Lease {ns}/{name}: no answer within the renew deadline"),
+                Ok(Err(e)) => tracing::warn!(lease_namespace = %ns, lease = %name, "Lease {ns}/{name}: {e}"),
+                Err(_) => tracing::warn!(lease_namespace = %ns, lease = %name, "Lease {ns}/{name}: no answer within the renew deadline"),
             }
             if *leading.borrow() && last_renewal.is_none_or(|t| t.elapsed() >= self.config.renew_deadline) {
-                eprintln!("toolgate controller: no longer leading: Lease {ns}/{name} not renewed within the renew deadline");
+                tracing::warn!(lease_namespace = %ns, lease = %name, "no longer leading: Lease {ns}/{name} not renewed within the renew deadline");
                 leading.send_replace(false);
             }
             tokio::select! {
@@ -265,9 +265,9 @@ impl Elector {
         if *leading.borrow() {
             leading.send_replace(false);
             match self.release().await {
-                Ok(true) => eprintln!("toolgate controller: released Lease {ns}/{name}"),
+                Ok(true) => tracing::info!(lease_namespace = %ns, lease = %name, "released Lease {ns}/{name}"),
                 Ok(false) => {}
-                Err(e) => eprintln!("toolgate controller: releasing Lease {ns}/{name}: {e}"),
+                Err(e) => tracing::warn!(lease_namespace = %ns, lease = %name, "releasing Lease {ns}/{name}: {e}"),
             }
         }
     }

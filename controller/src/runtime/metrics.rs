@@ -10,8 +10,15 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{prometheus_text, DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 
-/// Counters and gauges of the reconcile loop.
+/// Counters and gauges of the reconcile loop, which updates these fields; `/metrics` exports them
+/// with `prometheus-client` ([`Exported`], read at each scrape).
 #[derive(Default)]
 pub struct Metrics {
     pub ready: AtomicBool,
@@ -37,39 +44,71 @@ impl Metrics {
         }
     }
 
-    fn render(&self) -> String {
+    /// The Prometheus text exposition (format 0.0.4) of the current values.
+    fn render(self: &Arc<Self>) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Exported(self.clone())));
         let mut out = String::new();
-        let mut counter = |name: &str, help: &str, value: u64| {
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));
-        };
-        counter("toolgate_controller_reconciles_total", "Reconcile passes.", self.reconciles.load(Ordering::Relaxed));
-        counter("toolgate_controller_writes_total", "API writes (applies, deletes, status).", self.writes.load(Ordering::Relaxed));
-        counter("toolgate_controller_plans_written_total", "WasmPlugins/TrafficExtensions applied or deleted.", self.plans_written.load(Ordering::Relaxed));
-        out.push_str(&format!(
-            "# HELP toolgate_controller_leader Whether this replica writes (holds the Lease with --leader-elect).\n# TYPE toolgate_controller_leader gauge\ntoolgate_controller_leader {}\n",
-            u8::from(self.leader.load(Ordering::Relaxed))
-        ));
-        let sum = self.duration_micros_sum.load(Ordering::Relaxed) as f64 / 1e6;
-        out.push_str(&format!(
-            "# HELP toolgate_controller_reconcile_duration_seconds Time spent in passes.\n# TYPE toolgate_controller_reconcile_duration_seconds summary\ntoolgate_controller_reconcile_duration_seconds_sum {sum}\ntoolgate_controller_reconcile_duration_seconds_count {}\n",
-            self.reconciles.load(Ordering::Relaxed)
-        ));
-        out.push_str("# HELP toolgate_controller_errors_total Failed passes by cause.\n# TYPE toolgate_controller_errors_total counter\n");
-        for (label, n) in self.errors.lock().map(|e| e.clone()).unwrap_or_default() {
-            out.push_str(&format!("toolgate_controller_errors_total{{error=\"{label}\"}} {n}\n"));
-        }
-        out.push_str("# HELP toolgate_controller_policies Policies by status reason.\n# TYPE toolgate_controller_policies gauge\n");
-        for (reason, n) in self.policies.lock().map(|p| p.clone()).unwrap_or_default() {
-            out.push_str(&format!("toolgate_controller_policies{{reason=\"{reason}\"}} {n}\n"));
-        }
+        // Writing into a String fails only when a metric fails to encode, which these do not.
+        let _ = prometheus_text::encode(&mut out, &registry);
         out
+    }
+}
+
+/// The metrics as a `prometheus-client` collector. Counter names are given without `_total`:
+/// the encoder appends it, so the series are `toolgate_controller_reconciles_total` and so on.
+struct Exported(Arc<Metrics>);
+
+impl std::fmt::Debug for Exported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Exported")
+    }
+}
+
+impl Collector for Exported {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let m = &self.0;
+        let reconciles = m.reconciles.load(Ordering::Relaxed);
+        for (name, help, value) in [
+            ("toolgate_controller_reconciles", "Reconcile passes.", reconciles),
+            ("toolgate_controller_writes", "API writes (applies, deletes, status).", m.writes.load(Ordering::Relaxed)),
+            ("toolgate_controller_plans_written", "WasmPlugins/TrafficExtensions applied or deleted.", m.plans_written.load(Ordering::Relaxed)),
+        ] {
+            let counter = ConstCounter::new(value);
+            counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)?;
+        }
+        let leader = ConstGauge::new(i64::from(m.leader.load(Ordering::Relaxed)));
+        leader.encode(encoder.encode_descriptor(
+            "toolgate_controller_leader",
+            "Whether this replica writes (holds the Lease with --leader-elect).",
+            None,
+            leader.metric_type(),
+        )?)?;
+        // Sum and count of the pass durations (a histogram with the +Inf bucket alone: the
+        // client has no summary type; `_sum` and `_count` are what they were).
+        let sum = m.duration_micros_sum.load(Ordering::Relaxed) as f64 / 1e6;
+        encoder
+            .encode_descriptor("toolgate_controller_reconcile_duration_seconds", "Time spent in passes.", None, MetricType::Histogram)?
+            .encode_histogram::<NoLabelSet>(sum, reconciles, &[(f64::INFINITY, reconciles)], None)?;
+        let errors = m.errors.lock().map(|e| e.clone()).unwrap_or_default();
+        let mut family = encoder.encode_descriptor("toolgate_controller_errors", "Failed passes by cause.", None, MetricType::Counter)?;
+        for (label, n) in errors {
+            ConstCounter::new(n).encode(family.encode_family(&[("error", label)])?)?;
+        }
+        let policies = m.policies.lock().map(|p| p.clone()).unwrap_or_default();
+        let mut family = encoder.encode_descriptor("toolgate_controller_policies", "Policies by status reason.", None, MetricType::Gauge)?;
+        for (reason, n) in policies {
+            ConstGauge::new(n as i64).encode(family.encode_family(&[("reason", reason.as_str())])?)?;
+        }
+        Ok(())
     }
 }
 
 /// Serves the endpoint until the process ends.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    eprintln!("toolgate controller: metrics and probes on http://{}", listener.local_addr()?);
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "metrics and probes on http://{addr}");
     loop {
         let (stream, _) = listener.accept().await?;
         let metrics = metrics.clone();
@@ -78,7 +117,14 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<(
                 let metrics = metrics.clone();
                 async move {
                     let (status, body) = match req.uri().path() {
-                        "/metrics" => (200, metrics.render()),
+                        "/metrics" => {
+                            let mut response = Response::new(Full::new(Bytes::from(metrics.render())));
+                            response.headers_mut().insert(
+                                hyper::header::CONTENT_TYPE,
+                                hyper::header::HeaderValue::from_static(prometheus_text::CONTENT_TYPE),
+                            );
+                            return Ok::<_, Infallible>(response);
+                        }
                         "/healthz" => (200, "ok\n".to_string()),
                         "/readyz" if metrics.ready.load(Ordering::Relaxed) => (200, "ready\n".to_string()),
                         "/readyz" => (503, "not ready\n".to_string()),
@@ -91,5 +137,41 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<(
             });
             let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exposition_keeps_the_names_and_labels() {
+        let m = Arc::new(Metrics::default());
+        m.reconciles.store(3, Ordering::Relaxed);
+        m.writes.store(5, Ordering::Relaxed);
+        m.plans_written.store(1, Ordering::Relaxed);
+        m.leader.store(true, Ordering::Relaxed);
+        m.duration_micros_sum.store(1_500_000, Ordering::Relaxed);
+        m.error("api");
+        m.error("api");
+        *m.policies.lock().unwrap() = vec![("Accepted".into(), 2), ("TargetNotFound".into(), 1)];
+        let text = m.render();
+        for line in [
+            "# TYPE toolgate_controller_reconciles_total counter",
+            "toolgate_controller_reconciles_total 3",
+            "toolgate_controller_writes_total 5",
+            "toolgate_controller_plans_written_total 1",
+            "# TYPE toolgate_controller_leader gauge",
+            "toolgate_controller_leader 1",
+            "toolgate_controller_reconcile_duration_seconds_sum 1.5",
+            "toolgate_controller_reconcile_duration_seconds_count 3",
+            "toolgate_controller_errors_total{error=\"api\"} 2",
+            "# TYPE toolgate_controller_policies gauge",
+            "toolgate_controller_policies{reason=\"Accepted\"} 2",
+            "toolgate_controller_policies{reason=\"TargetNotFound\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
+        }
+        assert!(!text.contains("_total_total") && !text.contains("# EOF"), "{text}");
     }
 }

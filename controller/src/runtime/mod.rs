@@ -1,14 +1,16 @@
-//! `toolgate controller`: the in-cluster half of Toolgate. Watches Gateways, HTTPRoutes, XBackends
-//! and XAccessPolicies (kube-rs watchers into reflector stores), and on any change compiles them
-//! with the same code as `toolgate compile` (inventory → topology → plans and statuses, a pure
-//! function) and writes the results: an Istio WasmPlugin (or TrafficExtension) per Gateway listener
-//! with a policy, and each policy's `status`, both with server-side apply (field manager
-//! `toolgate`), and only what changed. Level-triggered: every pass recomputes everything from the
+//! `toolgate controller`: the in-cluster half of Toolgate. Watches Gateways, HTTPRoutes,
+//! ReferenceGrants, XBackends and XAccessPolicies (kube-rs watchers into reflector stores), and on any
+//! change compiles them with the same code as `toolgate compile` (inventory → topology → plans and
+//! statuses, a pure function) and writes the results: an Istio WasmPlugin (or TrafficExtension) per
+//! Gateway listener with a policy, an EnvoyFilter per such Gateway that holds requests until the
+//! filter decided (`output::desired_hold`), and each policy's `status`, all with server-side apply
+//! (field manager `toolgate`), and only what changed. Level-triggered: every pass recomputes everything from the
 //! stores, so fixing or deleting a policy re-admits the ones it blocked, and a restart converges.
 
 pub mod lease;
 pub mod metrics;
 pub mod output;
+pub mod programmed;
 pub mod shared_port;
 
 use std::collections::BTreeSet;
@@ -105,6 +107,9 @@ pub enum Error {
     Metrics(#[from] std::io::Error),
     #[error("leader election: {0}")]
     Lease(#[from] lease::LeaseError),
+    /// An output could not be written (the policies it carries are not Programmed).
+    #[error("writing {0}")]
+    Write(String),
 }
 
 impl Error {
@@ -115,6 +120,7 @@ impl Error {
             Error::NotServed(_) => "not_served",
             Error::Metrics(_) => "metrics",
             Error::Lease(_) => "lease",
+            Error::Write(_) => "write",
         }
     }
 }
@@ -128,7 +134,10 @@ struct Watched {
     backends: Store<DynamicObject>,
     gateways: Store<DynamicObject>,
     routes: Store<DynamicObject>,
+    grants: Store<DynamicObject>,
     outputs: Store<DynamicObject>,
+    /// The EnvoyFilters that hold requests (`output::desired_hold`).
+    holds: Store<DynamicObject>,
     /// With `--plan-configmaps`.
     configmaps: Option<Store<DynamicObject>>,
 }
@@ -139,6 +148,7 @@ struct Context {
     args: ControllerArgs,
     policy_api: ApiResource,
     output_api: ApiResource,
+    hold_api: ApiResource,
     written: Written,
 }
 
@@ -197,14 +207,14 @@ pub fn run(args: &ControllerArgs) -> std::process::ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            tracing::error!("cannot start the runtime: {e}");
             return std::process::ExitCode::from(2);
         }
     };
     match runtime.block_on(controller(args.clone())) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            tracing::error!("{e}");
             std::process::ExitCode::from(1)
         }
     }
@@ -224,7 +234,7 @@ fn watch(client: &Client, ar: ApiResource, changed: Arc<Notify>, selector: Optio
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             if let Err(e) = event {
-                eprintln!("watch: {e}");
+                tracing::warn!("watch: {e}");
             }
             changed.notify_one();
         }
@@ -237,20 +247,23 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
     let listener = metrics::serve(args.metrics_addr, metrics.clone());
     tokio::spawn(async move {
         if let Err(e) = listener.await {
-            eprintln!("toolgate controller: metrics endpoint: {e}");
+            tracing::error!("metrics endpoint: {e}");
         }
     });
     let client = Client::try_default().await?;
     let changed = Arc::new(Notify::new());
     let policy_api = gvk("agentic.networking.x-k8s.io", "v1alpha1", "XAccessPolicy", "xaccesspolicies");
     let output_api = gvk(output::GROUP, output::VERSION, args.output.kind(), args.output.plural());
+    let hold_api = gvk(output::ENVOY_FILTER_GROUP, output::ENVOY_FILTER_VERSION, "EnvoyFilter", "envoyfilters");
     let managed = format!("{MANAGED_BY}={FIELD_MANAGER}");
     let watched = Watched {
         policies: watch(&client, policy_api.clone(), changed.clone(), None),
         backends: watch(&client, gvk("agentic.networking.x-k8s.io", "v0alpha0", "XBackend", "xbackends"), changed.clone(), None),
         gateways: watch(&client, gvk("gateway.networking.k8s.io", "v1", "Gateway", "gateways"), changed.clone(), None),
         routes: watch(&client, gvk("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"), changed.clone(), None),
+        grants: watch(&client, gvk("gateway.networking.k8s.io", "v1beta1", "ReferenceGrant", "referencegrants"), changed.clone(), None),
         outputs: watch(&client, output_api.clone(), changed.clone(), Some(&managed)),
+        holds: watch(&client, hold_api.clone(), changed.clone(), Some(&managed)),
         configmaps: args.plan_configmaps.then(|| watch(&client, configmap_api(), changed.clone(), Some(&managed))),
     };
     for (name, store) in [
@@ -258,7 +271,9 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         ("XBackend", &watched.backends),
         ("Gateway", &watched.gateways),
         ("HTTPRoute", &watched.routes),
+        ("ReferenceGrant", &watched.grants),
         (args.output.kind(), &watched.outputs),
+        ("EnvoyFilter", &watched.holds),
     ] {
         tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready())
             .await
@@ -271,7 +286,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             .map_err(|_| Error::NotServed("ConfigMap".into()))?
             .map_err(|_| Error::NotServed("ConfigMap".into()))?;
     }
-    eprintln!("toolgate controller: watching; writing {} objects", args.output.kind());
+    tracing::info!(output = %args.output.kind(), "watching; writing {} objects", args.output.kind());
     // Leadership: always leading without --leader-elect; with it, as the Lease says (the candidate
     // starts once the caches are synced, so a new leader's first pass sees everything).
     let (leading_tx, mut leading) = watch::channel(!args.leader_elect);
@@ -286,7 +301,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         // Kept to the end: a dropped sender would end `leading.changed()` at once.
         _unused_sender = Some(leading_tx);
     }
-    let ctx = Context { metrics, client, args, policy_api, output_api, written: Written::default() };
+    let ctx = Context { metrics, client, args, policy_api, output_api, hold_api, written: Written::default() };
     let mut shutdown = Box::pin(shutdown_signal());
     loop {
         let is_leader = *leading.borrow_and_update();
@@ -305,12 +320,12 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
                     m.ready.store(true, std::sync::atomic::Ordering::Relaxed);
                     m.writes.fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
                     if writes > 0 {
-                        eprintln!("toolgate controller: pass: {writes} writes in {:?}", started.elapsed());
+                        tracing::info!(writes, elapsed = ?started.elapsed(), "pass: {writes} writes in {:?}", started.elapsed());
                     }
                 }
                 Err(e) => {
                     m.error(e.label());
-                    eprintln!("toolgate controller: pass failed: {e}; retrying");
+                    tracing::warn!(error = %e.label(), "pass failed: {e}; retrying");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     changed.notify_one();
                 }
@@ -321,7 +336,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             // Leadership gained (a first pass at once) or lost.
             _ = leading.changed() => {}
             _ = &mut shutdown => {
-                eprintln!("toolgate controller: shutting down");
+                tracing::info!("shutting down");
                 break;
             }
         }
@@ -388,8 +403,16 @@ fn configmap_api() -> ApiResource {
 }
 
 /// Makes the managed objects of one kind what `desired` says: applies the missing or different
-/// ones, deletes the others. Returns the writes made.
-async fn sync(ctx: &Context, ar: &ApiResource, kind: &str, desired: &[Desired], store: &Store<DynamicObject>) -> Result<usize, Error> {
+/// ones, deletes the others. Returns the writes made; a write the API server refuses is recorded in
+/// `failures` (the pass goes on, so statuses can say so, and fails at its end).
+async fn sync(
+    ctx: &Context,
+    ar: &ApiResource,
+    kind: &str,
+    desired: &[Desired],
+    store: &Store<DynamicObject>,
+    failures: &mut programmed::Failures,
+) -> usize {
     let existing = store.state();
     let apply = PatchParams::apply(FIELD_MANAGER).force();
     let mut writes = 0;
@@ -407,9 +430,13 @@ async fn sync(ctx: &Context, ar: &ApiResource, kind: &str, desired: &[Desired], 
             continue;
         }
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, ar);
-        api.patch(&d.name, &apply, &Patch::Apply(&d.object)).await?;
+        if let Err(e) = api.patch(&d.name, &apply, &Patch::Apply(&d.object)).await {
+            tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "apply failed: {e}");
+            failures.insert(key, e.to_string());
+            continue;
+        }
         ctx.written.record(key, d.object.clone(), cached_version);
-        eprintln!("toolgate controller: applied {kind} {}/{}", d.namespace, d.name);
+        tracing::info!(kind = %kind, namespace = %d.namespace, name = %d.name, "applied");
         writes += 1;
     }
     let wanted: BTreeSet<(String, String)> = desired.iter().map(|d| (d.namespace.clone(), d.name.clone())).collect();
@@ -420,26 +447,30 @@ async fn sync(ctx: &Context, ar: &ApiResource, kind: &str, desired: &[Desired], 
             let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, ar);
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {
-                    eprintln!("toolgate controller: deleted {kind} {ns}/{name}");
+                    tracing::info!(kind = %kind, namespace = %ns, name = %name, "deleted");
                     writes += 1;
                 }
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    tracing::warn!(kind = %kind, namespace = %ns, name = %name, "delete failed: {e}");
+                    failures.insert((kind.to_string(), ns, name), e.to_string());
+                }
             }
         }
     }
-    Ok(writes)
+    writes
 }
 
 /// One level-triggered pass: returns the number of writes made.
 async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     let mut objects = raw(&w.gateways, "Gateway", "gateway.networking.k8s.io/v1");
     objects.extend(raw(&w.routes, "HTTPRoute", "gateway.networking.k8s.io/v1"));
+    objects.extend(raw(&w.grants, "ReferenceGrant", "gateway.networking.k8s.io/v1beta1"));
     objects.extend(raw(&w.backends, "XBackend", "agentic.networking.x-k8s.io/v0alpha0"));
     objects.extend(raw(&w.policies, "XAccessPolicy", "agentic.networking.x-k8s.io/v1alpha1"));
     let (inv, errors) = Inventory::from_raw(objects, "default");
     for e in errors {
-        eprintln!("toolgate controller: {e}");
+        tracing::warn!("{e}");
     }
     let opts = TopologyOptions {
         compile: CompileOptions {
@@ -470,28 +501,43 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         .iter()
         .flat_map(|gw| output::desired(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(), &module, ctx.args.output))
         .collect();
-    writes += sync(ctx, &ctx.output_api, ctx.args.output.kind(), &desired, &w.outputs).await?;
-    ctx.metrics.plans_written.fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
+    // The EnvoyFilters first: a Gateway holds requests before its filter starts deciding them.
+    let holds: Vec<Desired> = topo
+        .gateways
+        .iter()
+        .filter_map(|gw| output::desired_hold(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref()))
+        .collect();
+    let mut failures = programmed::Failures::new();
+    writes += sync(ctx, &ctx.hold_api, "EnvoyFilter", &holds, &w.holds, &mut failures).await;
+    let plans = sync(ctx, &ctx.output_api, ctx.args.output.kind(), &desired, &w.outputs, &mut failures).await;
+    writes += plans;
+    ctx.metrics.plans_written.fetch_add(plans as u64, std::sync::atomic::Ordering::Relaxed);
     if let Some(store) = &w.configmaps {
         let maps: Vec<Desired> = topo
             .gateways
             .iter()
             .flat_map(|gw| output::desired_configmaps(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref()))
             .collect();
-        writes += sync(ctx, &configmap_api(), "ConfigMap", &maps, store).await?;
+        writes += sync(ctx, &configmap_api(), "ConfigMap", &maps, store, &mut failures).await;
     }
     let apply = PatchParams::apply(FIELD_MANAGER).force();
 
-    // Status of every policy, written only when it changes.
+    // Status of every policy, with its Programmed conditions, written only when it changes.
+    let carriers = programmed::Carriers::of(&topo, ctx.args.output.kind(), "EnvoyFilter");
+    let now = topology::now_rfc3339();
+    let mut statuses = topo.statuses.clone();
+    for status in &mut statuses {
+        carriers.add_programmed(status, |key| failures.get(key).map_or(Ok(()), |e| Err(e.clone())), &now);
+    }
     let mut by_reason: std::collections::BTreeMap<String, u64> = Default::default();
-    for c in topo.statuses.iter().flat_map(|s| &s.ancestors).flat_map(|a| &a.conditions) {
+    for c in statuses.iter().flat_map(|s| &s.ancestors).flat_map(|a| &a.conditions).filter(|c| c.condition_type == "Accepted") {
         *by_reason.entry(c.reason.clone()).or_default() += 1;
     }
     if let Ok(mut p) = ctx.metrics.policies.lock() {
         *p = by_reason.into_iter().collect();
     }
     let policies = w.policies.state();
-    for status in &topo.statuses {
+    for status in &statuses {
         let Some((ns, name)) = status.policy.split_once('/') else { continue };
         let Some(obj) = policies.iter().find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name)) else {
             continue;
@@ -514,7 +560,7 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         });
         api.patch_status(name, &apply, &Patch::Apply(&patch)).await?;
         ctx.written.record(key, content, obj.metadata.resource_version.clone());
-        eprintln!("toolgate controller: status of XAccessPolicy {ns}/{name} written");
+        tracing::info!(kind = %"XAccessPolicy", namespace = %ns, name = %name, "status written");
         writes += 1;
     }
     if let Some(trace) = &ctx.args.trace {
@@ -523,7 +569,10 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
             std::io::Write::write_all(&mut f, line.as_bytes())
         });
     }
-    Ok(writes)
+    match failures.into_iter().next() {
+        None => Ok(writes),
+        Some(((kind, ns, name), e)) => Err(Error::Write(format!("{kind} {ns}/{name}: {e}"))),
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! What the controller writes, as pure functions of the topology: the Istio WasmPlugin (or
-//! TrafficExtension) of each Gateway listener, and each policy's status with the transition times
-//! it already had kept when nothing about a condition changed.
+//! TrafficExtension) of each Gateway listener, the EnvoyFilter that makes the Gateway hold requests
+//! until the filter decided, and each policy's status with the transition times it already had
+//! kept when nothing about a condition changed.
 
 use serde_json::{json, Value};
 use toolgate_policy::api::PolicyAncestorStatus;
@@ -12,6 +13,8 @@ pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const GATEWAY_LABEL: &str = "toolgate.dev/gateway";
 pub const GROUP: &str = "extensions.istio.io";
 pub const VERSION: &str = "v1alpha1";
+pub const ENVOY_FILTER_GROUP: &str = "networking.istio.io";
+pub const ENVOY_FILTER_VERSION: &str = "v1alpha3";
 
 /// Which Istio resource carries the filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -59,11 +62,9 @@ pub struct Desired {
 /// by the Gateway (`gateway_uid`, when known).
 pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind: OutputKind) -> Vec<Desired> {
     let (ns, gateway) = (&gw.gateway.namespace, &gw.gateway.name);
-    gw.listeners
-        .iter()
-        .filter(|l| !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
+    enforced(gw)
         .map(|l| {
-            let name = format!("toolgate-{gateway}-{}", l.listener.name);
+            let name = plan_output_name(gateway, &l.listener.name);
             let mut wasm = json!({
                 "url": module.url,
                 "failStrategy": "FAIL_CLOSE",
@@ -99,10 +100,8 @@ pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind
                 "namespace": ns,
                 "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway},
             });
-            if let Some(uid) = gateway_uid {
-                metadata["ownerReferences"] = json!([{
-                    "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid,
-                }]);
+            if let Some(owners) = owner_references(gateway, gateway_uid) {
+                metadata["ownerReferences"] = owners;
             }
             Desired {
                 namespace: ns.clone(),
@@ -113,20 +112,93 @@ pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind
         .collect()
 }
 
+/// The name of a listener's WasmPlugin (or TrafficExtension).
+pub fn plan_output_name(gateway: &str, listener: &str) -> String {
+    format!("toolgate-{gateway}-{listener}")
+}
+
+/// The name of a Gateway's EnvoyFilter (`desired_hold`).
+pub fn hold_output_name(gateway: &str) -> String {
+    format!("toolgate-{gateway}")
+}
+
+/// The listeners of a Gateway that get the filter: those whose plan has a policy.
+fn enforced(gw: &GatewayOut) -> impl Iterator<Item = &crate::topology::ListenerOut> {
+    gw.listeners.iter().filter(|l| !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
+}
+
+fn owner_references(gateway: &str, gateway_uid: Option<&str>) -> Option<Value> {
+    gateway_uid.map(|uid| {
+        json!([{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid}])
+    })
+}
+
+/// Istio adds no buffer filter after a WasmPlugin and cannot set `allow_on_headers_stop_iteration`,
+/// so on its own the gateway sends a request's headers upstream before the filter has read the
+/// body and decided: a denied call would still open a request to the MCP server. This EnvoyFilter
+/// (one per Gateway with an enforced listener, `toolgate-<gateway>`, owned and deleted like the
+/// WasmPlugins) puts Envoy's buffer filter right before the router on each such listener's port,
+/// after every AUTHZ-phase Wasm filter, with the limit `render` uses (`render::hold_filter`): the
+/// router starts the upstream request only once the whole request passed the filter.
+pub fn desired_hold(gw: &GatewayOut, gateway_uid: Option<&str>) -> Option<Desired> {
+    let (ns, gateway) = (&gw.gateway.namespace, &gw.gateway.name);
+    let mut ports: std::collections::BTreeMap<i32, u32> = std::collections::BTreeMap::new();
+    for l in enforced(gw) {
+        let limit = ports.entry(l.listener.port).or_default();
+        *limit = (*limit).max(l.plan.settings.max_body_bytes);
+    }
+    if ports.is_empty() {
+        return None;
+    }
+    let patches: Vec<Value> = ports
+        .iter()
+        .map(|(port, limit)| {
+            json!({
+                "applyTo": "HTTP_FILTER",
+                "match": {
+                    "context": "GATEWAY",
+                    "listener": {
+                        "portNumber": port,
+                        "filterChain": {"filter": {
+                            "name": "envoy.filters.network.http_connection_manager",
+                            "subFilter": {"name": "envoy.filters.http.router"},
+                        }},
+                    },
+                },
+                "patch": {"operation": "INSERT_BEFORE", "value": crate::render::hold_filter(*limit)},
+            })
+        })
+        .collect();
+    let name = hold_output_name(gateway);
+    let mut metadata = json!({"name": name, "namespace": ns, "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway}});
+    if let Some(owners) = owner_references(gateway, gateway_uid) {
+        metadata["ownerReferences"] = owners;
+    }
+    Some(Desired {
+        namespace: ns.clone(),
+        name,
+        object: json!({
+            "apiVersion": format!("{ENVOY_FILTER_GROUP}/{ENVOY_FILTER_VERSION}"),
+            "kind": "EnvoyFilter",
+            "metadata": metadata,
+            "spec": {
+                "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway}],
+                "configPatches": patches,
+            },
+        }),
+    })
+}
+
 /// The plans as ConfigMaps (`--plan-configmaps`), for Envoy deployments without Istio: one per
 /// Gateway listener with a policy, `toolgate-plan-<gateway>-<listener>`, key `plan.json`.
 pub fn desired_configmaps(gw: &GatewayOut, gateway_uid: Option<&str>) -> Vec<Desired> {
     let (ns, gateway) = (&gw.gateway.namespace, &gw.gateway.name);
-    gw.listeners
-        .iter()
-        .filter(|l| !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
+    enforced(gw)
         .map(|l| {
             let name = format!("toolgate-plan-{gateway}-{}", l.listener.name);
             let mut metadata = json!({"name": name, "namespace": ns, "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway}});
-            if let Some(uid) = gateway_uid {
-                metadata["ownerReferences"] = json!([{
-                    "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid,
-                }]);
+            if let Some(owners) = owner_references(gateway, gateway_uid) {
+                metadata["ownerReferences"] = owners;
             }
             let plan = serde_json::to_string(&l.plan).unwrap_or_default();
             Desired {
@@ -219,6 +291,35 @@ mod tests {
         let mut changed = m.object.clone();
         changed["data"]["plan.json"] = json!("{}");
         assert!(!up_to_date(&changed, &m.object));
+    }
+
+    #[test]
+    fn one_envoy_filter_per_gateway_holds_each_enforced_port() {
+        use crate::inputs::RawObject;
+        let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\nspec: {gatewayClassName: istio, listeners: [{name: a, port: 8080, protocol: HTTP, hostname: a.example}, {name: b, port: 8080, protocol: HTTP, hostname: b.example}, {name: c, port: 8443, protocol: HTTP}, {name: idle, port: 9090, protocol: HTTP}]}\n---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p, namespace: ns}\nspec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: a}, {group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: b}, {group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: c}], action: Allow}\n";
+        let raw: Vec<RawObject> = yaml
+            .split("---\n")
+            .enumerate()
+            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).unwrap() })
+            .collect();
+        let (inv, errors) = crate::model::Inventory::from_raw(raw, "default");
+        assert!(errors.is_empty());
+        let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
+        let hold = desired_hold(&topo.gateways[0], Some("uid-1")).expect("enforced listeners: an EnvoyFilter");
+        assert_eq!((hold.namespace.as_str(), hold.name.as_str()), ("ns", "toolgate-gw"));
+        let o = &hold.object;
+        assert_eq!(o["kind"], "EnvoyFilter");
+        assert_eq!(o["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(o["spec"]["targetRefs"][0]["name"], "gw");
+        let patches = o["spec"]["configPatches"].as_array().unwrap();
+        let ports: Vec<i64> = patches.iter().map(|p| p["match"]["listener"]["portNumber"].as_i64().unwrap()).collect();
+        assert_eq!(ports, vec![8080, 8443], "one patch per enforced port, none for the idle listener");
+        for p in patches {
+            assert_eq!(p["match"]["context"], "GATEWAY");
+            assert_eq!(p["match"]["listener"]["filterChain"]["filter"]["subFilter"]["name"], "envoy.filters.http.router");
+            assert_eq!(p["patch"]["operation"], "INSERT_BEFORE");
+            assert_eq!(p["patch"]["value"], crate::render::hold_filter(toolgate_policy::plan::DEFAULT_MAX_BODY_BYTES));
+        }
     }
 
     #[test]
