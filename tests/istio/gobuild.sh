@@ -37,11 +37,15 @@ log() { echo "gobuild: $*" >&2; }
 goenv() {
   # Go 1.26 is needed (the modules say `go 1.26.0`); an older go command fetches that toolchain from the
   # Go module proxy (module golang.org/toolchain) into GOMODCACHE.
-  local tc=local v
-  v=$("$GO" env GOVERSION 2>/dev/null || echo go0)
-  if [ "$(printf '%s\ngo1.26\n' "$v" | sort -V | head -1)" != go1.26 ]; then tc=go1.26.8; log "$v is older than go1.26: using GOTOOLCHAIN=$tc"; fi
+  local tc=local
+  if ! go_at_least "$GO" go1.26; then tc=go1.26.8; log "$("$GO" version) is older than go1.26: using GOTOOLCHAIN=$tc"; fi
   export GOMODCACHE=$PREFIX/gomod GOCACHE=$PREFIX/gocache GOTOOLCHAIN=$tc GOFLAGS=-mod=readonly \
          CGO_ENABLED=0 GOPROXY=${GOPROXY:-https://proxy.golang.org,direct} GOWORK=off
+}
+
+go_at_least() {  # go_at_least GO goX.Y: the go command's version is at least X.Y
+  local v; v=$(GOTOOLCHAIN=local "$1" env GOVERSION 2>/dev/null || echo go0)
+  [ "$(printf '%s\n%s\n' "$v" "$2" | sort -V | head -1)" = "$2" ]
 }
 
 # A binary is up to date when it exists and its stamp (what it was built from) matches.
@@ -85,7 +89,14 @@ build_one() {
 }
 
 do_build() {  # do_build force|missing
-  [ -n "$GO" ] || { log "needs Go 1.26 (set GO=/path/to/go)"; exit 1; }
+  if [ -z "$GO" ] || ! go_at_least "$GO" go1.21; then
+    # No go command that can fetch a toolchain (Debian bookworm's is 1.19): Debian trixie's Go, which
+    # tests/go-mcp-server/build.sh unpacks into the cache; it then fetches Go 1.26 (see goenv).
+    local cache=${TOOLGATE_GO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/go}/trixie
+    [ -n "$(ls "$cache"/root/usr/lib/go-1.*/bin/go 2>/dev/null)" ] || bash "$HERE/../go-mcp-server/build.sh" >&2
+    GO=$(ls "$cache"/root/usr/lib/go-1.*/bin/go 2>/dev/null | sort -V | tail -n 1)
+    [ -n "$GO" ] || { log "needs Go (1.21 or later; set GO=/path/to/go)"; exit 1; }
+  fi
   goenv
   mkdir -p "$BIN"
   local t0 b built=0; t0=$(date +%s)
