@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GATEWAY_IP, GATEWAY_LABELS, KEEP, Cluster, Controller, XdsShim, envoy_bootstrap
+from istio_stack import GATEWAY_IP, GATEWAY_LABELS, KEEP, Cluster, Controller, XdsShim, envoy_bootstrap
 import harness
 from harness import assert_allowed, assert_denied
 
