@@ -123,8 +123,13 @@ clean:
 # unwind, so every hook catches them) and copied to target/release/. TOOLGATE_E2E_HOST=native runs
 # the e2e gateways on it.
 MODULE := target/release/libtoolgate_module.so
+# The same with a test-only panic trigger (module/Cargo.toml, feature panic-probe; test_native_module.py).
+MODULE_PANIC_PROBE := target/release/libtoolgate_module_panic_probe.so
 .PHONY: module
 module: setup
+	$(CARGO) build --locked --profile release-module -p toolgate-module --features panic-probe
+	@mkdir -p target/release
+	cp target/release-module/libtoolgate_module.so $(MODULE_PANIC_PROBE).tmp && mv -f $(MODULE_PANIC_PROBE).tmp $(MODULE_PANIC_PROBE)
 	$(CARGO) build --locked --profile release-module -p toolgate-module
 	@mkdir -p target/release
 	# A new file renamed into place: a running Envoy maps the old one, which must not change under it.

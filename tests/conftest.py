@@ -125,23 +125,27 @@ def gateway(request, tmp_path, certs, wasm_path, start_mcp_server):
     `before_start(gw)` runs between render and Envoy's start; `envoy_args` are added to Envoy's command
     line; `wasm` is another module than toolgate_filter.wasm. Envoy is stopped after the test.
     The filter runs on the host TOOLGATE_E2E_HOST names (wasm, the default, or native: the dynamic
-    module of `make module`); a test that passes `wasm` runs on Wasm."""
+    module of `make module`); a test that passes `wasm` runs on Wasm, one that passes `native_module`
+    (another .so) on that module."""
     started: list[harness.ToolgateGateway] = []
 
     def make(*policies, listeners=None, https_client_ca=True, render_args=(), before_start=None,
-             name="gw", strict=True, route_rules=None, envoy_args=(), wasm=None) -> harness.ToolgateGateway:
+             name="gw", strict=True, route_rules=None, envoy_args=(), wasm=None,
+             native_module=None) -> harness.ToolgateGateway:
         try:
             harness.toolgate_binary()
         except harness.HarnessError as exc:
             pytest.fail(str(exc))
         workdir = tmp_path / name
         server = start_mcp_server(f"{name}-mcp", workdir=workdir)
-        host = "wasm" if wasm else harness.filter_host()
-        if host == "native" and not harness.native_module_path().exists():
-            pytest.fail(f"{harness.native_module_path()} not built (make module)")
+        host = "wasm" if wasm else "native" if native_module else harness.filter_host()
+        module = native_module or harness.native_module_path()
+        if host == "native" and not module.exists():
+            pytest.fail(f"{module} not built (make module)")
         gw = harness.ToolgateGateway(workdir, certs, wasm or wasm_path, server, listeners=listeners,
                                      https_client_ca=https_client_ca, render_args=render_args, strict=strict,
-                                     route_rules=route_rules, envoy_args=envoy_args, host=host)
+                                     route_rules=route_rules, envoy_args=envoy_args, host=host,
+                                     native_module=module)
         gw.policies = list(policies)
         started.append(gw)
         gw.start(register=lambda env: _register(request, env), before_start=before_start)

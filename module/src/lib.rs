@@ -796,6 +796,11 @@ impl Filter {
         if let Ok(stream) = self.stream.try_borrow() {
             stream.host.increment(stream.host.counters.panic, 1);
         }
+        let summary = b"deny: internal error in the module (panic)";
+        // SAFETY: `envoy` is this filter's pointer; the buffers live for the call.
+        unsafe {
+            envoy_dynamic_module_callback_http_set_filter_state_bytes(self.envoy, ModuleBuffer::of(DECISION_KEY), ModuleBuffer::of(summary));
+        }
         let body = br#"{"error":"internal error"}"#;
         let mut headers = [ModuleHttpHeader::of("content-type", "application/json")];
         // SAFETY: `envoy` is this filter's pointer; headers and body live for the call.
@@ -970,7 +975,13 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(config: FilterConfigMo
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, end_of_stream: bool) -> u32 {
-    request_hook(filter, "on_request_headers", Phase::RequestHeaders, headers_status, |s| s.request.on_request_headers(&mut s.host, end_of_stream))
+    request_hook(filter, "on_request_headers", Phase::RequestHeaders, headers_status, |s| {
+        #[cfg(feature = "panic-probe")]
+        if s.host.request_headers().is_some_and(|h| h.windows(22).any(|w| w == b"x-toolgate-panic-probe")) {
+            panic!("panic probe");
+        }
+        s.request.on_request_headers(&mut s.host, end_of_stream)
+    })
 }
 
 #[no_mangle]
