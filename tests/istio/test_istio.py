@@ -328,3 +328,31 @@ def test_trafficextension_output(stack, tmp_path):
         harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
     finally:
         controller.stop()
+
+
+def test_istiod_restart(stack, tmp_path):
+    """istiod stopped: the gateway keeps enforcing the plan it has; a policy changed meanwhile reaches the
+    WasmPlugin (the API server is up) and, once istiod is back, the gateway."""
+    cluster, mcp, port = stack["cluster"], stack["mcp"], stack["port"]
+    controller = Controller(cluster, tmp_path, stack["wasm"])
+    try:
+        cluster.apply(allow_policy("restart", ["get-sum"]))
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
+                         timeout=60, what="the plan at the gateway")
+        hash_before = cluster.get("wasmplugin", "toolgate-gw-http")["spec"]["pluginConfig"]["hash"]
+        cluster.sh("istiod-stop")
+        assert_allowed(call(port, "get-sum", mcp))
+        assert_denied(call(port, "echo", mcp))
+        cluster.apply(allow_policy("restart", ["echo"]))
+        harness.wait_for(lambda: cluster.get("wasmplugin", "toolgate-gw-http")["spec"]["pluginConfig"]["hash"]
+                         != hash_before, timeout=30, what="the new plan in the WasmPlugin")
+        assert_allowed(call(port, "get-sum", mcp))  # istiod is down: the gateway still has the old plan
+        t0 = time.monotonic()
+        cluster.sh("istiod-start")
+        harness.wait_for(lambda: denied(call(port, "get-sum", mcp)) and allowed(call(port, "echo", mcp)),
+                         timeout=90, what="the new plan at the gateway after istiod's restart")
+        print(f"\n[istio] istiod started again -> the new plan at the gateway: {time.monotonic() - t0:.2f} s")
+        cluster.kubectl("delete", "xaccesspolicy", "restart", "-n", "default")
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)), timeout=60, what="no policy: get-sum passes")
+    finally:
+        controller.stop()
