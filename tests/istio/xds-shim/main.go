@@ -248,7 +248,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(1<<30))
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(1 << 30))
 	discovery.RegisterAggregatedDiscoveryServiceServer(srv, &shim{upstream: discovery.NewAggregatedDiscoveryServiceClient(conn)})
 	go func() {
 		ch := make(chan os.Signal, 1)
