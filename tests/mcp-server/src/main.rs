@@ -3,6 +3,9 @@
 //! Used by the demo and the end-to-end tests. Every request it executes is
 //! appended as one JSON line to the execution log (`--log FILE`) and echoed
 //! to stderr, so tests can prove that a denied call never reached it.
+//!
+//! HTTP/1.1 is hyper's (`http.rs`), on a Tokio runtime; the MCP handling is synchronous (no
+//! handler blocks), and streamed answers (`subscriptions/listen`, chunked SSE) are fed by tasks.
 
 mod http;
 mod mcp;
@@ -12,17 +15,20 @@ use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
-use std::io::{self, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::convert::Infallible;
+use std::io::{self, Write};
+use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use hyper::body::{Bytes, Incoming};
+use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
-use http::{ReadError, Request, Response};
+use http::{Request, Response};
 use mcp::Message;
 
 const USAGE: &str = "\
@@ -58,8 +64,8 @@ server (e.g. whether accept-encoding did).
 /// How often an open SSE stream (listen or GET) gets a keep-alive comment.
 const KEEPALIVE: Duration = Duration::from_secs(5);
 
-/// How long a connection may sit idle (or stall mid-request).
-const IO_TIMEOUT: Duration = Duration::from_secs(600);
+/// Most header fields in a request (hyper's default is 100).
+const MAX_HEADERS: usize = 200;
 
 struct Config {
     listen: String,
@@ -112,7 +118,7 @@ struct Listener {
     key: u64,
     sub_id: Value,
     filter: modern::Filter,
-    tx: Sender<Value>,
+    tx: UnboundedSender<Value>,
 }
 
 /// What to answer a request with.
@@ -122,7 +128,7 @@ enum Reply {
     Listen {
         key: u64,
         first: Value,
-        events: mpsc::Receiver<Value>,
+        events: UnboundedReceiver<Value>,
     },
 }
 
@@ -378,7 +384,7 @@ impl Server {
         let key = KEYS.fetch_add(1, Ordering::Relaxed);
         let honoured = filter.honoured(mcp::resource_exists);
         let first = modern::acknowledged(&sub_id, &honoured);
-        let (tx, events) = mpsc::channel();
+        let (tx, events) = mpsc::unbounded_channel();
         self.listeners
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -566,78 +572,42 @@ fn j<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".to_string())
 }
 
-fn serve_connection(server: &Server, stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
-    let _ = stream.set_nodelay(true);
-    let mut writer = match stream.try_clone() {
-        Ok(w) => w,
-        Err(_) => return,
+/// Answers one request (hyper calls this for each request of a connection).
+async fn serve(server: Arc<Server>, req: hyper::Request<Incoming>) -> Result<hyper::Response<http::Body>, Infallible> {
+    let req = match http::read(req).await {
+        Ok(req) => req,
+        Err(refusal) => return Ok(refusal.into_hyper(false)),
     };
-    let mut reader = BufReader::new(stream);
-    loop {
-        match http::read_request(&mut reader, &mut writer) {
-            Ok(req) => match server.handle(&req) {
-                Reply::Once(resp) => {
-                    if resp.write_to(&mut writer, req.keep_alive).is_err() || !req.keep_alive {
-                        break;
-                    }
-                }
-                Reply::Listen { key, first, events } => {
-                    stream_listen(&mut writer, &first, &events);
-                    server.close_listen(key);
-                    break;
-                }
-            },
-            Err(ReadError::Closed) | Err(ReadError::Io) => break,
-            Err(ReadError::Bad(status, why)) => {
-                let _ = Response::text(status, why).write_to(&mut writer, false);
-                lingering_close(reader, &writer);
-                return;
+    Ok(match server.handle(&req) {
+        Reply::Once(resp) => resp.into_hyper(req.keep_alive),
+        Reply::Listen { key, first, events } => listen(server, key, first, events),
+    })
+}
+
+/// A `subscriptions/listen` SSE response (chunked): the acknowledgment, then each event, with a
+/// keep-alive comment when idle, until the client closes the stream (hyper then drops the body,
+/// and the subscription ends).
+fn listen(server: Arc<Server>, key: u64, first: Value, mut events: UnboundedReceiver<Value>) -> hyper::Response<http::Body> {
+    let (tx, body) = http::channel(1);
+    tokio::spawn(async move {
+        let mut next = Some(modern::sse_event(&first));
+        while let Some(data) = next.take() {
+            if tx.send(Bytes::from(data)).await.is_err() {
+                break;
             }
+            next = match tokio::time::timeout(KEEPALIVE, events.recv()).await {
+                Ok(Some(msg)) => Some(modern::sse_event(&msg)),
+                Ok(None) => None,
+                Err(_) => Some(": keep-alive\n\n".to_string()),
+            };
         }
+        server.close_listen(key);
+    });
+    let mut resp = hyper::Response::new(body);
+    for (n, v) in [("content-type", "text/event-stream"), ("cache-control", "no-cache"), ("x-accel-buffering", "no")] {
+        resp.headers_mut().insert(n, hyper::header::HeaderValue::from_static(v));
     }
-    let _ = writer.shutdown(std::net::Shutdown::Both);
-}
-
-/// Writes a `subscriptions/listen` SSE response (chunked): the acknowledgment, then each event,
-/// with a keep-alive comment when idle, until a write fails (the client closed the stream).
-fn stream_listen(w: &mut TcpStream, first: &Value, events: &mpsc::Receiver<Value>) {
-    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
-                x-accel-buffering: no\r\ntransfer-encoding: chunked\r\n\r\n";
-    let chunk = |w: &mut TcpStream, data: &str| -> io::Result<()> {
-        write!(w, "{:x}\r\n{data}\r\n", data.len())?;
-        w.flush()
-    };
-    if w.write_all(head.as_bytes()).is_err() || chunk(w, &modern::sse_event(first)).is_err() {
-        return;
-    }
-    loop {
-        let sent = match events.recv_timeout(KEEPALIVE) {
-            Ok(msg) => chunk(w, &modern::sse_event(&msg)),
-            Err(RecvTimeoutError::Timeout) => chunk(w, ": keep-alive\n\n"),
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        if sent.is_err() {
-            return;
-        }
-    }
-}
-
-/// Closes after an error response without discarding it: closing a socket
-/// with unread input makes the kernel send RST, which can destroy the
-/// response before the peer reads it. So half-close, then drain briefly.
-fn lingering_close(mut reader: BufReader<TcpStream>, writer: &TcpStream) {
-    let _ = writer.shutdown(std::net::Shutdown::Write);
-    let _ = writer.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut sink = [0u8; 8192];
-    let mut budget = 1024 * 1024;
-    while budget > 0 {
-        match reader.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => budget -= n.min(budget),
-        }
-    }
+    resp
 }
 
 fn main() -> ExitCode {
@@ -679,22 +649,52 @@ fn main() -> ExitCode {
         log,
         listeners: Mutex::new(Vec::new()),
     });
-    for conn in listener.incoming() {
-        let stream = match conn {
-            Ok(s) => s,
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(accept(listener, server))
+}
+
+/// Accepts connections until the process is killed; each is served by hyper in a task of its own.
+async fn accept(listener: TcpListener, server: Arc<Server>) -> ExitCode {
+    let listener = match listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(listener))
+    {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    // No `date` header: answers are what they were before hyper (and the same on every run).
+    http1.max_headers(MAX_HEADERS).auto_date_header(false);
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
             Err(_) => {
                 // e.g. EMFILE: back off briefly instead of spinning.
-                std::thread::sleep(Duration::from_millis(10));
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
+        let _ = stream.set_nodelay(true);
         let server = Arc::clone(&server);
-        let spawned = std::thread::Builder::new()
-            .name("conn".into())
-            .spawn(move || serve_connection(&server, stream));
-        if spawned.is_err() {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let conn = http1.serve_connection(
+            TokioIo::new(stream),
+            hyper::service::service_fn(move |req| serve(server.clone(), req)),
+        );
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
     }
-    ExitCode::SUCCESS
 }
