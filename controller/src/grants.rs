@@ -41,17 +41,9 @@ pub fn not_permitted(from: Kind, from_ns: &str, to: Kind, to_ns: &str, to_name: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::RawObject;
 
     fn inventory(yaml: &str) -> Inventory {
-        let raw = yaml
-            .split("---\n")
-            .enumerate()
-            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).unwrap() })
-            .collect();
-        let (inv, errors) = Inventory::from_raw(raw, "default");
-        assert!(errors.is_empty(), "{errors:?}");
-        inv
+        Inventory::from_yaml(yaml)
     }
 
     #[test]

@@ -207,6 +207,21 @@ impl Inventory {
         (inv, errors)
     }
 
+    /// The objects of a multi-document YAML text (documents split on `---` lines), which must all
+    /// be readable: for tests.
+    #[cfg(test)]
+    pub fn from_yaml(yaml: &str) -> Self {
+        let raw = yaml
+            .split("---\n")
+            .filter(|d| !d.trim().is_empty())
+            .enumerate()
+            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).expect("YAML") })
+            .collect();
+        let (inv, errors) = Inventory::from_raw(raw, "default");
+        assert!(errors.is_empty(), "{errors:?}");
+        inv
+    }
+
     pub fn secret(&self, namespace: &str, name: &str) -> Option<&Object<BTreeMap<String, String>>> {
         self.secrets.iter().find(|s| s.namespace == namespace && s.name == name)
     }

@@ -639,16 +639,9 @@ pub fn plan_file_name(gateway: &Object<GatewaySpec>, listener: &Listener) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::RawObject;
 
     fn topology(yaml: &str, clusters: ClusterNaming) -> Topology {
-        let raw = yaml
-            .split("---\n")
-            .enumerate()
-            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).unwrap() })
-            .collect();
-        let (inv, errors) = Inventory::from_raw(raw, "default");
-        assert!(errors.is_empty(), "{errors:?}");
+        let inv = Inventory::from_yaml(yaml);
         let opts = TopologyOptions { compile: CompileOptions { clusters, ..CompileOptions::default() }, ..TopologyOptions::default() };
         build(&inv, &opts)
     }

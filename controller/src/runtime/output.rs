@@ -270,15 +270,8 @@ mod tests {
 
     #[test]
     fn plans_as_configmaps() {
-        use crate::inputs::RawObject;
         let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\nspec: {gatewayClassName: istio, listeners: [{name: http, port: 8080, protocol: HTTP}, {name: idle, port: 9090, protocol: HTTP}]}\n---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p, namespace: ns}\nspec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}], action: Allow}\n";
-        let raw: Vec<RawObject> = yaml
-            .split("---\n")
-            .enumerate()
-            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).unwrap() })
-            .collect();
-        let (inv, errors) = crate::model::Inventory::from_raw(raw, "default");
-        assert!(errors.is_empty());
+        let inv = crate::model::Inventory::from_yaml(yaml);
         let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
         let maps = desired_configmaps(&topo.gateways[0], Some("uid-1"));
         assert_eq!(maps.len(), 1, "only the listener with a policy");
@@ -295,15 +288,8 @@ mod tests {
 
     #[test]
     fn one_envoy_filter_per_gateway_holds_each_enforced_port() {
-        use crate::inputs::RawObject;
         let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\nspec: {gatewayClassName: istio, listeners: [{name: a, port: 8080, protocol: HTTP, hostname: a.example}, {name: b, port: 8080, protocol: HTTP, hostname: b.example}, {name: c, port: 8443, protocol: HTTP}, {name: idle, port: 9090, protocol: HTTP}]}\n---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p, namespace: ns}\nspec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: a}, {group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: b}, {group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: c}], action: Allow}\n";
-        let raw: Vec<RawObject> = yaml
-            .split("---\n")
-            .enumerate()
-            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).unwrap() })
-            .collect();
-        let (inv, errors) = crate::model::Inventory::from_raw(raw, "default");
-        assert!(errors.is_empty());
+        let inv = crate::model::Inventory::from_yaml(yaml);
         let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
         let hold = desired_hold(&topo.gateways[0], Some("uid-1")).expect("enforced listeners: an EnvoyFilter");
         assert_eq!((hold.namespace.as_str(), hold.name.as_str()), ("ns", "toolgate-gw"));

@@ -140,7 +140,6 @@ pub type Failures = BTreeMap<OutputKey, String>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::RawObject;
 
     fn topology() -> Topology {
         let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\n\
@@ -155,13 +154,7 @@ mod tests {
             spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: b}], action: Allow}\n---\n\
             apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: on-tools, namespace: ns}\n\
             spec: {targetRefs: [{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}, {group: agentic.networking.x-k8s.io, kind: XBackend, name: unrouted}], action: Allow}\n";
-        let raw = yaml
-            .split("---\n")
-            .enumerate()
-            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).unwrap() })
-            .collect();
-        let (inv, errors) = crate::model::Inventory::from_raw(raw, "default");
-        assert!(errors.is_empty(), "{errors:?}");
+        let inv = crate::model::Inventory::from_yaml(yaml);
         let opts = crate::topology::TopologyOptions {
             compile: toolgate_policy::compile::CompileOptions {
                 clusters: toolgate_policy::compile::ClusterNaming::Istio { cluster_domain: "cluster.local".into() },
