@@ -8,8 +8,9 @@
 #                            own go.mod because of its replace directives)
 #   etcd                     go.etcd.io/etcd/server/v3 at the version kubernetes v1.36.3 requires (v3.6.8),
 #                            from the same wrapper module
-#   pilot-discovery (istiod) istio.io/istio at $ISTIO_VERSION (Istio 1.30 development code, with
-#                            TrafficExtension), `go install ...@version` (checked against the checksum DB)
+#   pilot-discovery (istiod) istio.io/istio at $ISTIO_VERSION (master after the 1.30 branch: VERSION says
+#                            1.31; TrafficExtension is there), `go install ...@version` (checked against
+#                            the checksum DB)
 #   xds-shim                 tests/istio/xds-shim (our own code, its own go.mod + go.sum)
 #
 #   tests/istio/gobuild.sh ensure    # build what is missing or out of date (no-op when all are cached)
@@ -52,7 +53,7 @@ go_at_least() {  # go_at_least GO goX.Y: the go command's version is at least X.
 stamp_of() {
   case "$1" in
     kube-apiserver|kubectl|etcd) echo "$1 kubernetes $KUBE_VERSION $(sha256sum "$HERE/kube/go.sum" | cut -c1-16)" ;;
-    pilot-discovery) echo "pilot-discovery istio.io/istio $ISTIO_VERSION" ;;
+    pilot-discovery) echo "pilot-discovery istio.io/istio $ISTIO_VERSION (version from VERSION)" ;;
     xds-shim) echo "xds-shim $(cat "$HERE"/xds-shim/go.mod "$HERE"/xds-shim/go.sum "$HERE"/xds-shim/*.go | sha256sum | cut -c1-16)" ;;
   esac
 }
@@ -69,6 +70,13 @@ timed() {  # timed NAME command...: runs it niced, prints the seconds it took
   stamp_of "$name" > "$BIN/.$name.stamp"
 }
 
+# The version istiod reports: the module's VERSION file (the release its code leads to) + -dev-<commit>.
+istio_version() {
+  local dir
+  dir=$(GOFLAGS= "$GO" mod download -json "istio.io/istio@$ISTIO_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  echo "$(cat "$dir/VERSION" 2>/dev/null || echo unknown)-dev-${ISTIO_VERSION##*-}"
+}
+
 build_one() {
   local b=$1
   local kldflags="-s -w"
@@ -81,8 +89,8 @@ build_one() {
     etcd) (cd "$HERE/kube" && timed etcd "$GO" build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3) ;;
     kube-apiserver) (cd "$HERE/kube" && timed kube-apiserver "$GO" build -trimpath -ldflags "$kldflags" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver) ;;
     kubectl) (cd "$HERE/kube" && timed kubectl "$GO" build -trimpath -ldflags "$kldflags" -o "$BIN/kubectl" k8s.io/kubernetes/cmd/kubectl) ;;
-    pilot-discovery) (cd "$PREFIX" && GOBIN=$BIN GOFLAGS= timed pilot-discovery "$GO" install -trimpath \
-        -ldflags "-s -w -X istio.io/istio/pkg/version.buildVersion=1.30-dev-${ISTIO_VERSION##*-} -X istio.io/istio/pkg/version.buildStatus=Clean" \
+    pilot-discovery) (cd "$PREFIX" && export GOFLAGS= && GOBIN=$BIN timed pilot-discovery "$GO" install -trimpath \
+        -ldflags "-s -w -X istio.io/istio/pkg/version.buildVersion=$(istio_version) -X istio.io/istio/pkg/version.buildStatus=Clean" \
         "istio.io/istio/pilot/cmd/pilot-discovery@$ISTIO_VERSION") ;;
     xds-shim) (cd "$HERE/xds-shim" && timed xds-shim "$GO" build -trimpath -ldflags "-s -w" -o "$BIN/xds-shim" .) ;;
   esac

@@ -155,7 +155,7 @@ def envoy_bootstrap(xds_port: int, ip: str = GATEWAY_IP) -> dict:
             "id": f"router~{ip}~gw-istio-0.default~default.svc.cluster.local",
             "cluster": "gw-istio.default",
             "metadata": {
-                "NAMESPACE": "default", "NAME": "gw-istio-0", "CLUSTER_ID": "Kubernetes", "ISTIO_VERSION": "1.30.0",
+                "NAMESPACE": "default", "NAME": "gw-istio-0", "CLUSTER_ID": "Kubernetes", "ISTIO_VERSION": "1.31.0",
                 "LABELS": {**GATEWAY_LABELS, "service.istio.io/canonical-name": "gw-istio"},
                 "INSTANCE_IPS": ip, "WORKLOAD_NAME": "gw-istio", "SERVICE_ACCOUNT": "gw-istio",
                 "MESH_ID": "cluster.local", "OWNER": "kubernetes://apis/apps/v1/namespaces/default/deployments/gw-istio",
