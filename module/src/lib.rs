@@ -40,6 +40,10 @@
 //!   aborts on panic, so `make module` builds with the `release-module` profile (a compile error
 //!   stops any build of this crate with `panic = "abort"`).
 
+// The exported hooks take Envoy's pointers as plain arguments (Envoy is the only caller, and the ABI
+// is what makes them valid): each dereference is an `unsafe` block with its SAFETY note instead.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
 #[cfg(panic = "abort")]
 compile_error!("toolgate-module must be built with panic = \"unwind\" (cargo build --profile release-module -p toolgate-module; make module)");
 
