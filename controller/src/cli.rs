@@ -46,6 +46,11 @@ pub struct PlanArgs {
     #[arg(long, value_name = "on|off", default_value = "on")]
     #[arg(value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub list_filtering: bool,
+    /// Deny by default on every Gateway (docs/semantics.md §6a): on routes where no policy applies,
+    /// MCP calls other than the base protocol are denied, and so are requests that are not MCP (a
+    /// Gateway opts in alone with the annotation `toolgate.dev/default: deny`).
+    #[arg(long)]
+    pub default_deny: bool,
     /// Exit 1 when any policy is not Accepted.
     #[arg(long)]
     pub strict: bool,
@@ -114,6 +119,7 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
             authz_timeout_ms: args.authz_timeout,
             pause_headers,
             list_filtering: args.list_filtering,
+            default_deny: args.default_deny,
         },
         gateway_classes: args.gateway_class.iter().cloned().collect(),
     };

@@ -181,8 +181,17 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         if mismatch {
             println!("headers: mismatch, checked before any policy (MCP 2026-07-28 HeaderMismatch): HTTP 400, -32020; the rules below are not consulted");
         }
+        if route.is_default_deny() {
+            println!("no policy applies to this route; the Gateway denies by default: only the MCP base protocol passes");
+        }
         // A subscriptions/listen comes with the resources/subscribe of each URI, as the filter judges it.
         print_explanations(&route.explain(&req, body));
+    }
+    // docs/semantics.md §6a: the dry-run policies, as if they were enforced.
+    let shadow = ev.shadow_route(cluster.as_deref());
+    if let Some(shadow) = &shadow {
+        println!("dry-run policies on this route (not enforced): {}; as if enforced:", shadow.dry_run_policies().join(", "));
+        print_explanations(&shadow.explain(&req, body));
     }
 
     // The decision, as the filter reaches it.
@@ -226,6 +235,17 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
             println!("decision: ALLOW (no policy applies to this listener and route)")
         }
         _ => println!("decision: none (the request would stay paused)"),
+    }
+    if shadow.is_some() {
+        // The filter records the shadow decision after ` shadow=` when it differs from the decision.
+        match host.record.as_deref().and_then(|r| r.split_once(" shadow=")) {
+            Some((_, rest)) => {
+                let summary = rest.rsplit_once(" dry-run=").map_or(rest, |(s, _)| s);
+                let verdict = if summary.starts_with("allow") { "ALLOW" } else { "DENY" };
+                println!("shadow decision (dry-run policies enforced): {verdict} ({summary}): differs, counted as toolgate.shadow.{}", verdict.to_ascii_lowercase());
+            }
+            None => println!("shadow decision (dry-run policies enforced): the same as the decision"),
+        }
     }
     Ok(())
 }

@@ -41,6 +41,9 @@ pub struct Meta {
     pub creation_timestamp: Option<String>,
     #[serde(default)]
     pub generation: Option<i64>,
+    /// Values as written (the API server stores strings; a YAML file may hold `true` unquoted).
+    #[serde(default)]
+    pub annotations: Option<BTreeMap<String, Value>>,
 }
 
 /// A typed object with its namespace resolved.
@@ -50,6 +53,8 @@ pub struct Object<T> {
     pub name: String,
     pub creation_timestamp: Option<String>,
     pub generation: Option<i64>,
+    /// `metadata.annotations` (docs/semantics.md §6a reads `toolgate.dev/dry-run` and `toolgate.dev/default`).
+    pub annotations: BTreeMap<String, String>,
     pub spec: T,
     pub origin: String,
 }
@@ -348,6 +353,12 @@ fn typed<T>(raw: &RawObject, default_ns: &str, spec: impl FnOnce() -> Result<T, 
         name: meta.name,
         creation_timestamp: meta.creation_timestamp,
         generation: meta.generation,
+        annotations: meta
+            .annotations
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+            .collect(),
         spec,
         origin: raw.origin(),
     })

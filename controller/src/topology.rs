@@ -23,6 +23,15 @@ use crate::model::{self, BackendRef, GatewaySpec, Inventory, Listener, Object, R
 pub const CONTROLLER_NAME: &str = "toolgate.dev/controller";
 /// docs/semantics.md §7: more policies than this on one target are not accepted.
 pub const MAX_POLICIES_PER_TARGET: usize = 5;
+/// docs/semantics.md §6a: an XAccessPolicy annotated `"true"` is compiled and counted but not enforced.
+pub const DRY_RUN_ANNOTATION: &str = "toolgate.dev/dry-run";
+/// docs/semantics.md §6a: a Gateway annotated `deny` denies by default where no policy applies.
+pub const DEFAULT_ANNOTATION: &str = "toolgate.dev/default";
+
+/// Whether a policy is in dry-run (docs/semantics.md §6a).
+pub fn is_dry_run(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.get(DRY_RUN_ANNOTATION).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct TopologyOptions {
@@ -162,7 +171,14 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     // Compiling a policy depends on no other: done in parallel, then attached in order.
     let compiled = crate::par::map(&order, |&i| {
         let policy = &inv.policies[i];
-        compile(&policy.namespace, &policy.name, &policy.spec, &opts.compile)
+        let dry_run = is_dry_run(&policy.annotations);
+        compile(&policy.namespace, &policy.name, &policy.spec, &opts.compile).map(|mut c| {
+            match &mut c {
+                CompiledPolicy::Allow(p) => p.dry_run = dry_run,
+                CompiledPolicy::ExternalAuth(ea) => ea.dry_run = dry_run,
+            }
+            c
+        })
     });
     let xbackends = XBackends::new(inv);
 
@@ -203,7 +219,12 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                         )
                     } else {
                         attached.push(Attachment { policy: i, section: target.section_name.clone(), plan });
-                        condition(true, "Accepted", "Policy accepted".into(), policy.generation)
+                        let message = if is_dry_run(&policy.annotations) {
+                            "Policy accepted (dry-run: not enforced)"
+                        } else {
+                            "Policy accepted"
+                        };
+                        condition(true, "Accepted", message.into(), policy.generation)
                     }
                 }
             };
@@ -241,6 +262,16 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
             continue;
         }
         let key = TargetKey::Gateway { namespace: gw.namespace.clone(), name: gw.name.clone() };
+        // docs/semantics.md §6a: deny by default, for every Gateway or this one by its annotation.
+        let mut settings = opts.settings.clone();
+        match gw.annotations.get(DEFAULT_ANNOTATION).map(|v| v.trim()) {
+            Some("deny") => settings.default_deny = true,
+            Some("allow") | None => {}
+            Some(other) => topo.warnings.push(format!(
+                "gateway {}: annotation {DEFAULT_ANNOTATION}: {other:?} is neither deny nor allow (ignored)",
+                gw.key()
+            )),
+        }
         let gateway_attachments = by_target.get(&key).map(Vec::as_slice).unwrap_or(&[]);
         let mut listeners = Vec::new();
         for listener in &gw.spec.listeners {
@@ -290,7 +321,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 }
             }
             let plan = CompiledPlan {
-                settings: opts.settings.clone(),
+                settings: settings.clone(),
                 gateway: gateway_level,
                 backends,
                 ..CompiledPlan::empty(&listener_id)

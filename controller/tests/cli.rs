@@ -417,3 +417,47 @@ fn render_native_module_loads_the_dynamic_module_with_the_same_plan() {
     let o = toolgate(&[&["render", "-o", native_out.to_str().unwrap()][..], &common].concat());
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// docs/semantics.md §6a: a dry-run policy is compiled, counted and explained, never enforced; a
+/// Gateway that denies by default denies what is not the base protocol where no policy applies.
+#[test]
+fn explain_prints_the_shadow_decision_and_the_default_deny() {
+    let dir = tmp("explain-rollout");
+    let dry = "---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: strict, creationTimestamp: \"2026-01-01T00:00:00Z\", annotations: {toolgate.dev/dry-run: \"true\"}}\nspec:\n  targetRefs: [{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}]\n  action: Allow\n  rules:\n  - name: sum\n    authorization: {type: Inline, mcp: {methods: [{name: tools/call, params: [get-sum]}]}}\n".to_string();
+    let input = write_inputs(&dir, &[dry]);
+    let request = dir.join("req.yaml");
+    let explain = |req: &str, extra: &[&str]| {
+        std::fs::write(&request, req).unwrap();
+        let mut args = vec!["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = toolgate(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let call = |tool: &str, path: &str| {
+        format!("listener: http\npath: {path}\nbody: {{\"jsonrpc\": \"2.0\", \"id\": 4, \"method\": \"tools/call\", \"params\": {{\"name\": \"{tool}\"}}}}\n")
+    };
+    let out = explain(&call("echo", "/mcp"), &[]);
+    assert!(out.contains("dry-run policies on this route (not enforced): default/strict"), "{out}");
+    assert!(out.contains("decision: ALLOW (allow (no policy) shadow=deny backend: no rule of 1 allow policy matched dry-run=default/strict)"), "{out}");
+    assert!(out.contains("shadow decision (dry-run policies enforced): DENY (deny backend: no rule of 1 allow policy matched): differs, counted as toolgate.shadow.deny"), "{out}");
+    let out = explain(&call("get-sum", "/mcp"), &[]);
+    assert!(out.contains("shadow decision (dry-run policies enforced): the same as the decision"), "{out}");
+    // Deny by default: the /plain route has no policy.
+    let out = explain(&call("echo", "/plain"), &["--default-deny"]);
+    assert!(out.contains("the Gateway denies by default"), "{out}");
+    assert!(out.contains("decision: DENY (deny: no policy (default deny)); reply HTTP 200"), "{out}");
+    let init = "listener: http\npath: /plain\nbody: {\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"initialize\", \"params\": {}}\n";
+    assert!(explain(init, &["--default-deny"]).contains("decision: ALLOW"));
+    // The route under the (dry-run) policy: dry-run policies do not lift the default.
+    let out = explain(&call("get-sum", "/mcp"), &["--default-deny"]);
+    assert!(out.contains("decision: DENY (deny: no policy (default deny) shadow=allow"), "{out}");
+    // Status: accepted, in dry-run.
+    let out_dir = dir.join("out");
+    let o = toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", out_dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let status = std::fs::read_to_string(out_dir.join("status.json")).unwrap();
+    assert!(status.contains("Policy accepted (dry-run: not enforced)"), "{status}");
+    let plan = std::fs::read_to_string(out_dir.join("default.gw.http.plan.json")).unwrap();
+    assert!(plan.contains(r#""dryRun": true"#) && !plan.contains("defaultDeny"), "{plan}");
+}

@@ -109,13 +109,14 @@ fn level(u: &mut Unstructured<'_>) -> arbitrary::Result<LevelPlan> {
                 allowed_headers: list(u, 2, |u| pick(u, &["x-team", "authorization"]))?,
                 forward_body_bytes: u.int_in_range(0..=8192)?,
             },
+            dry_run: u.ratio(1, 4)?,
         })
     } else {
         None
     };
     Ok(LevelPlan {
         external_auth,
-        allow: list(u, 3, |u| Ok(PolicyPlan { name: pick(u, &["default/p", "default/q"])?, rules: list(u, 3, rule)? }))?,
+        allow: list(u, 3, |u| Ok(PolicyPlan { name: pick(u, &["default/p", "default/q"])?, rules: list(u, 3, rule)?, dry_run: u.ratio(1, 4)? }))?,
     })
 }
 
@@ -134,6 +135,7 @@ fn plan(u: &mut Unstructured<'_>) -> arbitrary::Result<CompiledPlan> {
             authz_timeout_ms: u.arbitrary()?,
             pause_headers: u.arbitrary()?,
             list_filtering: u.arbitrary()?,
+            default_deny: u.ratio(1, 4)?,
         },
         gateway: level(u)?,
         backends,
@@ -168,4 +170,7 @@ fuzz_target!(|data: &[u8]| {
     let d2 = again.route(cluster).decide(&req, body);
     assert_eq!(d.verdict, d2.verdict);
     assert_eq!(assert_explain_agrees(&ev.route(cluster), &req, body), d.allowed());
+    if let Some(shadow) = ev.shadow_route(cluster) {
+        assert_explain_agrees(&shadow, &req, body);
+    }
 });

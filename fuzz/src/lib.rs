@@ -212,6 +212,8 @@ pub fn assert_explain_agrees(route: &Route<'_>, req: &HttpRequest<'_>, body: Bod
             }
             true
         }
+        // docs/semantics.md §6a: the default-deny level is shown as the gateway level.
+        (Verdict::Deny(DenyReason::DefaultDeny), Some(Level::Gateway)) => false,
         (Verdict::Deny(DenyReason::NoRuleMatched { level, .. }), Some(at)) => {
             assert_eq!(*level, at, "explain and the decision deny at different levels: {explained:?} {decision:?}");
             false

@@ -112,6 +112,7 @@ pub fn compile(
             authorizer: compile_authorizer(namespace, spec, &opts.clusters)?,
             policy: plan.name,
             rules: plan.rules,
+            dry_run: false,
         }),
     })
 }
@@ -200,7 +201,7 @@ pub fn compile_policy(
             .map(|(i, rule)| compile_rule(namespace, &format!("spec.rules[{i}]"), rule, opts))
             .collect::<Result<_, _>>()?
     };
-    Ok(PolicyPlan { name: format!("{namespace}/{name}"), rules })
+    Ok(PolicyPlan { name: format!("{namespace}/{name}"), rules, dry_run: false })
 }
 
 fn compile_rule(namespace: &str, field: &str, rule: &AccessRule, opts: &CompileOptions) -> Result<RulePlan, CompileError> {

@@ -62,6 +62,12 @@ pub struct PlanSettings {
     /// off, so that plans without the setting keep their hash).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub list_filtering: bool,
+    /// docs/semantics.md §6a deny by default: on a route where no (enforced) policy applies at either
+    /// level, MCP messages other than the base protocol's are denied, and so is every request that
+    /// is not MCP (the base protocol's GET and DELETE pass). Written only when on, so that plans
+    /// without the setting keep their hash.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default_deny: bool,
 }
 
 fn yes() -> bool {
@@ -84,6 +90,7 @@ impl Default for PlanSettings {
             authz_timeout_ms: DEFAULT_AUTHZ_TIMEOUT_MS,
             pause_headers: false,
             list_filtering: true,
+            default_deny: false,
         }
     }
 }
@@ -103,6 +110,19 @@ impl LevelPlan {
     pub fn is_empty(&self) -> bool {
         self.allow.is_empty() && self.external_auth.is_none()
     }
+
+    /// Whether a dry-run policy is at this level.
+    pub fn has_dry_run(&self) -> bool {
+        self.external_auth.as_ref().is_some_and(|ea| ea.dry_run) || self.allow.iter().any(|p| p.dry_run)
+    }
+
+    /// The level as enforced: without its dry-run policies.
+    pub fn enforced(&self) -> LevelPlan {
+        LevelPlan {
+            external_auth: self.external_auth.clone().filter(|ea| !ea.dry_run),
+            allow: self.allow.iter().filter(|p| !p.dry_run).cloned().collect(),
+        }
+    }
 }
 
 /// An ExternalAuth policy: when a request matches one of its rules (any request, when it has
@@ -117,6 +137,10 @@ pub struct ExternalAuthPlan {
     #[serde(deserialize_with = "exact_vec")]
     pub rules: Vec<RulePlan>,
     pub authorizer: AuthorizerPlan,
+    /// docs/semantics.md §6a: the authorizer is asked, but its answer only decides the shadow
+    /// decision (written only when set: plans without dry-run policies keep their hash).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not", rename = "dryRun")]
+    pub dry_run: bool,
 }
 
 /// How to reach an external authorizer and what to send it.
@@ -167,6 +191,10 @@ pub struct PolicyPlan {
     /// At least one rule: a policy without rules compiles to one rule matching everything.
     #[serde(deserialize_with = "exact_vec")]
     pub rules: Vec<RulePlan>,
+    /// docs/semantics.md §6a: evaluated for the shadow decision only, never enforced (written only
+    /// when set: plans without dry-run policies keep their hash).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not", rename = "dryRun")]
+    pub dry_run: bool,
 }
 
 /// Name given to the rule a policy without rules implicitly has.
@@ -498,8 +526,8 @@ mod tests {
             ..RulePlan::default()
         };
         let mut plan = CompiledPlan::empty("ns/gw/l \"hash\":\"x\"");
-        plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule(IMPLICIT_RULE), rule("hash")] });
-        let backend = PolicyPlan { name: "hash".into(), rules: vec![rule("r")] };
+        plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule(IMPLICIT_RULE), rule("hash")], dry_run: false });
+        let backend = PolicyPlan { name: "hash".into(), rules: vec![rule("r")], dry_run: false };
         plan.backends.insert("hash".into(), LevelPlan { allow: vec![backend], ..Default::default() });
         plan.seal()
     }

@@ -139,7 +139,7 @@ impl FakeHost {
             .filter(|c| {
                 matches!(
                     c,
-                    Counter::DenyGateway | Counter::DenyBackend | Counter::DenyMcpHeader | Counter::DenyNoPlan | Counter::TooLarge
+                    Counter::DenyGateway | Counter::DenyBackend | Counter::DenyMcpHeader | Counter::DenyNoPlan | Counter::DenyDefault | Counter::TooLarge
                 )
             })
             .count()

@@ -66,6 +66,10 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "on|off", default_value = "on")]
     #[arg(value_parser = crate::cli::parse_on_off, action = clap::ArgAction::Set)]
     pub list_filtering: bool,
+    /// Deny by default on every Gateway (docs/semantics.md §6a): on routes where no policy applies,
+    /// only the MCP base protocol passes (a Gateway opts in alone with `toolgate.dev/default: deny`).
+    #[arg(long)]
+    pub default_deny: bool,
     /// Prometheus /metrics, /healthz and /readyz.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9090")]
     pub metrics_addr: std::net::SocketAddr,
@@ -480,6 +484,7 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         settings: PlanSettings {
             authz_timeout_ms: ctx.args.authz_timeout,
             list_filtering: ctx.args.list_filtering,
+            default_deny: ctx.args.default_deny,
             ..PlanSettings::default()
         },
         gateway_classes: ctx.args.gateway_class.clone(),

@@ -124,7 +124,7 @@ pub fn hold_output_name(gateway: &str) -> String {
 
 /// The listeners of a Gateway that get the filter: those whose plan has a policy.
 fn enforced(gw: &GatewayOut) -> impl Iterator<Item = &crate::topology::ListenerOut> {
-    gw.listeners.iter().filter(|l| !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
+    gw.listeners.iter().filter(|l| l.plan.settings.default_deny || !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
 }
 
 fn owner_references(gateway: &str, gateway_uid: Option<&str>) -> Option<Value> {

@@ -107,7 +107,7 @@ impl Carriers {
             let Some(accepted) = a.conditions.iter().find(|c| c.condition_type == "Accepted" && c.status == "True") else {
                 continue;
             };
-            let generation = accepted.observed_generation;
+            let (generation, dry_run) = (accepted.observed_generation, accepted.message.contains("dry-run"));
             let ns = a.ancestor_ref.namespace.clone().unwrap_or_else(|| policy_ns.clone());
             let carriers = self.for_ancestor(&status.policy, &ns, &a.ancestor_ref);
             let failed: Vec<String> = carriers
@@ -120,7 +120,7 @@ impl Carriers {
                 (false, format!("writing failed: {}", failed.join("; ")))
             } else {
                 let outputs: Vec<String> = carriers.iter().map(|(k, ns, n)| format!("{k} {ns}/{n}")).collect();
-                (true, format!("enforced by {}", outputs.join(", ")))
+                (true, format!("{} by {}", if dry_run { "in dry-run (not enforced), carried" } else { "enforced" }, outputs.join(", ")))
             };
             a.conditions.push(Condition {
                 condition_type: PROGRAMMED.into(),

@@ -69,7 +69,10 @@ fn scope_level(level: &mut LevelPlan, own: &Hostname, bypass: &[HostMatch], port
         }
     }
     if !level.allow.is_empty() && !bypass.is_empty() {
+        // Enforced where an enforced Allow policy is; beside dry-run ones only, in dry-run too.
+        let dry_run = level.allow.iter().all(|p| p.dry_run);
         level.allow.push(PolicyPlan {
+            dry_run,
             name: bypass_policy_name(port),
             rules: vec![RulePlan {
                 name: "hostnames of the other listeners".into(),

@@ -42,6 +42,9 @@ pub enum DenyReason {
     ExternalAuth { level: Level, policy: String, failure: AuthzFailure },
     /// The request would need more than [`MAX_AUTHZ_CALLS`] authorizer calls.
     TooManyAuthorizerCalls { level: Level },
+    /// No policy applies to the route, the plan denies by default, and the request is not the base
+    /// protocol (docs/semantics.md §6a).
+    DefaultDeny,
 }
 
 /// Why an authorizer call did not allow a request.
@@ -150,6 +153,7 @@ impl<'p> Decision<'p> {
                     DenyReason::ExternalAuth { level, policy, failure } => {
                         format!("deny {}: the authorizer of {policy} {}{at}", level.as_str(), failure.describe())
                     }
+                    DenyReason::DefaultDeny => format!("deny: no policy (default deny){at}"),
                     DenyReason::TooManyAuthorizerCalls { level } => format!(
                         "deny {}: the request needs more than {MAX_AUTHZ_CALLS} authorizer calls{at}",
                         level.as_str()

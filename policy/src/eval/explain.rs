@@ -32,7 +32,11 @@ impl Route<'_> {
             BodyInput::None if is_base_http(req) => vec![(None, Subject::BaseHttp, None)],
             _ => vec![(None, Subject::Http, None)],
         };
-        let plans = [Some(&self.plan.gateway), self.cluster.and_then(|c| self.plan.backends.get(c))];
+        let plans = match self.default_deny {
+            Some(level) => [Some(level), None],
+            None => [Some(&self.plan.gateway), self.cluster.and_then(|c| self.plan.backends.get(c))],
+        };
+        let dry_run = self.dry_run;
         let levels: Vec<(&LevelIndex, &LevelPlan)> =
             self.levels.iter().zip(plans).filter_map(|(index, plan)| Some(((*index)?, plan?))).collect();
         subjects
@@ -51,6 +55,8 @@ impl Route<'_> {
                         rules: plan
                             .allow
                             .iter()
+                            // The index holds the enforced policies, or all of them on a shadow route.
+                            .filter(|policy| dry_run || !policy.dry_run)
                             .flat_map(|policy| policy.rules.iter().map(move |rule| (policy, rule)))
                             .zip(&index.rules)
                             .map(|((policy, rule), indexed)| RuleExplanation {

@@ -175,7 +175,7 @@ impl LevelIndex {
         if let Some(ea) = &plan.external_auth {
             let rules = LevelPlan {
                 external_auth: None,
-                allow: vec![PolicyPlan { name: ea.policy.clone(), rules: ea.rules.clone() }],
+                allow: vec![PolicyPlan { name: ea.policy.clone(), rules: ea.rules.clone(), dry_run: false }],
             };
             let ea_index = LevelIndex::build(level, &rules)?;
             index.cel_uses = ea_index.cel_uses;

@@ -23,7 +23,7 @@ use index::LevelIndex;
 
 use crate::list_filter::ListKind;
 use crate::mcp::{McpBody, McpMessage, NotMcp};
-use crate::plan::{json_content_hash, AuthorizerPlan, CompiledPlan, PLAN_VERSION};
+use crate::plan::{json_content_hash, AuthorizerPlan, CompiledPlan, LevelPlan, McpMatch, PolicyPlan, RulePlan, PLAN_VERSION};
 use crate::cel_rule::Uses;
 use crate::str_map::StrMap;
 
@@ -102,9 +102,39 @@ pub enum BodyInput<'b, 'a> {
 #[derive(Debug)]
 pub struct Evaluator {
     plan: CompiledPlan,
+    /// The levels as enforced (without dry-run policies).
     gateway: LevelIndex,
     /// By cluster.
     backends: StrMap<LevelIndex>,
+    /// docs/semantics.md §6a: the levels that have dry-run policies, with them, as if they were
+    /// enforced (the shadow decision). None without dry-run policies: nothing to do per request.
+    shadow: Option<Box<ShadowLevels>>,
+    /// docs/semantics.md §6a deny by default (`settings.defaultDeny`): the level in force on a route
+    /// where no enforced policy applies, and the plan it was built from (for `explain`).
+    default_deny: Option<Box<(LevelPlan, LevelIndex)>>,
+}
+
+/// The levels that have dry-run policies, indexed with them.
+#[derive(Debug)]
+struct ShadowLevels {
+    /// None when the gateway level has no dry-run policy (the shadow uses the enforced one).
+    gateway: Option<LevelIndex>,
+    /// By cluster, only the backend levels with a dry-run policy.
+    backends: StrMap<LevelIndex>,
+}
+
+/// The name of the policy a default-deny route is decided by, in summaries and `explain`.
+pub const DEFAULT_DENY_POLICY: &str = "(no policy: default deny)";
+
+/// docs/semantics.md §6a: on a default-deny route only the base protocol passes: one rule that matches
+/// the base protocol's messages and its GET and DELETE, nothing else.
+fn default_deny_level() -> LevelPlan {
+    let rule = RulePlan {
+        name: "(base protocol)".into(),
+        mcp: Some(McpMatch { base_protocol: true, methods: Vec::new() }),
+        ..RulePlan::default()
+    };
+    LevelPlan { external_auth: None, allow: vec![PolicyPlan { name: DEFAULT_DENY_POLICY.into(), rules: vec![rule], dry_run: false }] }
 }
 
 impl Evaluator {
@@ -142,14 +172,41 @@ impl Evaluator {
         if limit == 0 || limit > MAX_BODY_LIMIT {
             return Err(PlanError::BodyLimit(limit));
         }
-        let gateway = LevelIndex::build(Level::Gateway, &plan.gateway)?;
+        // A level with dry-run policies is indexed twice: as enforced, and with them (the shadow).
+        let build = |level: Level, plan: &LevelPlan| -> Result<(LevelIndex, Option<LevelIndex>), PlanError> {
+            if plan.has_dry_run() {
+                let shadow = LevelIndex::build(level, plan)?;
+                Ok((LevelIndex::build(level, &plan.enforced())?, Some(shadow)))
+            } else {
+                Ok((LevelIndex::build(level, plan)?, None))
+            }
+        };
+        let (gateway, shadow_gateway) = build(Level::Gateway, &plan.gateway)?;
         let mut backends = StrMap::with_capacity(plan.backends.len(), plan.backends.keys().map(String::len).sum());
+        let mut shadow_backends = StrMap::default();
         for (cluster, level) in &plan.backends {
-            let index = LevelIndex::build(Level::Backend, level)?;
+            let (index, shadow) = build(Level::Backend, level)?;
             // Clusters are distinct (map keys): this inserts.
             backends.get_or_insert_with(cluster, || index);
+            if let Some(shadow) = shadow {
+                shadow_backends.get_or_insert_with(cluster, || shadow);
+            }
         }
-        Ok(Self { plan, gateway, backends })
+        let shadow = (shadow_gateway.is_some() || !shadow_backends.is_empty())
+            .then(|| Box::new(ShadowLevels { gateway: shadow_gateway, backends: shadow_backends }));
+        let default_deny = if plan.settings.default_deny {
+            let level = default_deny_level();
+            let index = LevelIndex::build(Level::Gateway, &level)?;
+            Some(Box::new((level, index)))
+        } else {
+            None
+        };
+        Ok(Self { plan, gateway, backends, shadow, default_deny })
+    }
+
+    /// Whether the plan has dry-run policies (docs/semantics.md §6a).
+    pub fn has_dry_run(&self) -> bool {
+        self.shadow.is_some()
     }
 
     pub fn plan(&self) -> &CompiledPlan {
@@ -161,15 +218,45 @@ impl Evaluator {
         self.backends.values().map(|l| l.cel_uses).fold(self.gateway.cel_uses, Uses::union)
     }
 
-    /// The levels in force for a request routed to `cluster`.
+    /// The levels in force for a request routed to `cluster`. Where none is and the plan denies by
+    /// default, the default-deny level (docs/semantics.md §6a).
     pub fn route(&self, cluster: Option<&str>) -> Route<'_> {
         let gateway = Some(&self.gateway).filter(|l| !l.is_empty());
         let backend = cluster.and_then(|c| self.backends.get_key_value(c)).filter(|(_, l)| !l.is_empty());
-        Route {
+        let mut route = Route {
             levels: [gateway, backend.map(|(_, l)| l)],
             plan: &self.plan,
             cluster: backend.map(|(c, _)| c),
+            dry_run: false,
+            default_deny: None,
+        };
+        if let (None, None, Some(dd)) = (gateway, backend, &self.default_deny) {
+            route.levels = [Some(&dd.1), None];
+            route.default_deny = Some(&dd.0);
         }
+        route
+    }
+
+    /// docs/semantics.md §6a: the levels of a request routed to `cluster` with the dry-run policies
+    /// as if they were enforced, when a dry-run policy applies to it (None otherwise: the shadow
+    /// decision is the decision). Costs one branch for a plan without dry-run policies.
+    pub fn shadow_route(&self, cluster: Option<&str>) -> Option<Route<'_>> {
+        let shadow = self.shadow.as_deref()?;
+        let backend_shadow = cluster.and_then(|c| shadow.backends.get_key_value(c));
+        if shadow.gateway.is_none() && backend_shadow.is_none() {
+            return None;
+        }
+        let gateway = shadow.gateway.as_ref().or(Some(&self.gateway)).filter(|l| !l.is_empty());
+        let backend = backend_shadow
+            .or_else(|| cluster.and_then(|c| self.backends.get_key_value(c)))
+            .filter(|(_, l)| !l.is_empty());
+        Some(Route {
+            levels: [gateway, backend.map(|(_, l)| l)],
+            plan: &self.plan,
+            cluster: backend.map(|(c, _)| c),
+            dry_run: true,
+            default_deny: None,
+        })
     }
 }
 
@@ -181,6 +268,10 @@ pub struct Route<'e> {
     /// does not decide with).
     plan: &'e CompiledPlan,
     cluster: Option<&'e str>,
+    /// The levels include the dry-run policies (a shadow route).
+    dry_run: bool,
+    /// The route is decided by deny-by-default (no policy applies): the level's plan, for `explain`.
+    default_deny: Option<&'e LevelPlan>,
 }
 
 impl<'e> Route<'e> {
@@ -190,9 +281,38 @@ impl<'e> Route<'e> {
         self.levels.iter().flatten().find(|l| l.level == level)?.external_auth.as_ref().map(|ea| &ea.authorizer)
     }
 
-    /// False when no policy applies: the filter lets the request through without reading it.
+    /// False when no policy applies: the filter lets the request through without reading it (a
+    /// default-deny route is under policy).
     pub fn under_policy(&self) -> bool {
         self.levels.iter().any(Option::is_some)
+    }
+
+    /// Whether no policy applies and the plan denies by default (docs/semantics.md §6a).
+    pub fn is_default_deny(&self) -> bool {
+        self.default_deny.is_some()
+    }
+
+    /// Whether the route's levels include dry-run policies (a [`Evaluator::shadow_route`]).
+    pub fn is_shadow(&self) -> bool {
+        self.dry_run
+    }
+
+    /// The dry-run policies of the route's levels (`namespace/name`), in order (none on a route
+    /// that is not a shadow route).
+    pub fn dry_run_policies(&self) -> Vec<&'e str> {
+        if !self.dry_run {
+            return Vec::new();
+        }
+        let plans = [Some(&self.plan.gateway), self.cluster.and_then(|c| self.plan.backends.get(c))];
+        plans
+            .into_iter()
+            .zip(self.levels)
+            .filter_map(|(plan, index)| index.and(plan))
+            .flat_map(|l| {
+                l.external_auth.iter().filter(|ea| ea.dry_run).map(|ea| ea.policy.as_str())
+                    .chain(l.allow.iter().filter(|p| p.dry_run).map(|p| p.name.as_str()))
+            })
+            .collect()
     }
 
     /// Decides a request (docs/semantics.md §3, §4) as if every external authorizer allowed it: the whole decision
@@ -302,8 +422,11 @@ impl<'e> Route<'e> {
                     }
                 }
                 None => {
-                    walk.decision.verdict =
-                        Verdict::Deny(DenyReason::NoRuleMatched { level: level.level, policies: level.policies.len() });
+                    walk.decision.verdict = if self.default_deny.is_some() {
+                        Verdict::Deny(DenyReason::DefaultDeny)
+                    } else {
+                        Verdict::Deny(DenyReason::NoRuleMatched { level: level.level, policies: level.policies.len() })
+                    };
                     return Some(Step::Decided(walk.decision.clone()));
                 }
             }
@@ -481,8 +604,8 @@ mod tests {
     fn sealed_plan() -> CompiledPlan {
         let rule = RulePlan { name: "r".into(), principal: Some("spiffe://td/ns/a/sa/b".into()), ..Default::default() };
         let mut plan = CompiledPlan::empty("ns/gw/l");
-        plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule.clone()] });
-        let backend = PolicyPlan { name: "ns/b".into(), rules: vec![rule] };
+        plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule.clone()], dry_run: false });
+        let backend = PolicyPlan { name: "ns/b".into(), rules: vec![rule], dry_run: false };
         plan.backends.insert("xbackend/ns/b".into(), LevelPlan { allow: vec![backend], ..Default::default() });
         plan.seal()
     }

@@ -1,7 +1,7 @@
 //! Authorizer calls (docs/semantics.md §3): reading an answer, then going on to the next step or answering the
 //! denial as the authorizer's status says.
 
-use super::{deny_counter, headers, record, with_request, CallAnswer, Context, Counter, Host, Request, State};
+use super::{deny_counter, with_request, CallAnswer, Context, Counter, Finish, Host, Request, State};
 use crate::authz::{self, Answer};
 use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Step, Verdict};
 use crate::response;
@@ -30,8 +30,44 @@ impl Request {
         // first step kept). Anything else is answered from the call, re-derived (the walk is
         // deterministic): the decision so far.
         let debug_reasons = ev.plan().settings.debug_reasons;
+        if pending.shadow {
+            // docs/semantics.md §6a: a dry-run authorizer's answer decides the shadow decision only
+            // (its header changes are not made).
+            let Some(route) = ev.shadow_route(held.cluster.as_deref()) else { return };
+            let read = route.authorizer(pending.level)
+                .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, timed_out));
+            host.count(authz_counter(&read));
+            match read {
+                Answer::Allow(_) => {
+                    if let Some(shadow) = held.shadow.as_deref_mut() {
+                        shadow.calls.push((pending.level, pending.message));
+                        shadow.authorized += 1;
+                    }
+                    self.shadow_step(host, &loaded, held, Context::Answer);
+                }
+                denied => {
+                    let authorized = held.shadow.as_deref().map_or(0, |s| s.authorized);
+                    let summary = with_request(&held, &loaded, |req, body| match route.step(req, body, authorized) {
+                        Step::Authorize(call) => denial_of(call, denied, body, false).summary,
+                        Step::Decided(d) => d.summary(), // unreachable: the step that made the call makes it again
+                    }, |_| false)
+                    .0;
+                    self.shadow_decided(host, &loaded, held, false, &summary, Context::Answer);
+                }
+            }
+            return;
+        }
         let read = ev.route(held.cluster.as_deref()).authorizer(pending.level)
             .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, timed_out));
+        if ev.has_dry_run() {
+            // For the shadow walk, which asks the same calls (docs/semantics.md §6a).
+            let failure = match &read {
+                Answer::Allow(_) => None,
+                Answer::Fail(f) => Some(*f),
+                Answer::Deny(d) => Some(AuthzFailure::Denied { status: if d.status == 0 { 403 } else { d.status } }),
+            };
+            held.answers.push((pending.level, pending.message, failure));
+        }
         let outcome = match read {
             Answer::Allow(edits) => Ok(edits),
             denied => {
@@ -57,18 +93,33 @@ impl Request {
                 self.advance(host, &loaded, held, Context::Answer);
             }
             Err(outcome) => {
-                host.count(match outcome.failure {
+                let failed = match outcome.failure {
                     Some(AuthzFailure::Denied { .. }) => Counter::AuthzDeny,
                     Some(AuthzFailure::Timeout) => Counter::AuthzTimeout,
                     Some(AuthzFailure::Unavailable) => Counter::AuthzUnavailable,
                     Some(AuthzFailure::Malformed) | None => Counter::AuthzMalformed,
-                });
-                host.count(outcome.counter);
-                record(host, held.headers.get(headers::METHOD), held.headers.get(headers::PATH), &outcome.summary);
-                let headers: Vec<(&str, &str)> = outcome.reply_headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                host.send_reply(outcome.status, &headers, &outcome.body);
+                };
+                let finish = Finish::Deny {
+                    summary: outcome.summary,
+                    counters: vec![failed, outcome.counter],
+                    status: outcome.status,
+                    headers: outcome.reply_headers,
+                    body: outcome.body,
+                };
+                self.decided(host, &loaded, held, finish, Context::Answer);
             }
         }
+    }
+}
+
+/// The counter of an authorizer's answer.
+fn authz_counter(answer: &Answer) -> Counter {
+    match answer {
+        Answer::Allow(_) => Counter::AuthzAllow,
+        Answer::Deny(_) => Counter::AuthzDeny,
+        Answer::Fail(AuthzFailure::Timeout) => Counter::AuthzTimeout,
+        Answer::Fail(AuthzFailure::Unavailable) => Counter::AuthzUnavailable,
+        Answer::Fail(AuthzFailure::Malformed | AuthzFailure::Denied { .. }) => Counter::AuthzMalformed,
     }
 }
 

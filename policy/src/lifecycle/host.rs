@@ -48,10 +48,16 @@ pub enum Counter {
     ListFiltered,
     ListEntriesRemoved,
     ListUnreadable,
+    /// docs/semantics.md §6a: denied on a route without policy by deny-by-default.
+    DenyDefault,
+    /// docs/semantics.md §6a: allowed, but the dry-run policies would have denied it.
+    ShadowDeny,
+    /// docs/semantics.md §6a: denied, but with the dry-run policies it would have been allowed.
+    ShadowAllow,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 16] = [
+    pub const ALL: [Counter; 19] = [
         Counter::Allow,
         Counter::AllowNoPolicy,
         Counter::DenyGateway,
@@ -68,6 +74,9 @@ impl Counter {
         Counter::ListFiltered,
         Counter::ListEntriesRemoved,
         Counter::ListUnreadable,
+        Counter::DenyDefault,
+        Counter::ShadowDeny,
+        Counter::ShadowAllow,
     ];
 
     pub fn name(self) -> &'static str {
@@ -88,6 +97,9 @@ impl Counter {
             Counter::ListFiltered => "toolgate.list.filtered",
             Counter::ListEntriesRemoved => "toolgate.list.entries_removed",
             Counter::ListUnreadable => "toolgate.list.unreadable",
+            Counter::DenyDefault => "toolgate.decision.deny.default_deny",
+            Counter::ShadowDeny => "toolgate.shadow.deny",
+            Counter::ShadowAllow => "toolgate.shadow.allow",
         }
     }
 }

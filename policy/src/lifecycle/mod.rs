@@ -18,7 +18,7 @@ pub use host::{Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, P
 use std::rc::Rc;
 
 use crate::authz::{self, CallInput};
-use crate::eval::{BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, PlanError, Step, Verdict};
+use crate::eval::{AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, PlanError, Step, Verdict};
 use crate::list_filter::ListRequests;
 use crate::log_safe::Quoted;
 use crate::mcp::{self, KeptBody, NotMcp, ReadOptions};
@@ -154,6 +154,25 @@ struct Held {
     read: Option<Result<KeptBody, NotMcp>>,
     /// The host's clock when the headers arrived (only read for CEL rules on `request.time`).
     time_ms: u64,
+    /// docs/semantics.md §6a, on a route with dry-run policies: the answers of the enforced
+    /// authorizer calls, in order (level, message, None when it allowed), which the shadow walk
+    /// reuses instead of asking again; and the shadow walk's state.
+    answers: Vec<(Level, Option<usize>, Option<AuthzFailure>)>,
+    shadow: Option<Box<Shadow>>,
+}
+
+/// The shadow decision in progress (docs/semantics.md §6a): the enforced outcome waits for it.
+struct Shadow {
+    /// Shadow authorizer calls that allowed (reused answers included), and which they were.
+    authorized: u32,
+    calls: Vec<(Level, Option<usize>)>,
+    finish: Finish,
+}
+
+/// The enforced outcome of a request, carried out once the shadow decision is known.
+enum Finish {
+    Allow { summary: String, counter: Counter, lists: ListRequests },
+    Deny { summary: String, counters: Vec<Counter>, status: u32, headers: Vec<(String, String)>, body: Vec<u8> },
 }
 
 /// An authorizer call in flight.
@@ -162,6 +181,10 @@ struct Pending {
     started_ms: u64,
     /// The level whose ExternalAuth policy made the call (its authorizer reads the answer).
     level: Level,
+    /// The message the call is about.
+    message: Option<usize>,
+    /// A call of the shadow walk (docs/semantics.md §6a): its answer decides only the shadow decision.
+    shadow: bool,
 }
 
 /// Where a decision is made: in a request callback (the host continues or stops the request by
@@ -182,7 +205,8 @@ impl Request {
         // Attributes no rule of the plan looks at are not read (same decisions, fewer host calls).
         let cluster = if needs.cluster { property_string(host, Property::ClusterName) } else { None };
         let route = loaded.evaluator.route(cluster.as_deref());
-        if !route.under_policy() {
+        // A route under dry-run policies only is read for the shadow decision, and passes.
+        if !route.under_policy() && loaded.evaluator.shadow_route(cluster.as_deref()).is_none() {
             self.state = State::Done;
             host.count(Counter::AllowNoPolicy);
             if host.logs_at(LogLevel::Debug) {
@@ -217,6 +241,8 @@ impl Request {
             authorized: 0,
             read: None,
             time_ms: if needs.time { host.now_ms() } else { 0 },
+            answers: Vec::new(),
+            shadow: None,
         });
         // A JSON POST is read once its body is whole; a GET or DELETE with a body is held to its end
         // too, to see whether the body was empty after all (HTTP/2 can end a stream with an empty
@@ -315,18 +341,21 @@ impl Request {
         let ev = &loaded.evaluator;
         let debug_reasons = ev.plan().settings.debug_reasons;
         let timeout_ms = ev.plan().settings.authz_timeout_ms;
+        // The shadow walk reads the body too: keep the read for it.
+        let shadow = ev.has_dry_run() && ev.shadow_route(held.cluster.as_deref()).is_some();
         enum Next<'p> {
-            Allowed(String, ListRequests),
+            Allowed(String, Counter, ListRequests),
             Denied(String, Counter, response::Reply),
-            Call(authz::Prepared<'p>, Level),
+            Call(authz::Prepared<'p>, Level, Option<usize>),
         }
         let (next, read) = with_request(&held, loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
             Step::Decided(d) if d.allowed() => {
+                // A route without (enforced) policy is read only for the shadow decision: its lists pass.
                 let lists = match body {
-                    BodyInput::Mcp(mcp) if ev.plan().settings.list_filtering => ListRequests::of(mcp),
+                    BodyInput::Mcp(mcp) if ev.plan().settings.list_filtering && d.under_policy => ListRequests::of(mcp),
                     _ => ListRequests::default(),
                 };
-                Next::Allowed(d.summary(), lists)
+                Next::Allowed(d.summary(), if d.under_policy { Counter::Allow } else { Counter::AllowNoPolicy }, lists)
             }
             Step::Decided(d) => Next::Denied(d.summary(), deny_counter(&d), response::denial(body, &d, debug_reasons)),
             Step::Authorize(call) => {
@@ -342,16 +371,176 @@ impl Request {
                     message,
                     body: &held.body,
                 };
-                Next::Call(authz::prepare(call.authorizer, &input), call.level)
+                Next::Call(authz::prepare(call.authorizer, &input), call.level, call.message)
             }
-        }, |next| matches!(next, Next::Call(..)));
+        }, |next| matches!(next, Next::Call(..)) || shadow);
         if read.is_some() {
             held.read = read;
         }
-        let (method, path) = (held.headers.get(headers::METHOD), held.headers.get(headers::PATH));
         match next {
-            Next::Allowed(summary, lists) => {
-                host.count(Counter::Allow);
+            Next::Allowed(summary, counter, lists) => {
+                self.decided(host, loaded, held, Finish::Allow { summary, counter, lists }, context)
+            }
+            Next::Denied(summary, counter, reply) => {
+                let finish = Finish::Deny {
+                    summary,
+                    counters: vec![counter],
+                    status: reply.status,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: reply.body.into_bytes(),
+                };
+                self.decided(host, loaded, held, finish, context)
+            }
+            Next::Call(prepared, level, message) => self.start_call(host, held, &prepared, level, message, false, timeout_ms),
+        }
+    }
+
+    /// Starts an authorizer call and pauses for its answer.
+    #[allow(clippy::too_many_arguments)]
+    fn start_call(
+        &mut self,
+        host: &mut impl Host,
+        held: Box<Held>,
+        prepared: &authz::Prepared<'_>,
+        level: Level,
+        message: Option<usize>,
+        shadow: bool,
+        timeout_ms: u32,
+    ) -> Action {
+        // Before the call: the host's timeout runs from its start.
+        let started_ms = host.now_ms();
+        let token = match &prepared.call {
+            authz::PreparedCall::Grpc { upstream, message } => host.call(&Callout::Grpc {
+                cluster: prepared.cluster,
+                upstream,
+                service: authz::GRPC_SERVICE,
+                method: authz::GRPC_METHOD,
+                message,
+                timeout_ms,
+            }),
+            authz::PreparedCall::Http { headers, body } => {
+                let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                host.call(&Callout::Http { cluster: prepared.cluster, headers: &pairs, body, timeout_ms })
+            }
+        };
+        match token {
+            Some(token) if token != REFUSED => {
+                self.state = State::Calling(held, Pending { token, started_ms, level, message, shadow })
+            }
+            // The host refused to start the call (e.g. no such cluster): as if it failed.
+            _ => {
+                self.state = State::Calling(held, Pending { token: REFUSED, started_ms, level, message, shadow });
+                self.on_call_answer(host, REFUSED, CallAnswer::Failed);
+            }
+        }
+        Action::Pause
+    }
+
+    /// The enforced outcome is known: on a route with dry-run policies, the shadow decision first
+    /// (docs/semantics.md §6a), then the outcome is carried out.
+    fn decided(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, mut held: Box<Held>, finish: Finish, context: Context) -> Action {
+        if loaded.evaluator.shadow_route(held.cluster.as_deref()).is_none() {
+            return self.carry_out(host, loaded, held, finish, "", context);
+        }
+        held.shadow = Some(Box::new(Shadow { authorized: 0, calls: Vec::new(), finish }));
+        self.shadow_step(host, loaded, held, context)
+    }
+
+    /// Walks the shadow route as far as possible: to the shadow decision (then the enforced outcome
+    /// is carried out), or to an authorizer call whose answer the enforced walk did not get.
+    fn shadow_step(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, mut held: Box<Held>, context: Context) -> Action {
+        let ev = &loaded.evaluator;
+        let timeout_ms = ev.plan().settings.authz_timeout_ms;
+        let Some(route) = ev.shadow_route(held.cluster.as_deref()) else { return Action::Continue };
+        enum Next<'p> {
+            Decided(bool, String),
+            Reused(Level, Option<usize>),
+            Call(authz::Prepared<'p>, Level, Option<usize>),
+        }
+        loop {
+            let Some(shadow) = held.shadow.as_deref() else { return Action::Continue };
+            let authorized = shadow.authorized;
+            let (next, read) = with_request(&held, loaded, |req, body| match route.step(req, body, authorized) {
+                Step::Decided(d) => Next::Decided(d.allowed(), d.summary()),
+                Step::Authorize(call) => {
+                    // The enforced walk's answer to the same call (the n-th for this level and message), if it got one.
+                    let key = (call.level, call.message);
+                    let nth = shadow.calls.iter().filter(|c| **c == key).count();
+                    let known = held.answers.iter().filter(|(l, m, _)| (*l, *m) == key).nth(nth).map(|(_, _, f)| *f);
+                    match known {
+                        Some(None) => Next::Reused(call.level, call.message),
+                        Some(Some(failure)) => {
+                            let mut d = call.decision;
+                            d.verdict = Verdict::Deny(DenyReason::ExternalAuth { level: call.level, policy: call.policy.to_string(), failure });
+                            Next::Decided(false, d.summary())
+                        }
+                        None => {
+                            let message = match (body, call.message) {
+                                (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
+                                _ => None,
+                            };
+                            let input = CallInput {
+                                req,
+                                scheme: held.headers.get(headers::SCHEME),
+                                request_id: held.headers.get(headers::REQUEST_ID),
+                                protocol: held.protocol.as_deref().unwrap_or(""),
+                                message,
+                                body: &held.body,
+                            };
+                            Next::Call(authz::prepare(call.authorizer, &input), call.level, call.message)
+                        }
+                    }
+                }
+            }, |next| matches!(next, Next::Call(..)));
+            if read.is_some() {
+                held.read = read;
+            }
+            match next {
+                Next::Reused(level, message) => {
+                    if let Some(shadow) = held.shadow.as_deref_mut() {
+                        shadow.calls.push((level, message));
+                        shadow.authorized += 1;
+                    }
+                }
+                Next::Call(prepared, level, message) => {
+                    return self.start_call(host, held, &prepared, level, message, true, timeout_ms);
+                }
+                Next::Decided(allowed, summary) => return self.shadow_decided(host, loaded, held, allowed, &summary, context),
+            }
+        }
+    }
+
+    /// The shadow decision is made: when it differs from the enforced one, the access log says so
+    /// and a counter moves; then the enforced outcome is carried out.
+    fn shadow_decided(
+        &mut self,
+        host: &mut impl Host,
+        loaded: &Rc<Loaded>,
+        mut held: Box<Held>,
+        allowed: bool,
+        summary: &str,
+        context: Context,
+    ) -> Action {
+        let Some(shadow) = held.shadow.take() else { return Action::Continue };
+        let enforced_allowed = matches!(shadow.finish, Finish::Allow { .. });
+        let mut suffix = String::new();
+        if allowed != enforced_allowed {
+            host.count(if allowed { Counter::ShadowAllow } else { Counter::ShadowDeny });
+            let dry_run = loaded.evaluator.shadow_route(held.cluster.as_deref()).map(|r| r.dry_run_policies()).unwrap_or_default();
+            suffix = format!(" shadow={summary} dry-run={}", dry_run.join(","));
+        }
+        self.carry_out(host, loaded, held, shadow.finish, &suffix, context)
+    }
+
+    /// Carries out the enforced outcome; `shadow`: what the access log adds about the shadow
+    /// decision (empty when it agrees).
+    fn carry_out(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, held: Box<Held>, finish: Finish, shadow: &str, context: Context) -> Action {
+        let ev = &loaded.evaluator;
+        let (method, path) = (held.headers.get(headers::METHOD), held.headers.get(headers::PATH));
+        match finish {
+            Finish::Allow { mut summary, counter, lists } => {
+                summary.push_str(shadow);
+                host.count(counter);
                 record(host, method, path, &summary);
                 self.state = if lists.is_empty() {
                     State::Done
@@ -366,38 +555,15 @@ impl Request {
                 }
                 Action::Continue
             }
-            Next::Denied(summary, counter, reply) => {
-                host.count(counter);
+            Finish::Deny { mut summary, counters, status, headers, body } => {
+                summary.push_str(shadow);
+                for counter in counters {
+                    host.count(counter);
+                }
                 record(host, method, path, &summary);
                 self.state = State::Done;
-                host.send_reply(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
-                Action::Pause
-            }
-            Next::Call(prepared, level) => {
-                // Before the call: the host's timeout runs from its start.
-                let started_ms = host.now_ms();
-                let token = match &prepared.call {
-                    authz::PreparedCall::Grpc { upstream, message } => host.call(&Callout::Grpc {
-                        cluster: prepared.cluster,
-                        upstream,
-                        service: authz::GRPC_SERVICE,
-                        method: authz::GRPC_METHOD,
-                        message,
-                        timeout_ms,
-                    }),
-                    authz::PreparedCall::Http { headers, body } => {
-                        let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                        host.call(&Callout::Http { cluster: prepared.cluster, headers: &pairs, body, timeout_ms })
-                    }
-                };
-                match token {
-                    Some(token) if token != REFUSED => self.state = State::Calling(held, Pending { token, started_ms, level }),
-                    // The host refused to start the call (e.g. no such cluster): as if it failed.
-                    _ => {
-                        self.state = State::Calling(held, Pending { token: REFUSED, started_ms, level });
-                        self.on_call_answer(host, REFUSED, CallAnswer::Failed);
-                    }
-                }
+                let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                host.send_reply(status, &headers, &body);
                 Action::Pause
             }
         }
@@ -407,6 +573,7 @@ impl Request {
 fn deny_counter(d: &Decision<'_>) -> Counter {
     match &d.verdict {
         Verdict::Deny(DenyReason::McpHeaderMismatch { .. }) => Counter::DenyMcpHeader,
+        Verdict::Deny(DenyReason::DefaultDeny) => Counter::DenyDefault,
         Verdict::Deny(
             DenyReason::NoRuleMatched { level, .. }
             | DenyReason::ExternalAuth { level, .. }

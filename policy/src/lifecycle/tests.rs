@@ -75,7 +75,7 @@ fn http_authorizer() -> AuthorizerPlan {
 }
 
 fn ea(rules: Vec<RulePlan>, authorizer: AuthorizerPlan) -> Option<ExternalAuthPlan> {
-    Some(ExternalAuthPlan { policy: "default/ea".into(), rules, authorizer })
+    Some(ExternalAuthPlan { policy: "default/ea".into(), rules, authorizer, dry_run: false })
 }
 
 /// A plugin with `gateway` and (for [`CLUSTER`]) `backend` levels loaded through `configure`.
@@ -95,7 +95,7 @@ fn plugin(gateway: LevelPlan, backend: Option<LevelPlan>) -> Plugin {
 }
 
 fn allow_level(rules: Vec<RulePlan>) -> LevelPlan {
-    LevelPlan { external_auth: None, allow: vec![PolicyPlan { name: "default/allow".into(), rules }] }
+    LevelPlan { external_auth: None, allow: vec![PolicyPlan { name: "default/allow".into(), rules, dry_run: false }] }
 }
 
 fn call(id: u32, tool: &str) -> String {
@@ -368,3 +368,4 @@ fn header_rules_on_headers_the_lifecycle_reads_only_for_itself() {
 
 mod authorizers;
 mod listing;
+mod rollout;

@@ -130,6 +130,7 @@ fn levels_run_in_order_and_only_matching_rules_call() {
         allow: vec![PolicyPlan {
             name: "default/tools".into(),
             rules: vec![tools_rule("a", Some(A), &["echo", "get-sum"]), tools_rule("b", Some(B), &["echo", "get-sum", "get-env"])],
+            dry_run: false,
         }],
     };
     let gateway = allow_level(vec![tools_rule("no-delete", None, &["echo", "get-sum", "get-env"])]);
