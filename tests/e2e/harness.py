@@ -891,6 +891,8 @@ class ToolgateGateway:
         self.envoy: Envoy | None = None
         self.last_render: subprocess.CompletedProcess | None = None
         self._seq = 0
+        # The Gateway's metadata.annotations (e.g. {"toolgate.dev/default": "deny"}), written by render().
+        self.gateway_annotations: dict[str, str] = {}
 
     # -- resources ------------------------------------------------------------------------------
     def _gateway_objects(self) -> str:
@@ -910,7 +912,9 @@ class ToolgateGateway:
                                                     for name in self.https_client_ca]}}
         return to_yaml(
             {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-             "metadata": {"name": GATEWAY_NAME, "namespace": "default"}, "spec": spec},
+             "metadata": {"name": GATEWAY_NAME, "namespace": "default",
+                          **({"annotations": dict(self.gateway_annotations)} if self.gateway_annotations else {})},
+             "spec": spec},
             {"apiVersion": "agentic.networking.x-k8s.io/v0alpha0", "kind": "XBackend",
              "metadata": {"name": BACKEND_NAME, "namespace": "default"},
              "spec": {"mcp": {"serviceName": "mcp-server", "port": 8080}}},
