@@ -13,11 +13,13 @@ from pathlib import Path
 from common import REPO, TOOLGATE, WASM_CALLOUT, WASM_NAIVE, WASM_NOOP, WASM_TOOLGATE, WORK, sh
 from workload import GATEWAY, NS, PRINCIPAL, TOOL, TOOLS, gateway_yaml, tls_objects
 from procs import Server
+import mcp_rbac
 
 
 CONFIGS = {
     "a": ("bare Envoy", "router only"),
     "b": ("Envoy RBAC", "envoy.filters.http.rbac: caller's URI SAN + `mcp-method`/`mcp-name` headers in a 20-name allow-list"),
+    "m": ("Envoy MCP filter + RBAC", "envoy.filters.http.mcp (its defaults, max_request_body_size 1 MiB as (c)'s limit) + envoy.filters.http.rbac: caller's URI SAN + the MCP filter's `method` tools/call and `params.name` in the 20-name allow-list, from the body (bench/mcp_rbac.py; the upstream reference data plane, its bypass corpus results in docs/security.md)"),
     "n": ("no-op proxy-wasm", "a proxy-wasm filter whose callbacks all continue (bench/noop-filter), same V8 runtime"),
     "s": ("naive proxy-wasm", "reference point: holds the body, parses it with serde_json into a Value, checks params.name against the 20 names (bench/naive-filter); no identity, levels, metrics or access-log record"),
     "c": ("Toolgate, 20 tools", "`toolgate render` output: 1 gateway-level XAccessPolicy, 2 rules (SPIFFE source, tools/call with 10 tools each)"),
@@ -123,6 +125,12 @@ def edit_rbac(lds, cds):
             }}},
         },
     }, ROUTER]
+
+
+def edit_mcp_rbac(lds, cds):
+    """(m): (c)'s rule with Envoy's own filters: the MCP filter parses the body into dynamic metadata,
+    RBAC allows agent-a's tools/call of one of the 20 tools (bench/mcp_rbac.py)."""
+    hcm_of(lds)["http_filters"] = mcp_rbac.http_filters(mcp_rbac.tools_call(TOOLS), PRINCIPAL, max_body=1024 * 1024)
 
 
 def edit_noop(lds, cds):

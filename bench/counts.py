@@ -14,7 +14,7 @@ import harness  # tests/e2e (on the path common sets): Envoy binary lookup, free
 
 # Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
 # 1.5 MB module at valgrind speed), so they go first.
-CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "g0", "f1", "f2", "d", "a", "n", "e", "g2")
+CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "g0", "f1", "f2", "d", "a", "n", "m", "e", "g2")
 
 
 def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int,

@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 NOTES = Path(__file__).resolve().parent / "notes.md"
 
-COLORS = {"a": "#9e9e9e", "b": "#5b8def", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "cn": "#f6a04d", "c26": "#f39c12", "c0": "#f4b183", "d": "#c0392b",
+COLORS = {"a": "#9e9e9e", "b": "#5b8def", "m": "#2c5aa0", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "cn": "#f6a04d", "c26": "#f39c12", "c0": "#f4b183", "d": "#c0392b",
           "e": "#2e8b57", "f1": "#d4a017", "f2": "#b8860b", "g0": "#aec7e8", "g1": "#1f77b4", "g2": "#66a182",
           "l1": "#17becf", "l0": "#9edae5"}
 

@@ -91,6 +91,7 @@ from configs import (
     edit_callout,
     edit_ext_authz,
     edit_ext_authz_grpc,
+    edit_mcp_rbac,
     edit_naive,
     edit_none,
     edit_noop,
@@ -323,6 +324,7 @@ def main() -> int:
             return wrap
         dirs["a"] = derive(dir_c, "cfg-a", rebased(ports["a"])(edit_bare))
         dirs["b"] = derive(dir_c, "cfg-b", rebased(ports["b"])(edit_rbac))
+        dirs["m"] = derive(dir_c, "cfg-m", rebased(ports["m"])(edit_mcp_rbac))
         dirs["n"] = derive(dir_c, "cfg-n", rebased(ports["n"])(edit_noop))
         dirs["s"] = derive(dir_c, "cfg-s", rebased(ports["s"])(edit_naive))
         dirs["c"] = derive(dir_c, "cfg-c", edit_none)

@@ -4,13 +4,19 @@ three HTTP listeners, one rule each:
   sum   tools/call get-sum only (+ the base protocol, so responses/ping are meaningful), body limit 4096
   path  PathPrefix /mcp/public (no MCP constraint)
   host  hosts [api.example.com] (no MCP constraint)
+
+BYPASS_TARGET=envoy-mcp-rbac (or envoy-mcp-rbac-hardened) runs the same corpus against Envoy's own MCP
+filter + RBAC enforcing those rules instead of Toolgate (tests/bypass/reference.py; the published
+table: scripts/bypass-reference.py).
 """
 import pytest
 
 import harness
+import reference
 
-MAX_BODY = 4096
+MAX_BODY = reference.MAX_BODY
 LISTENERS = {"sum": "HTTP", "path": "HTTP", "host": "HTTP"}
+TARGET = reference.TARGET
 
 
 def bypass_policies() -> list[dict]:
@@ -31,9 +37,9 @@ def bypass_gw(tmp_path_factory, certs, wasm_path):
     except harness.HarnessError as exc:
         pytest.fail(str(exc))
     workdir = tmp_path_factory.mktemp("bypass")
-    server = harness.McpServer.start("bypass-mcp", workdir)
-    gw = harness.ToolgateGateway(workdir, certs, wasm_path, server, listeners=LISTENERS, https_client_ca=False,
-                                 render_args=["--max-body-bytes", str(MAX_BODY)], strict=True)
-    gw.policies = bypass_policies()
-    with harness.serving(gw):
+    gw = reference.start(TARGET, workdir, certs, wasm_path, bypass_policies(), LISTENERS)
+    try:
         yield gw
+    finally:
+        gw.stop()
+        gw.server.stop()

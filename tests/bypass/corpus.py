@@ -49,8 +49,9 @@ def chunk(*pieces: bytes, ext: str = "") -> bytes:
 
 def raw_post(body: bytes, *, path: str = "/mcp", host: str = "gw", headers: list[str] = (), te: bool = False,
              cl: int | None = None, version: str = "HTTP/1.1") -> bytes:
+    # Accept as MCP clients send it (Envoy's MCP filter reads a POST without it as not MCP).
     lines = [f"POST {path}{'&' if '?' in path else '?'}@TAG@ {version}", f"Host: {host}", "Content-Type: application/json",
-             "Connection: close", *headers]
+             "Accept: application/json, text/event-stream", "Connection: close", *headers]
     if te:
         lines.append("Transfer-Encoding: chunked")
     elif cl is not None or body:
