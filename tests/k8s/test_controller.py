@@ -611,10 +611,13 @@ def test_each_gateway_holds_only_its_own_namespace(cluster, tmp_path):
             assert get("envoyfilter", "toolgate-gw", ns)
         version_b = get("wasmplugin", "toolgate-gw-http", "tenant-b")["metadata"]["resourceVersion"]
         hash_a = get("wasmplugin", "toolgate-gw-http", "tenant-a")["spec"]["pluginConfig"]["hash"]
+        passes = len(controller.writes())
         server.apply(in_namespace(allow_policy("p", "tools", ["get-sum", "echo"]), "tenant-a"))
         harness.wait_for(lambda: get("wasmplugin", "toolgate-gw-http", "tenant-a")["spec"]["pluginConfig"]["hash"] != hash_a,
                          timeout=20, what="tenant-a's change")
-        harness.wait_for(lambda: controller.writes()[-1] == 0, timeout=20, what="a settled pass")
+        # The pass that wrote it has ended (its trace line is written last), and one after it wrote nothing.
+        harness.wait_for(lambda: sum(controller.writes()[passes:]) > 0 and controller.writes()[-1] == 0, timeout=20,
+                         what="a settled pass after the change")
         assert get("wasmplugin", "toolgate-gw-http", "tenant-b")["metadata"]["resourceVersion"] == version_b
 
         # A route of tenant-a into tenant-b: b's backend level joins a's plan only with b's grant.
@@ -634,8 +637,10 @@ spec:
   from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: tenant-a}]
   to: [{group: "", kind: Service}]
 """
+        passes = len(controller.writes())
         server.apply(cross)
-        harness.wait_for(lambda: controller.writes()[-1] == 0, timeout=20, what="a settled pass")
+        harness.wait_for(lambda: len(controller.writes()) > passes and controller.writes()[-1] == 0, timeout=20,
+                         what="a pass after the route was added")
         assert backends("tenant-a") == ["outbound|8080||mcp-server.tenant-a.svc.cluster.local"], "no grant: not in a's plan"
         server.apply(grant)
         harness.wait_for(lambda: len(backends("tenant-a")) == 2, timeout=20, what="the granted backend in a's plan")
