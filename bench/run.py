@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`make bench`: Toolgate against bare Envoy, Envoy's RBAC filter, a no-op proxy-wasm filter and
-ext_authz, side by side in one interleaved run, plus native micro-benchmarks of the policy crate.
+"""`make bench`: Toolgate against bare Envoy, Envoy's RBAC filter (on headers; and on Envoy's own MCP
+filter's metadata, row (m), bench/mcp_rbac.py), a no-op proxy-wasm filter and ext_authz, side by side in one interleaved run, plus native micro-benchmarks of the policy crate.
 
 Writes docs/benchmarks.md and docs/benchmarks.svg (BENCH_QUICK=1: a few seconds per configuration,
 output under .work/bench/quick/, for `make test` as a smoke test of the pipeline).
