@@ -7,19 +7,22 @@ the server then executed (its execution log); for every control, whether it was 
 Writes docs/bypass-reference.json and the section "Envoy's MCP filter + RBAC against the bypass corpus"
 of docs/security.md (between its BEGIN/END markers) from it.
 
-  .venv/bin/python scripts/bypass-reference.py              run all targets, write the JSON and the doc
+  .venv/bin/python scripts/bypass-reference.py              run all targets in front of both servers
+                                                            (the Go one: make go-mcp-server), write both
   .venv/bin/python scripts/bypass-reference.py --doc-only   regenerate the doc section from the JSON
   .venv/bin/python scripts/bypass-reference.py --check      exit 1 if the doc section is not the JSON's
 
 Needs `make build` (toolgate, the sample MCP server), `make wasm`, `make setup` (Envoy, nghttp).
 tests/bypass/test_reference_table.py checks the doc section against the JSON (the run itself takes
-about a minute: rerun this script after changing the corpus, bench/mcp_rbac.py or Envoy).
+about two minutes: rerun this script after changing the corpus, bench/mcp_rbac.py or Envoy).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -44,6 +47,11 @@ def what_ran(entry: dict) -> str:
     if entry.get("jsonrpc_method"):
         return str(entry["jsonrpc_method"])
     return f"HTTP {entry.get('http_method')}"
+
+
+def is_tool(ran: str) -> bool:
+    """Whether a what_ran() text is a tool name (this corpus's tools have no "/" and no space)."""
+    return "/" not in ran and " " not in ran
 
 
 def run_target(target: str, workdir: Path, server: str = "sample") -> dict:
@@ -96,7 +104,9 @@ def summary(res: dict) -> dict:
     through = [c for c in cases if c["let_through"]]
     ran = [c for c in through if c["executed"]]
     other = [c for c in ran if any(x != ALLOWED_TOOL for x in c["executed"])]
+    denied_tool = [c for c in ran if any(is_tool(x) and x != ALLOWED_TOOL for x in c["executed"])]
     return {"cases": len(cases), "let_through": len(through), "executed": len(ran), "executed_other": len(other),
+            "ran_denied_tool": len(denied_tool),
             "controls": len(res["controls"]), "controls_allowed": sum(c["allowed"] for c in res["controls"])}
 
 
@@ -138,8 +148,8 @@ def render(data: dict) -> str:
            "request count grew); *ran* is what the server's execution log shows it executed for it (a tool, or a "
            "GET stream, a DELETE).",
            "",
-           "| data plane | server | hostile requests let through | executed by the server | of them something other than a get-sum call | controls allowed |",
-           "|---|---|---|---|---|---|"]
+           "| data plane | server | hostile requests let through | the server executed something | something other than a get-sum call | a tool the rule denies | controls allowed |",
+           "|---|---|---|---|---|---|---|"]
     for t in targets:
         for sv in servers:
             k = f"{t}@{sv}"
@@ -147,7 +157,7 @@ def render(data: dict) -> str:
                 continue
             s = summary(runs[k])
             out.append(f"| {LABELS[t]} | {sv} | {s['let_through']} of {s['cases']} | {s['executed']} | "
-                       f"{s['executed_other']} | {s['controls_allowed']} of {s['controls']} |")
+                       f"{s['executed_other']} | {s['ran_denied_tool']} | {s['controls_allowed']} of {s['controls']} |")
     out += ["", "Every case some Envoy configuration lets through (Toolgate refuses each, in front of either server):", "",
             "| case | rule attacked | " + " | ".join(LABELS[t] for t in envoy) + " |",
             "|---|---|" + "---|" * len(envoy)]
@@ -210,8 +220,6 @@ def main() -> int:
         import harness
 
         envoy = harness.envoy_binary()
-        import re
-        import subprocess
         ver = re.search(r"/(\d+\.\d+\.\d+)/", subprocess.run([str(envoy), "--version"], capture_output=True, text=True).stdout)
         data = {"envoy": ver.group(1) if ver else "?", "runs": {}}
         servers = [sv for sv in args.servers.split(",") if sv]
