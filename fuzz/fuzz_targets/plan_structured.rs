@@ -136,6 +136,7 @@ fn plan(u: &mut Unstructured<'_>) -> arbitrary::Result<CompiledPlan> {
             pause_headers: u.arbitrary()?,
             list_filtering: u.arbitrary()?,
             default_deny: u.ratio(1, 4)?,
+            default_deny_except_hosts: Vec::new(),
         },
         gateway: level(u)?,
         backends,

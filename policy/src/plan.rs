@@ -68,6 +68,11 @@ pub struct PlanSettings {
     /// without the setting keep their hash.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub default_deny: bool,
+    /// With `default_deny`, requests for these hosts pass a route where no policy applies, as
+    /// without the setting: the controller lists the other listeners' hostnames on a shared port
+    /// (their own plans decide them). Written only when not empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default_deny_except_hosts: Vec<HostMatch>,
 }
 
 fn yes() -> bool {
@@ -91,6 +96,7 @@ impl Default for PlanSettings {
             pause_headers: false,
             list_filtering: true,
             default_deny: false,
+            default_deny_except_hosts: Vec::new(),
         }
     }
 }

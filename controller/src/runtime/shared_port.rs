@@ -57,6 +57,10 @@ pub fn plan_for(gw: &GatewayOut, listener: &Listener, plan: &CompiledPlan) -> Co
     for level in scoped.backends.values_mut() {
         scope_level(level, &own, &bypass, port);
     }
+    // docs/semantics.md §6a: deny by default does not judge the other listeners' requests either.
+    if scoped.settings.default_deny {
+        scoped.settings.default_deny_except_hosts = bypass;
+    }
     scoped.seal()
 }
 
@@ -184,6 +188,20 @@ mod tests {
         let alone = plans(DISJOINT, &[policy("p8080", "alone", "sum")]);
         let compiled = alone.iter().find(|(n, _)| n == "alone").unwrap();
         assert!(compiled.1.gateway.allow.iter().all(|x| x.name != bypass_policy_name(8080)));
+    }
+
+    /// docs/semantics.md §6a: a deny-by-default listener without policy judges only its own requests.
+    #[test]
+    fn deny_by_default_on_a_shared_port_judges_only_the_listeners_own_requests() {
+        let gateway = DISJOINT.replace("metadata: {name: gw, namespace: ns}", "metadata: {name: gw, namespace: ns, annotations: {toolgate.dev/default: deny}}");
+        let p = plans(&gateway, &[policy("pa", "a", "sum")]);
+        let passes = |host: &str, tool: &str| ["a", "b", "c"].iter().all(|l| allows(plan(&p, l), host, tool));
+        assert!(passes("a.example.com", "sum"), "b's and c's default deny let a's requests through");
+        assert!(!passes("a.example.com", "echo"));
+        assert!(!passes("b.example.com", "echo") && !passes("x.c.example.com", "sum"), "denied by default by their own plans");
+        assert!(!allows(plan(&p, "b"), "b.example.com", "echo"));
+        assert!(allows(plan(&p, "b"), "a.example.com", "sum"));
+        assert_eq!(plan(&p, "b").settings.default_deny_except_hosts.len(), 2);
     }
 
     #[test]

@@ -194,6 +194,13 @@ impl Evaluator {
         }
         let shadow = (shadow_gateway.is_some() || !shadow_backends.is_empty())
             .then(|| Box::new(ShadowLevels { gateway: shadow_gateway, backends: shadow_backends }));
+        for host in &plan.settings.default_deny_except_hosts {
+            if let crate::plan::HostMatch::Suffix(s) = host {
+                if !s.starts_with('.') {
+                    return Err(PlanError::Syntax(format!("settings.defaultDenyExceptHosts: suffix {s:?} must start with '.'")));
+                }
+            }
+        }
         let default_deny = if plan.settings.default_deny {
             let level = default_deny_level();
             let index = LevelIndex::build(Level::Gateway, &level)?;
@@ -292,6 +299,19 @@ impl<'e> Route<'e> {
         self.default_deny.is_some()
     }
 
+    /// Whether `req` is for a host the plan's default deny lets through (`defaultDenyExceptHosts`).
+    fn default_deny_excepts(&self, req: &HttpRequest<'_>) -> bool {
+        let hosts = &self.plan.settings.default_deny_except_hosts;
+        if hosts.is_empty() {
+            return false;
+        }
+        let host = req.host();
+        hosts.iter().any(|m| match m {
+            crate::plan::HostMatch::Exact(h) => host.eq_ignore_ascii_case(h),
+            crate::plan::HostMatch::Suffix(s) => host_suffix_covers(s, host),
+        })
+    }
+
     /// Whether the route's levels include dry-run policies (a [`Evaluator::shadow_route`]).
     pub fn is_shadow(&self) -> bool {
         self.dry_run
@@ -337,6 +357,10 @@ impl<'e> Route<'e> {
         let mut walk = Walk { decision: Decision::allow(self.under_policy()), authorized, calls: 0 };
         if !walk.decision.under_policy {
             return Step::Decided(walk.decision);
+        }
+        // docs/semantics.md §6a: another listener's request on a shared port passes a default-deny route.
+        if self.default_deny.is_some() && self.default_deny_excepts(req) {
+            return Step::Decided(Decision::allow(false));
         }
         match body {
             BodyInput::Mcp(mcp) => {
