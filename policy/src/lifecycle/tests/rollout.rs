@@ -248,3 +248,18 @@ fn plans_without_the_new_fields_keep_their_shape() {
     let json = serde_json::to_string(&both.seal()).unwrap();
     assert!(json.contains(r#""defaultDeny":true"#) && json.contains(r#""dryRun":true"#), "{json}");
 }
+
+// ---- the evaluator ------------------------------------------------------------------------------
+
+#[test]
+fn another_listeners_host_passes_a_default_deny_route() {
+    let mut plan = with_levels(LevelPlan::default(), None, true);
+    plan.settings.default_deny_except_hosts = vec![crate::plan::HostMatch::Exact("other.example.com".into())];
+    let p = plan_plugin(plan);
+    let mut host = post(&call(1, "echo"));
+    assert_eq!(send(&p, &mut host).1, Action::Pause);
+    let mut host = post(&call(1, "echo"));
+    host.headers.iter_mut().find(|(k, _)| k == ":authority").unwrap().1 = "Other.Example.com:443".into();
+    assert_eq!(send(&p, &mut host).1, Action::Continue);
+    assert_eq!(host.counts, vec![Counter::AllowNoPolicy]);
+}
