@@ -1,0 +1,449 @@
+//! The hooks Envoy calls (every `envoy_dynamic_module_on_*` export of the module, checked against the
+//! pinned Envoy by `tests/e2e/test_native_abi.py`), each run inside [`guard`], which catches panics
+//! so that none unwinds into Envoy.
+
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use toolgate_policy::lifecycle::{Action, CallAnswer, LogLevel, Plugin};
+#[cfg(feature = "panic-probe")]
+use toolgate_policy::lifecycle::Host;
+
+use crate::abi::*;
+use crate::base::log;
+use crate::callout::copy_headers;
+use crate::config::{new_request, Config, LoadHost, NEXT_CONFIG_ID};
+use crate::counters::Counters;
+use crate::filter::{filter, Filter, Stream};
+use crate::host::{ModuleHost, Phase};
+
+/// Runs a hook body, catching a panic: `on_panic` gives the hook's result then.
+fn guard<T>(what: &str, f: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(_) => {
+            // Logging cannot panic in a way that matters here; guard it all the same.
+            let _ = catch_unwind(|| log(LogLevel::Error, &format!("toolgate: panic in {what}; request denied")));
+            on_panic()
+        }
+    }
+}
+
+fn headers_status(a: Action) -> u32 {
+    match a {
+        Action::Continue => HEADERS_CONTINUE,
+        Action::Pause => HEADERS_STOP_ITERATION,
+    }
+}
+
+fn body_status(a: Action) -> u32 {
+    match a {
+        Action::Continue => BODY_CONTINUE,
+        Action::Pause => BODY_STOP_ITERATION_AND_BUFFER,
+    }
+}
+
+fn trailers_status(a: Action) -> u32 {
+    match a {
+        Action::Continue => TRAILERS_CONTINUE,
+        Action::Pause => TRAILERS_STOP_ITERATION,
+    }
+}
+
+/// A request hook: the lifecycle's action; a busy stream is paused (as the Wasm host's unknown
+/// context); a panic denies the request.
+fn request_hook(ptr: FilterModulePtr, what: &str, phase: Phase, status: fn(Action) -> u32, f: impl FnOnce(&mut Stream) -> Action) -> u32 {
+    // SAFETY: Envoy passes back the pointer `on_http_filter_new` returned.
+    let Some(filter) = (unsafe { filter(ptr) }) else { return status(Action::Pause) };
+    guard(
+        what,
+        || filter.with(phase, |s| status(f(s))).unwrap_or(status(Action::Pause)),
+        || {
+            let _ = catch_unwind(AssertUnwindSafe(|| filter.deny_after_panic()));
+            status(Action::Pause)
+        },
+    )
+}
+
+/// A response hook: the lifecycle's action; a busy stream continues; a panic continues the
+/// response (the request was decided already) and is counted.
+fn response_hook(ptr: FilterModulePtr, what: &str, phase: Phase, status: fn(Action) -> u32, f: impl FnOnce(&mut Stream) -> Action) -> u32 {
+    // SAFETY: as in `request_hook`.
+    let Some(filter) = (unsafe { filter(ptr) }) else { return status(Action::Continue) };
+    guard(
+        what,
+        || filter.with(phase, |s| status(f(s))).unwrap_or(status(Action::Continue)),
+        || {
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                if let Ok(stream) = filter.stream.try_borrow() {
+                    stream.host.increment(stream.host.counters.panic, 1);
+                }
+            }));
+            status(Action::Continue)
+        },
+    )
+}
+
+// ---- event hooks ---------------------------------------------------------------------------------
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const std::ffi::c_char {
+    ABI_VERSION.as_ptr()
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
+    config_envoy: FilterConfigEnvoyPtr,
+    name: EnvoyBuffer,
+    config: EnvoyBuffer,
+) -> FilterConfigModulePtr {
+    guard(
+        "on_http_filter_config_new",
+        || {
+            // SAFETY: both buffers are Envoy's, valid for this hook; copied out.
+            let (name, plan) = unsafe { (String::from_utf8_lossy(name.bytes()).into_owned(), config.bytes().to_vec()) };
+            let counters = Counters::define(config_envoy);
+            let mut host = LoadHost { config: config_envoy, name: name.clone(), counters };
+            // The main thread's load: logs, counts, refuses an update with a bad plan (null: Envoy
+            // rejects the configuration and keeps the one in force).
+            if !Plugin::default().configure(&mut host, &plan) {
+                return std::ptr::null();
+            }
+            let config = Config { id: NEXT_CONFIG_ID.fetch_add(1, Ordering::Relaxed), alive: Arc::new(()), name, plan, counters };
+            Box::into_raw(Box::new(config)) as FilterConfigModulePtr
+        },
+        std::ptr::null,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(config: FilterConfigModulePtr) {
+    guard(
+        "on_http_filter_config_destroy",
+        || {
+            if !config.is_null() {
+                // SAFETY: the pointer `on_http_filter_config_new` returned, destroyed once.
+                drop(unsafe { Box::from_raw(config as *mut Config) });
+            }
+        },
+        || {},
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_new(_name: EnvoyBuffer, _config: EnvoyBuffer) -> PerRouteConfigModulePtr {
+    // Toolgate has no per-route configuration: refused.
+    std::ptr::null()
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_destroy(_config: PerRouteConfigModulePtr) {}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_new(config: FilterConfigModulePtr, envoy: FilterEnvoyPtr) -> FilterModulePtr {
+    guard(
+        "on_http_filter_new",
+        || {
+            // SAFETY: the pointer `on_http_filter_config_new` returned; Envoy keeps the configuration
+            // alive while its filters live.
+            let config = unsafe { (config as *const Config).as_ref() };
+            let (request, counters) = match config {
+                Some(c) => (new_request(c), c.counters),
+                // No configuration: a plugin without a plan, which denies every request.
+                None => (Plugin::default().request(), Counters::NONE),
+            };
+            let host = ModuleHost {
+                envoy,
+                counters,
+                phase: Phase::Outside,
+                calls: Vec::new(),
+                next_token: 1,
+                scheduler: std::ptr::null_mut(),
+                resume_later: false,
+            };
+            let filter = Filter {
+                stream: RefCell::new(Stream { request, host }),
+                early: RefCell::new(Vec::new()),
+                grpc: RefCell::new(Vec::new()),
+                envoy,
+                scheduler_for_early: std::cell::Cell::new(std::ptr::null_mut()),
+            };
+            Box::into_raw(Box::new(filter)) as FilterModulePtr
+        },
+        // Null: Envoy closes the stream.
+        std::ptr::null,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, end_of_stream: bool) -> u32 {
+    request_hook(filter, "on_request_headers", Phase::RequestHeaders, headers_status, |s| {
+        #[cfg(feature = "panic-probe")]
+        if s.host.request_headers().is_some_and(|h| h.windows(22).any(|w| w == b"x-toolgate-panic-probe")) {
+            panic!("panic probe");
+        }
+        s.request.on_request_headers(&mut s.host, end_of_stream)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, end_of_stream: bool) -> u32 {
+    request_hook(filter, "on_request_body", Phase::RequestBody, body_status, |s| {
+        let received_is_buffered = s.host.received_is_buffered_request();
+        let size = s.host.body_size(BUFFERED_REQUEST_BODY, RECEIVED_REQUEST_BODY, received_is_buffered);
+        s.request.on_request_body(&mut s.host, size, end_of_stream)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr) -> u32 {
+    request_hook(filter, "on_request_trailers", Phase::RequestTrailers, trailers_status, |s| s.request.on_request_trailers(&mut s.host))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, end_of_stream: bool) -> u32 {
+    response_hook(filter, "on_response_headers", Phase::ResponseHeaders, headers_status, |s| s.request.on_response_headers(&mut s.host, end_of_stream))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, end_of_stream: bool) -> u32 {
+    response_hook(filter, "on_response_body", Phase::ResponseBody, body_status, |s| {
+        let received_is_buffered = s.host.received_is_buffered_response();
+        let size = s.host.body_size(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, received_is_buffered);
+        s.request.on_response_body(&mut s.host, size, end_of_stream)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr) -> u32 {
+    response_hook(filter, "on_response_trailers", Phase::ResponseTrailers, trailers_status, |s| s.request.on_response_trailers(&mut s.host))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(_envoy: FilterEnvoyPtr, _filter: FilterModulePtr) {}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(filter: FilterModulePtr) {
+    guard(
+        "on_http_filter_destroy",
+        || {
+            if !filter.is_null() {
+                // SAFETY: the pointer `on_http_filter_new` returned, destroyed once.
+                drop(unsafe { Box::from_raw(filter as *mut Filter) });
+            }
+        },
+        || {},
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
+    _envoy: FilterEnvoyPtr,
+    filter_ptr: FilterModulePtr,
+    callout_id: u64,
+    result: u32,
+    headers: *const EnvoyHttpHeader,
+    headers_size: usize,
+    body_chunks: *const EnvoyBuffer,
+    body_chunks_size: usize,
+) {
+    // SAFETY: as in `request_hook`.
+    let Some(filter) = (unsafe { filter(filter_ptr) }) else { return };
+    guard(
+        "on_http_callout_done",
+        || {
+            let answer = if result != CALLOUT_SUCCESS || headers.is_null() {
+                CallAnswer::Failed
+            } else {
+                // SAFETY: Envoy's arrays of `headers_size` headers and `body_chunks_size` buffers,
+                // valid for this hook; copied out.
+                let (headers, body) = unsafe {
+                    let headers = std::slice::from_raw_parts(headers, headers_size)
+                        .iter()
+                        .map(|h| {
+                            let (k, v) = h.parts();
+                            (String::from_utf8_lossy(k).into_owned(), String::from_utf8_lossy(v).into_owned())
+                        })
+                        .collect();
+                    let mut body = Vec::new();
+                    if !body_chunks.is_null() {
+                        for c in std::slice::from_raw_parts(body_chunks, body_chunks_size) {
+                            body.extend_from_slice(c.bytes());
+                        }
+                    }
+                    (headers, body)
+                };
+                CallAnswer::Http { headers, body }
+            };
+            filter.answer(callout_id, answer);
+        },
+        || {
+            let _ = catch_unwind(AssertUnwindSafe(|| filter.deny_after_panic()));
+        },
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(_envoy: FilterEnvoyPtr, filter_ptr: FilterModulePtr, _event_id: u64) {
+    // SAFETY: as in `request_hook`.
+    let Some(filter) = (unsafe { filter(filter_ptr) }) else { return };
+    guard("on_http_filter_scheduled", || filter.scheduled(), || {
+        let _ = catch_unwind(AssertUnwindSafe(|| filter.deny_after_panic()));
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_local_reply(
+    _envoy: FilterEnvoyPtr,
+    _filter: FilterModulePtr,
+    _response_code: u32,
+    _details: EnvoyBuffer,
+    _reset_imminent: bool,
+) -> u32 {
+    LOCAL_REPLY_CONTINUE
+}
+
+
+// The streamed callout's hooks: the gRPC calls to ExternalAuth authorizers.
+
+/// A streamed-callout hook on the filter `ptr`; a panic denies the request.
+fn grpc_hook(ptr: FilterModulePtr, what: &str, f: impl FnOnce(&Filter)) {
+    // SAFETY: as in `request_hook`.
+    let Some(filter) = (unsafe { filter(ptr) }) else { return };
+    guard(what, || f(filter), || {
+        let _ = catch_unwind(AssertUnwindSafe(|| filter.deny_after_panic()));
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_headers(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+    stream_id: u64,
+    headers: *const EnvoyHttpHeader,
+    headers_size: usize,
+    _end_stream: bool,
+) {
+    grpc_hook(filter, "on_http_stream_headers", |f| {
+        // SAFETY: Envoy's headers for this hook.
+        let headers = unsafe { copy_headers(headers, headers_size) };
+        f.grpc_event(stream_id, |c| c.headers(&headers));
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_data(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+    stream_id: u64,
+    data: *const EnvoyBuffer,
+    data_count: usize,
+    _end_stream: bool,
+) {
+    grpc_hook(filter, "on_http_stream_data", |f| {
+        f.grpc_event(stream_id, |c| {
+            if !data.is_null() {
+                // SAFETY: Envoy's `data_count` buffers for this hook, copied out.
+                for b in unsafe { std::slice::from_raw_parts(data, data_count) } {
+                    c.data.extend_from_slice(unsafe { b.bytes() });
+                }
+            }
+        });
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailers(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+    stream_id: u64,
+    trailers: *const EnvoyHttpHeader,
+    trailers_size: usize,
+) {
+    grpc_hook(filter, "on_http_stream_trailers", |f| {
+        // SAFETY: Envoy's trailers for this hook.
+        let trailers = unsafe { copy_headers(trailers, trailers_size) };
+        f.grpc_event(stream_id, |c| c.headers(&trailers));
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, stream_id: u64) {
+    grpc_hook(filter, "on_http_stream_complete", |f| f.grpc_end(stream_id, true))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, stream_id: u64, _reason: u32) {
+    grpc_hook(filter, "on_http_stream_reset", |f| f.grpc_end(stream_id, false))
+}
+
+
+// The hooks Envoy 1.40 resolves for every HTTP filter module whether or not it uses them
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(_envoy: FilterConfigEnvoyPtr, _config: FilterConfigModulePtr, _event_id: u64) {}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
+    _envoy: FilterConfigEnvoyPtr,
+    _config: FilterConfigModulePtr,
+    _callout_id: u64,
+    _result: u32,
+    _headers: *const EnvoyHttpHeader,
+    _headers_size: usize,
+    _body_chunks: *const EnvoyBuffer,
+    _body_chunks_size: usize,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_headers(
+    _envoy: FilterConfigEnvoyPtr,
+    _config: FilterConfigModulePtr,
+    _stream_id: u64,
+    _headers: *const EnvoyHttpHeader,
+    _headers_size: usize,
+    _end_stream: bool,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_data(
+    _envoy: FilterConfigEnvoyPtr,
+    _config: FilterConfigModulePtr,
+    _stream_id: u64,
+    _data: *const EnvoyBuffer,
+    _data_count: usize,
+    _end_stream: bool,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_trailers(
+    _envoy: FilterConfigEnvoyPtr,
+    _config: FilterConfigModulePtr,
+    _stream_id: u64,
+    _trailers: *const EnvoyHttpHeader,
+    _trailers_size: usize,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_complete(_envoy: FilterConfigEnvoyPtr, _config: FilterConfigModulePtr, _stream_id: u64) {}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_reset(
+    _envoy: FilterConfigEnvoyPtr,
+    _config: FilterConfigModulePtr,
+    _stream_id: u64,
+    _reason: u32,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(_envoy: FilterEnvoyPtr, _filter: FilterModulePtr) {}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_below_write_buffer_low_watermark(_envoy: FilterEnvoyPtr, _filter: FilterModulePtr) {}

@@ -1,0 +1,289 @@
+//! The engine's [`Host`] for one request: the lifecycle's reads and writes of the stream, made with
+//! Envoy's callbacks on the filter's pointer (calls to authorizers: `callout.rs`).
+
+use toolgate_policy::lifecycle::{Callout, Counter, Host, HostBase, LogLevel, Property};
+
+use crate::abi::*;
+use crate::base::{log, log_level, now_ms};
+use crate::counters::{Counters, DECISION_KEY};
+
+/// A header map in the proxy-wasm serialisation the lifecycle reads (`headers::serialize_map`, on
+/// bytes: header values need not be UTF-8).
+fn serialize_raw(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
+    let mut out = Vec::with_capacity(4 + pairs.iter().map(|(k, v)| 10 + k.len() + v.len()).sum::<usize>());
+    out.extend(len(pairs.len()));
+    for (k, v) in pairs {
+        out.extend(len(k.len()));
+        out.extend(len(v.len()));
+    }
+    for (k, v) in pairs {
+        out.extend_from_slice(k);
+        out.push(0);
+        out.extend_from_slice(v);
+        out.push(0);
+    }
+    out
+}
+
+/// Where a request hook is: which body Envoy delivers now, if any.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Outside Envoy's stream hooks (a call's answer, a scheduled event).
+    Outside,
+    RequestHeaders,
+    RequestBody,
+    RequestTrailers,
+    ResponseHeaders,
+    ResponseBody,
+    ResponseTrailers,
+}
+
+pub(crate) struct ModuleHost {
+    pub(crate) envoy: FilterEnvoyPtr,
+    pub(crate) counters: Counters,
+    pub(crate) phase: Phase,
+    /// Envoy's callout id → the lifecycle's token.
+    pub(crate) calls: Vec<(u64, u32)>,
+    pub(crate) next_token: u32,
+    pub(crate) scheduler: SchedulerPtr,
+    /// `resume` was asked for inside a request hook: done from a scheduled event instead.
+    pub(crate) resume_later: bool,
+}
+
+impl ModuleHost {
+    pub(crate) fn schedule(&mut self) {
+        if self.scheduler.is_null() {
+            // SAFETY: `envoy` is this filter's pointer.
+            self.scheduler = unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.envoy) };
+        }
+        if !self.scheduler.is_null() {
+            // SAFETY: a scheduler this filter created and has not deleted.
+            unsafe { envoy_dynamic_module_callback_http_filter_scheduler_commit(self.scheduler, 0) }
+        }
+    }
+
+    pub(crate) fn increment(&self, id: Option<usize>, n: u64) {
+        if let Some(id) = id {
+            // SAFETY: `envoy` is this filter's pointer; no labels.
+            unsafe {
+                envoy_dynamic_module_callback_http_filter_increment_counter(self.envoy, id, std::ptr::null(), 0, n);
+            }
+        }
+    }
+
+    fn body(&self, buffered: u32, received: u32, in_hook: bool, received_is_buffered: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut kinds = vec![buffered];
+        if in_hook && !received_is_buffered {
+            kinds.push(received);
+        }
+        for kind in kinds {
+            // SAFETY: `envoy` is this filter's pointer; the vector has room for `n` buffers; the
+            // buffers are copied out before any other callback.
+            unsafe {
+                let n = envoy_dynamic_module_callback_http_get_body_chunks_size(self.envoy, kind);
+                if n == 0 {
+                    continue;
+                }
+                let mut chunks = vec![EnvoyBuffer::null(); n];
+                if envoy_dynamic_module_callback_http_get_body_chunks(self.envoy, kind, chunks.as_mut_ptr()) {
+                    for c in &chunks {
+                        out.extend_from_slice(c.bytes());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    pub(crate) fn received_is_buffered_request(&self) -> bool {
+        // SAFETY: `envoy` is this filter's pointer.
+        unsafe { envoy_dynamic_module_callback_http_received_buffered_request_body(self.envoy) }
+    }
+
+    pub(crate) fn received_is_buffered_response(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { envoy_dynamic_module_callback_http_received_buffered_response_body(self.envoy) }
+    }
+
+    /// The body size Envoy holds for this filter now (what was buffered, and what this hook brings).
+    pub(crate) fn body_size(&self, buffered: u32, received: u32, received_is_buffered: bool) -> usize {
+        // SAFETY: `envoy` is this filter's pointer.
+        unsafe {
+            let b = envoy_dynamic_module_callback_http_get_body_size(self.envoy, buffered);
+            if received_is_buffered {
+                b
+            } else {
+                b + envoy_dynamic_module_callback_http_get_body_size(self.envoy, received)
+            }
+        }
+    }
+
+    fn attribute_string(&self, id: u32) -> Option<Vec<u8>> {
+        let mut buf = EnvoyBuffer::null();
+        // SAFETY: `envoy` is this filter's pointer; `buf` lives for the call and is copied out.
+        unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_string(self.envoy, id, &mut buf).then(|| buf.bytes().to_vec()) }
+    }
+
+    fn set_header(&self, kind: u32, name: &str, value: Option<&str>) {
+        let value = value.map_or(ModuleBuffer::null(), |v| ModuleBuffer::of(v.as_bytes()));
+        // SAFETY: `envoy` is this filter's pointer; the buffers live for the call.
+        unsafe {
+            envoy_dynamic_module_callback_http_set_header(self.envoy, kind, ModuleBuffer::of(name.as_bytes()), value);
+        }
+    }
+}
+
+impl HostBase for ModuleHost {
+    fn log(&mut self, level: LogLevel, message: &str) {
+        log(level, message);
+    }
+
+    fn count(&mut self, counter: Counter) {
+        self.increment(self.counters.id(counter), 1);
+    }
+
+    fn count_by(&mut self, counter: Counter, n: u64) {
+        if n > 0 {
+            self.increment(self.counters.id(counter), n);
+        }
+    }
+
+    fn now_ms(&mut self) -> u64 {
+        now_ms()
+    }
+}
+
+impl Host for ModuleHost {
+    fn request_headers(&mut self) -> Option<Vec<u8>> {
+        // SAFETY: `envoy` is this filter's pointer; the vector has room for `n` headers, copied out
+        // (serialised) before any other callback.
+        unsafe {
+            let n = envoy_dynamic_module_callback_http_get_headers_size(self.envoy, REQUEST_HEADER);
+            let mut headers = vec![EnvoyHttpHeader::null(); n];
+            if n > 0 && !envoy_dynamic_module_callback_http_get_headers(self.envoy, REQUEST_HEADER, headers.as_mut_ptr()) {
+                return None;
+            }
+            let pairs: Vec<(&[u8], &[u8])> = headers.iter().map(|h| h.parts()).collect();
+            Some(serialize_raw(&pairs))
+        }
+    }
+
+    fn property(&mut self, property: Property) -> Option<Vec<u8>> {
+        match property {
+            Property::PeerUriSan => self.attribute_string(ATTR_CONNECTION_URI_SAN_PEER_CERTIFICATE).filter(|v| !v.is_empty()),
+            Property::ClusterName => self.attribute_string(ATTR_XDS_CLUSTER_NAME),
+            Property::RequestProtocol => self.attribute_string(ATTR_REQUEST_PROTOCOL),
+            Property::DestinationPort => {
+                let mut port = 0u64;
+                // SAFETY: `envoy` is this filter's pointer; `port` lives for the call.
+                let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_int(self.envoy, ATTR_DESTINATION_PORT, &mut port) };
+                // The lifecycle reads the port as proxy-wasm gives it: 8 bytes, little-endian.
+                ok.then(|| (port as i64).to_le_bytes().to_vec())
+            }
+        }
+    }
+
+    fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        let in_hook = self.phase == Phase::RequestBody;
+        let mut body = self.body(BUFFERED_REQUEST_BODY, RECEIVED_REQUEST_BODY, in_hook, in_hook && self.received_is_buffered_request());
+        body.truncate(size);
+        Some(body)
+    }
+
+    fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool {
+        let mut pairs: Vec<ModuleHttpHeader> = headers.iter().map(|(k, v)| ModuleHttpHeader::of(k, v)).collect();
+        // SAFETY: `envoy` is this filter's pointer; headers and body live for the call.
+        unsafe {
+            envoy_dynamic_module_callback_http_send_response(self.envoy, status, pairs.as_mut_ptr(), pairs.len(), ModuleBuffer::of(body), ModuleBuffer::null());
+        }
+        true
+    }
+
+    fn resume(&mut self) {
+        match self.phase {
+            // A call's answer: the request is stopped; continue it now.
+            Phase::Outside => {
+                // SAFETY: `envoy` is this filter's pointer.
+                unsafe { envoy_dynamic_module_callback_http_filter_continue_decoding(self.envoy) }
+            }
+            // Inside a hook Envoy has not seen this hook's result yet: continue from a scheduled event.
+            _ => {
+                self.resume_later = true;
+                self.schedule();
+            }
+        }
+    }
+
+    fn call(&mut self, callout: &Callout<'_>) -> Option<u32> {
+        self.start_call(callout)
+    }
+
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        self.set_header(REQUEST_HEADER, name, Some(value));
+    }
+
+    fn add_request_header(&mut self, name: &str, value: &str) {
+        // SAFETY: `envoy` is this filter's pointer; the buffers live for the call.
+        unsafe {
+            envoy_dynamic_module_callback_http_add_header(self.envoy, REQUEST_HEADER, ModuleBuffer::of(name.as_bytes()), ModuleBuffer::of(value.as_bytes()));
+        }
+    }
+
+    fn remove_request_header(&mut self, name: &str) {
+        self.set_header(REQUEST_HEADER, name, None);
+    }
+
+    fn record(&mut self, summary: &str) {
+        // SAFETY: `envoy` is this filter's pointer; the buffers live for the call.
+        unsafe {
+            envoy_dynamic_module_callback_http_set_filter_state_bytes(self.envoy, ModuleBuffer::of(DECISION_KEY), ModuleBuffer::of(summary.as_bytes()));
+        }
+    }
+
+    fn logs_at(&mut self, level: LogLevel) -> bool {
+        // SAFETY: a plain value.
+        unsafe { envoy_dynamic_module_callback_log_enabled(log_level(level)) }
+    }
+
+    fn response_header(&mut self, lower_name: &str) -> Option<String> {
+        let mut buf = EnvoyBuffer::null();
+        // SAFETY: `envoy` is this filter's pointer; `buf` is copied out at once.
+        unsafe {
+            envoy_dynamic_module_callback_http_get_header(self.envoy, RESPONSE_HEADER, ModuleBuffer::of(lower_name.as_bytes()), &mut buf, 0, std::ptr::null_mut())
+                .then(|| buf.bytes().to_vec())
+        }
+        .filter(|_| !buf.ptr.is_null())
+        .and_then(|v| String::from_utf8(v).ok())
+    }
+
+    fn remove_response_header(&mut self, name: &str) {
+        self.set_header(RESPONSE_HEADER, name, None);
+    }
+
+    fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        let in_hook = self.phase == Phase::ResponseBody;
+        let mut body = self.body(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, in_hook, in_hook && self.received_is_buffered_response());
+        body.truncate(size);
+        Some(body)
+    }
+
+    fn replace_response_body(&mut self, _size: usize, body: &[u8]) -> bool {
+        let in_hook = self.phase == Phase::ResponseBody;
+        let received_is_buffered = in_hook && self.received_is_buffered_response();
+        // SAFETY: `envoy` is this filter's pointer; `body` lives for the call.
+        unsafe {
+            let buffered = envoy_dynamic_module_callback_http_get_body_size(self.envoy, BUFFERED_RESPONSE_BODY);
+            envoy_dynamic_module_callback_http_drain_body(self.envoy, BUFFERED_RESPONSE_BODY, buffered);
+            let target = if in_hook && !received_is_buffered {
+                let received = envoy_dynamic_module_callback_http_get_body_size(self.envoy, RECEIVED_RESPONSE_BODY);
+                envoy_dynamic_module_callback_http_drain_body(self.envoy, RECEIVED_RESPONSE_BODY, received);
+                RECEIVED_RESPONSE_BODY
+            } else {
+                BUFFERED_RESPONSE_BODY
+            };
+            envoy_dynamic_module_callback_http_append_body(self.envoy, target, ModuleBuffer::of(body))
+        }
+    }
+}
