@@ -1,16 +1,32 @@
-"""What only the dynamic-module host (module/, `make module`) has to show: a panic in the module is
-caught at the hook, the request is denied and counted, and Envoy and the next requests are unharmed.
+"""What only the dynamic-module host (module/, `make module`) has to show.
 
-Runs whatever TOOLGATE_E2E_HOST says: these gateways always run the native module (the test-only
-build libtoolgate_module_panic_probe.so, whose request-headers hook panics on the header
-`x-toolgate-panic-probe`; module/Cargo.toml)."""
+- A panic in the module is caught at the hook, the request is denied and counted, and Envoy and the
+  next requests are unharmed (the test-only build libtoolgate_module_panic_probe.so, whose
+  request-headers hook panics on the header `x-toolgate-panic-probe`; module/Cargo.toml).
+- Failing closed: a module Envoy cannot load (a missing or corrupt .so) gets the listener update
+  rejected, at start (no listener, nothing reaches the MCP server) and later (the configuration in
+  force stays); a plan the module refuses denies every request when it is the first, and is an
+  update Envoy rejects (the last good plan stays in force) when one was loaded before, as on the
+  Wasm host (test_plan_updates.py, test_resilience.py).
+
+Runs whatever TOOLGATE_E2E_HOST says: these gateways always run the native module."""
 
 from __future__ import annotations
 
-from harness import REPO, assert_allowed, assert_denied, policy, tools_call_rule, wait_for
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from harness import (ENVOY_START_TIMEOUT, REPO, Envoy, ToolgateGateway, assert_allowed, assert_denied, free_port, native_module_path, policy, sa,
+                     tcp_open, toolgate_plans, tools_call_rule, wait_for, write_json)
 
 HTTP = dict(listener="http", agent=None)
+BOTH = {"https": "HTTPS", "http": "HTTP"}
 PROBE = REPO / "target/release/libtoolgate_module_panic_probe.so"
+MODULE = native_module_path()
+PLUGINS = [f"toolgate:default/gw/{name}" for name in BOTH]
 
 
 def test_a_panic_denies_the_request_and_envoy_serves_on(gateway):
@@ -31,3 +47,254 @@ def test_a_panic_denies_the_request_and_envoy_serves_on(gateway):
     # Envoy writes its log asynchronously.
     wait_for(lambda: "panic in on_request_headers" in gw.envoy.log_path.read_text(errors="replace") or None,
              timeout=10, what="the module's log line for the panic")
+
+
+# --------------------------------------------------------------------------------------------------
+# A module that cannot load
+
+def module_filters(lds: dict):
+    """The dynamic-module filter's typed_config of every listener in an lds.json document."""
+    for listener in lds["resources"]:
+        for chain in listener["filter_chains"]:
+            for f in chain["filters"]:
+                for hf in f["typed_config"].get("http_filters", []):
+                    if hf["name"] == "envoy.filters.http.dynamic_modules":
+                        yield hf["typed_config"]
+
+
+def with_module(lds_text: str, module: Path) -> dict:
+    """The lds.json document `lds_text` with every listener loading `module` instead."""
+    lds = json.loads(lds_text)
+    confs = list(module_filters(lds))
+    assert confs, "no dynamic-module filter in the rendered configuration"
+    for conf in confs:
+        conf["dynamic_module_config"]["module"]["local"]["filename"] = str(module)
+    lds["version_info"] = f"module-{module.name}"
+    return lds
+
+
+def bad_module(kind: str, tmp_path: Path) -> Path:
+    """A .so path Envoy cannot load: none there, the real module cut in half, or not an ELF file."""
+    out = tmp_path / f"bad-{kind}" / "libtoolgate_module.so"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "truncated":
+        data = MODULE.read_bytes()
+        out.write_bytes(data[: len(data) // 2])
+    elif kind == "not-elf":
+        out.write_bytes(b"this is not a shared object\n" * 64)
+    return out
+
+
+def native_gateway(tmp_path: Path, certs, wasm_path, start_mcp_server) -> ToolgateGateway:
+    """A rendered (not started) native gateway: get-sum for agent a on both listeners."""
+    if not MODULE.exists():
+        pytest.fail(f"{MODULE} not built (make module)")
+    server = start_mcp_server("mcp", workdir=tmp_path)
+    gw = ToolgateGateway(tmp_path / "gw", certs, wasm_path, server, listeners=BOTH, host="native", native_module=MODULE)
+    gw.policies = [policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a")))]
+    gw.ports = {name: free_port() for name in gw.listener_protocols}
+    gw.render()
+    return gw
+
+
+@pytest.mark.parametrize("kind", ["missing", "not-elf"])
+def test_a_module_that_cannot_load_serves_nothing(tmp_path, certs, wasm_path, start_mcp_server, start_envoy, kind):
+    gw = native_gateway(tmp_path, certs, wasm_path, start_mcp_server)
+    good = (gw.dir / "lds.json").read_text()
+    module = bad_module(kind, tmp_path)
+    write_json(gw.dir / "lds.json", with_module(good, module))
+    gw.envoy = start_envoy(gw.dir / "envoy.json", workdir=gw.workdir)
+    # Envoy starts (the listeners come over LDS), rejects the listener update whole, and keeps running.
+    wait_for(lambda: gw.envoy.stat("listener_manager.lds.update_rejected") >= 1, timeout=10, what="LDS rejected")
+    assert gw.envoy.running
+    assert gw.envoy.stat("listener_manager.lds.update_success") == 0
+    assert gw.envoy.stat("listener_manager.total_listeners_active") == 0
+    assert gw.envoy.stat("listener_manager.total_listeners_warming") == 0
+    # Admin /config_dump: each listener only in an error state, with Envoy's reason.
+    dump = gw.envoy.config_dump("dynamic_listeners").get("configs", [])
+    assert not [d for d in dump if "active_state" in d or "warming_state" in d], dump
+    errors = {d.get("name"): d["error_state"]["details"] for d in dump if "error_state" in d}
+    for name in gw.ports:
+        details = errors.get(f"default/gw/{name}", "")
+        assert "Failed to load dynamic module" in details and str(module) in details, (name, errors)
+    for name, port in gw.ports.items():
+        assert not tcp_open("127.0.0.1", port), name
+    r = gw.call("get-sum")
+    assert r.response is None and r.error is not None, r
+    log = wait_for(lambda: (t := gw.envoy.log_path.read_text(errors="replace"))
+                   and "Failed to load dynamic module" in t and t, timeout=10, what="the load failure in Envoy's log")
+    assert str(module) in log
+    assert gw.server.executed() == []
+    # The real module afterwards: the listeners come up with the plan.
+    write_json(gw.dir / "lds.json", json.loads(good))
+    wait_for(lambda: all(tcp_open("127.0.0.1", p) for p in gw.ports.values()), timeout=15, what="listeners up")
+    wait_for(lambda: gw.call("get-sum").executed, timeout=10, interval=0.1, what="the plan")
+    assert_denied(gw.call("echo"))
+    assert_denied(gw.call("get-sum", **HTTP))
+
+
+@pytest.mark.parametrize("kind", ["missing", "not-elf"])
+def test_an_update_with_a_module_that_cannot_load_keeps_the_plan(gateway, tmp_path, kind):
+    gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH,
+                 native_module=MODULE)
+    pid = gw.envoy.proc.pid
+    good = (gw.dir / "lds.json").read_text()
+    # A valid plan that would allow echo too, with a module that cannot load.
+    gw.rerender([policy("p", tools_call_rule("a-sum", ["get-sum", "echo"], source=sa("a")))])
+    wait_for(lambda: gw.call("echo").executed, timeout=10, interval=0.1, what="the echo plan")
+    with_echo = (gw.dir / "lds.json").read_text()
+    write_json(gw.dir / "lds.json", json.loads(good))
+    wait_for(lambda: not gw.call("echo").executed, timeout=10, interval=0.1, what="the plan without echo")
+    rejected = gw.envoy.stat("listener_manager.lds.update_rejected")
+    write_json(gw.dir / "lds.json", with_module(with_echo, bad_module(kind, tmp_path)))
+    wait_for(lambda: gw.envoy.stat("listener_manager.lds.update_rejected") > rejected, timeout=10,
+             what="the update to be rejected")
+    for _ in range(3):
+        assert_allowed(gw.call("get-sum"))
+        assert_denied(gw.call("echo"))
+        assert_denied(gw.call("get-sum", **HTTP))
+    assert gw.envoy.proc.pid == pid
+    assert gw.envoy.stat("listener_manager.total_listeners_active") == 2
+
+
+# A truncated .so is another matter: dlopen() maps the file's load segments past its end, and the
+# first touch of those pages (relocation) raises SIGBUS, which kills Envoy (observed with the pinned
+# Envoy 1.40, at start and on a listener update). Nothing is served, but it is an outage: install a
+# module whole (write it beside, rename it into place, as `make module` does), never copy over the
+# path a running configuration names.
+
+def test_a_truncated_module_stops_envoy_at_start(tmp_path, certs, wasm_path, start_mcp_server):
+    gw = native_gateway(tmp_path, certs, wasm_path, start_mcp_server)
+    write_json(gw.dir / "lds.json", with_module((gw.dir / "lds.json").read_text(), bad_module("truncated", tmp_path)))
+    env = Envoy(gw.dir / "envoy.json", gw.workdir, "envoy")
+    try:
+        env._spawn()
+        code = env.proc.wait(ENVOY_START_TIMEOUT)
+    finally:
+        env.stop()
+    assert code == -signal.SIGBUS, (code, env.log_tail())
+    for name, port in gw.ports.items():
+        assert not tcp_open("127.0.0.1", port), name
+    assert gw.server.executed() == []
+
+
+def test_an_update_with_a_truncated_module_stops_envoy(gateway, tmp_path):
+    gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH,
+                 native_module=MODULE)
+    assert_allowed(gw.call("get-sum"))
+    executed = gw.server.executed()
+    write_json(gw.dir / "lds.json", with_module((gw.dir / "lds.json").read_text(), bad_module("truncated", tmp_path)))
+    code = gw.envoy.proc.wait(10)
+    assert code == -signal.SIGBUS, (code, gw.envoy.log_tail())
+    for name, port in gw.ports.items():  # the gateway is gone: nothing is served, checked or not
+        assert not tcp_open("127.0.0.1", port), name
+    assert gw.server.executed() == executed
+
+
+# --------------------------------------------------------------------------------------------------
+# A plan the module refuses
+
+def first_plan(value: str):
+    """before_start: every listener's plan (the filter_config) replaced by `value`."""
+    def set_plan(gw):
+        lds = json.loads((gw.dir / "lds.json").read_text())
+        for conf in toolgate_plans(lds):
+            conf["value"] = value
+        write_json(gw.dir / "lds.json", lds)
+    return set_plan
+
+
+def push_plan(gw, make_plan, base: str) -> None:
+    """Every listener's plan replaced with `make_plan(plan)`, `plan` being the one in `base` (an
+    lds.json text), written as the running configuration."""
+    lds = json.loads(base)
+    for conf in toolgate_plans(lds):
+        conf["value"] = make_plan(json.loads(conf["value"]))
+    lds["version_info"] = f"pushed-{id(make_plan)}"
+    write_json(gw.dir / "lds.json", lds)
+
+
+def unknown_version(plan):
+    return json.dumps({"version": 99})
+
+
+def bad_regex(plan):
+    """A plan that would open everything but carries an invalid regular expression."""
+    plan["hash"] = ""
+    plan["gateway"]["allow"].insert(0, {"name": "default/evil", "rules": [
+        {"name": "open", "http": {"headers": [{"name": "x-any", "regex": "("}]}}, {"name": "open2"}]})
+    return json.dumps(plan)
+
+
+def tampered(plan):
+    """Content that does not match the plan's hash."""
+    plan["gateway"]["allow"] = []
+    return json.dumps(plan)
+
+
+@pytest.mark.parametrize("plan", ["", '{"version": 1, "listener": "default/gw/https", "gateway": {"allow": [',
+                                  "\u0000\u00ff not a plan", '{"version": 99}'],
+                         ids=["empty", "truncated", "garbage", "unknown-version"])
+def test_a_refused_first_plan_denies_every_request(gateway, plan):
+    gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH,
+                 native_module=MODULE, before_start=first_plan(plan))
+    assert gw.host == "native"
+    # Envoy took the configuration (the module accepted it, to deny): both listeners serve.
+    assert gw.envoy.stat("listener_manager.lds.update_rejected") == 0
+    assert gw.envoy.stat("listener_manager.total_listeners_active") == 2
+    sent = [gw.call("get-sum"), gw.call("echo"), gw.call("get-sum", agent="agent-b"), gw.send("GET"),
+            gw.rpc("initialize", {}), gw.rpc("tools/list", {}), gw.call("get-sum", **HTTP)]
+    for r in sent:
+        assert_denied(r, id=None)  # 403, "id": null: without a plan nothing is read
+        assert gw.decision(r) == "deny: no valid plan loaded"
+    counters = gw.counters()
+    assert counters.get("toolgate.decision.deny.no_plan", 0) >= len(sent), counters
+    assert counters.get("toolgate.plan.rejected", 0) >= 2, counters  # both listeners
+    log = gw.envoy.log_path.read_text(errors="replace")
+    for plugin in PLUGINS:
+        assert f"plugin {plugin}: REFUSED plan (" in log
+    assert "no good plan yet: denying every request" in log
+    assert gw.server.executed() == []
+    # A good plan later applies normally.
+    gw.rerender()
+    wait_for(lambda: gw.call("get-sum").executed, timeout=10, interval=0.1, what="the first good plan")
+    assert_denied(gw.call("echo"))
+    assert_denied(gw.call("get-sum", agent="agent-b"))
+    assert_denied(gw.call("get-sum", **HTTP))
+
+
+def old_decisions_hold(gw):
+    assert_allowed(gw.call("get-sum"))
+    assert_denied(gw.call("echo"))
+    assert_denied(gw.call("get-sum", agent="agent-b"))
+    assert_denied(gw.call("get-sum", **HTTP))
+    assert_denied(gw.send("GET"), id=None)
+
+
+def test_a_refused_update_keeps_the_last_good_plan(gateway):
+    gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH,
+                 native_module=MODULE)
+    pid = gw.envoy.proc.pid
+    rendered = (gw.dir / "lds.json").read_text()
+    old_decisions_hold(gw)
+    for make_plan in (unknown_version, bad_regex, tampered):
+        rejected = gw.envoy.stat("listener_manager.lds.update_rejected")
+        refused = gw.counters().get("toolgate.plan.rejected", 0)
+        push_plan(gw, make_plan, rendered)
+        # The module refuses the plan (null configuration): Envoy rejects the listener update.
+        wait_for(lambda: gw.envoy.stat("listener_manager.lds.update_rejected") > rejected, timeout=10,
+                 what=f"the {make_plan.__name__} plan's update to be rejected")
+        assert gw.counters().get("toolgate.plan.rejected", 0) > refused, make_plan.__name__
+        old_decisions_hold(gw)
+        assert_denied(gw.call("echo", headers={"x-any": "("}))
+    log = gw.envoy.log_path.read_text(errors="replace")
+    for plugin in PLUGINS:
+        assert f"plugin {plugin}: REFUSED new plan (" in log
+    assert "update rejected, keeping the plan in force" in log
+    assert not any("echo" in json.dumps(e) for e in gw.server.executed())
+    # A good render afterwards applies normally, in the same Envoy.
+    gw.rerender([policy("p", tools_call_rule("a-sum", ["get-sum", "echo"], source=sa("a")))])
+    wait_for(lambda: gw.call("echo").executed, timeout=10, interval=0.1, what="the new good plan")
+    assert_allowed(gw.call("echo"))
+    assert_denied(gw.call("echo", agent="agent-b"))
+    assert gw.envoy.proc.pid == pid
