@@ -34,7 +34,8 @@ pub struct ExplainArgs {
     #[command(flatten)]
     pub plan: PlanArgs,
     /// The request, as YAML or JSON: gateway (ns/name), listener, method, path, host, headers
-    /// (name: value, or name: [value, ...] for a repeated field), principal (SPIFFE ID), body (JSON,
+    /// (name: value, or name: [value, ...] for a repeated field), principal (SPIFFE ID), claims (a
+    /// verified JWT payload, e.g. `{iss: https://issuer, sub: agent-7, scope: tools:read}`), body (JSON,
     /// or a string taken as the raw body), authorizers (allow | deny). E.g. a 2026-07-28 call:
     /// `headers: {MCP-Protocol-Version: 2026-07-28, Mcp-Method: tools/call, Mcp-Name: get-sum}` and
     /// `body: {jsonrpc: "2.0", id: 1, method: tools/call, params: {name: get-sum}}`.
@@ -56,6 +57,9 @@ struct RequestFile {
     headers: BTreeMap<String, HeaderValues>,
     /// The caller's SPIFFE ID (from its client certificate); absent = no identity.
     principal: Option<String>,
+    /// The payload of a JWT as Envoy's jwt_authn verified it (docs/semantics.md §6b): what CEL
+    /// rules read as `request.auth.claims`; absent = no token.
+    claims: Option<serde_json::Map<String, Value>>,
     /// A JSON body (an MCP message or a batch), or a string taken as the raw body.
     body: Option<Value>,
     /// How external authorizers answer: `allow` (the default) or `deny`.
@@ -144,6 +148,8 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
     })?;
     let route = ev.route(cluster.as_deref());
     let header_refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let metadata = described.claims.clone().map(|c| toolgate_policy::jwt::metadata_with_claims(&Value::Object(c)));
+    let auth = metadata.as_deref().and_then(toolgate_policy::jwt::Auth::from_metadata);
     let req = HttpRequest {
         method: &method,
         path,
@@ -151,6 +157,7 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         port: crate::model::port(&listener.listener),
         headers: &header_refs,
         principal: described.principal.as_deref(),
+        auth: auth.as_ref(),
         time_ms: 0,
     };
     let classified = headers::classify(
@@ -207,6 +214,7 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         path: path.to_string(),
         authority: host.to_string(),
         principal: described.principal.clone(),
+        metadata,
         cluster,
         port: crate::model::port(&listener.listener),
         body: body_bytes.clone().unwrap_or_default(),
@@ -354,6 +362,7 @@ struct Simulated {
     path: String,
     authority: String,
     principal: Option<String>,
+    metadata: Option<Vec<u8>>,
     cluster: Option<String>,
     port: u16,
     body: Vec<u8>,
@@ -389,6 +398,9 @@ impl lifecycle::Host for Simulated {
             Property::DestinationPort => Some(i64::from(self.port).to_le_bytes().to_vec()),
             Property::RequestProtocol => Some(b"HTTP/1.1".to_vec()),
         }
+    }
+    fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
+        self.metadata.clone()
     }
     fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
         self.body.get(..size.min(self.body.len())).map(<[u8]>::to_vec)

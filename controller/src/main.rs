@@ -19,6 +19,7 @@ mod inputs;
 mod model;
 mod par;
 mod render;
+mod request_authn;
 mod runtime;
 mod topology;
 mod validate;

@@ -148,6 +148,9 @@ pub struct Inventory {
     pub config_maps: Vec<Object<BTreeMap<String, String>>>,
     /// XAccessPolicies that fail the CRD validation: never enforced, reported as `Invalid`.
     pub rejected_policies: Vec<RejectedPolicy>,
+    /// Istio RequestAuthentications (security.istio.io/v1): `toolgate render` configures Envoy's
+    /// jwt_authn from those targeting a Gateway (docs/semantics.md §6b).
+    pub request_authentications: Vec<Object<crate::request_authn::RequestAuthenticationSpec>>,
 }
 
 #[derive(Clone, Debug)]
@@ -180,6 +183,7 @@ enum Typed {
     Grant(Object<ReferenceGrantSpec>),
     Secret(Object<BTreeMap<String, String>>),
     ConfigMap(Object<BTreeMap<String, String>>),
+    RequestAuthentication(Object<crate::request_authn::RequestAuthenticationSpec>),
     /// An XAccessPolicy the API server would refuse.
     Rejected(RejectedPolicy),
     Invalid(ModelError),
@@ -204,6 +208,7 @@ impl Inventory {
                 Typed::Grant(o) => inv.grants.push(o),
                 Typed::Secret(o) => inv.secrets.push(o),
                 Typed::ConfigMap(o) => inv.config_maps.push(o),
+                Typed::RequestAuthentication(o) => inv.request_authentications.push(o),
                 Typed::Rejected(r) => inv.rejected_policies.push(r),
                 Typed::Invalid(e) => errors.push(e),
                 Typed::Ignored => {}
@@ -260,6 +265,9 @@ fn read(raw: &RawObject, default_ns: &str) -> Result<Typed, String> {
         (GATEWAY_GROUP, "ReferenceGrant") => typed(raw, default_ns, || spec_of(raw)).map(Typed::Grant),
         ("v1", "Secret") => typed(raw, default_ns, || read_spec(&data_of(raw, true))).map(Typed::Secret),
         ("v1", "ConfigMap") => typed(raw, default_ns, || read_spec(&data_of(raw, false))).map(Typed::ConfigMap),
+        (crate::request_authn::ISTIO_SECURITY_GROUP, "RequestAuthentication") => {
+            typed(raw, default_ns, || spec_of(raw)).map(Typed::RequestAuthentication)
+        }
         _ => Ok(Typed::Ignored),
     }
 }

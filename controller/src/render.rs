@@ -153,8 +153,17 @@ impl Ctx<'_> {
         })?;
         let mut listeners = Vec::new();
         let mut clusters: BTreeMap<String, Value> = BTreeMap::new();
+        // Token callers (docs/semantics.md §6b): the Gateway's RequestAuthentications as jwt_authn.
+        let ras = crate::request_authn::for_gateway(self.inv, &gw.gateway.namespace, &gw.gateway.name);
+        let tokens = crate::request_authn::render(&ras).map_err(|e| {
+            eprintln!("error: {e}");
+            Failure::Invalid
+        })?;
+        for up in &tokens.jwks {
+            clusters.insert(up.cluster.clone(), self.jwks_cluster(up));
+        }
         for l in &gw.listeners {
-            listeners.push(self.listener(gw, l)?);
+            listeners.push(self.listener(gw, l, &tokens.filters)?);
             for upstream in l.routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
                 clusters.entry(upstream.cluster_name()).or_insert_with(|| self.cluster(upstream));
             }
@@ -192,7 +201,7 @@ impl Ctx<'_> {
         })
     }
 
-    fn listener(&self, gw: &GatewayOut, l: &ListenerOut) -> Result<Value, Failure> {
+    fn listener(&self, gw: &GatewayOut, l: &ListenerOut, token_filters: &[Value]) -> Result<Value, Failure> {
         let listener = &l.listener;
         let id = format!("{}/{}/{}", gw.gateway.namespace, gw.gateway.name, listener.name);
         let limit = l.plan.settings.max_body_bytes;
@@ -225,7 +234,9 @@ impl Ctx<'_> {
                             if self.args.native_module.is_some() { "toolgate.decision" } else { "wasm.toolgate_decision" }) } },
                     },
                 }],
-                "http_filters": [
+                // Envoy's jwt_authn (and the removal of the headers it writes) before Toolgate, which
+                // reads what it verified (docs/semantics.md §6b).
+                "http_filters": token_filters.iter().cloned().chain([
                     if self.args.native_module.is_some() { native_filter(&id, self.wasm, &plan_json) } else { json!(
                     {
                         "name": "envoy.filters.http.wasm",
@@ -250,8 +261,8 @@ impl Ctx<'_> {
                         },
                     }) },
                     hold_filter(limit),
-                    { "name": "envoy.filters.http.router", "typed_config": { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } },
-                ],
+                    json!({ "name": "envoy.filters.http.router", "typed_config": { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } }),
+                ]).collect::<Vec<Value>>(),
             },
         });
         let mut chain = json!({ "filters": [hcm] });
@@ -456,6 +467,40 @@ impl Ctx<'_> {
             });
         }
         Ok(cluster)
+    }
+
+    /// The cluster a RequestAuthentication's jwksUri is fetched through (`--resolve` applies to its
+    /// host, or to `name.namespace` of a Service's DNS name).
+    fn jwks_cluster(&self, up: &crate::request_authn::JwksUpstream) -> Value {
+        let (host, port) = crate::request_authn::resolve_keys(&up.host)
+            .iter()
+            .find_map(|k| self.resolve.get(k).cloned())
+            .unwrap_or_else(|| (up.host.clone(), up.port));
+        let mut cluster = json!({
+            "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            "name": up.cluster,
+            "type": "STRICT_DNS",
+            "dns_lookup_family": "V4_PREFERRED",
+            "connect_timeout": "5s",
+            "load_assignment": {
+                "cluster_name": up.cluster,
+                "endpoints": [{ "lb_endpoints": [{ "endpoint": { "address": { "socket_address": { "address": host, "port_value": port } } } }] }],
+            },
+        });
+        if up.tls {
+            cluster["transport_socket"] = json!({
+                "name": "envoy.transport_sockets.tls",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                    "sni": up.host,
+                    "common_tls_context": { "validation_context": {
+                        "trusted_ca": { "filename": "/etc/ssl/certs/ca-certificates.crt" },
+                        "match_typed_subject_alt_names": [{ "san_type": "DNS", "matcher": { "exact": up.host } }],
+                    } },
+                },
+            });
+        }
+        cluster
     }
 
     /// `--resolve name.namespace=HOST:PORT`, or the in-cluster DNS name.

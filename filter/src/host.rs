@@ -6,6 +6,10 @@
 
 /// `connection.uri_san_peer_certificate`: the first URI SAN of the verified client certificate.
 pub const PEER_URI_SAN: &[u8] = b"connection\0uri_san_peer_certificate";
+/// `metadata`: the request's dynamic metadata, an `envoy.config.core.v3.Metadata` message serialised
+/// (where `jwt_authn` leaves verified token payloads, docs/semantics.md §6b). Asked whole: a path
+/// into `filter_metadata` would be handed over as CEL map pairs, which lose the claims' types.
+pub const METADATA: &[u8] = b"metadata";
 /// `xds.cluster_name`: the cluster the route selected (docs/envoy-notes.md §1).
 pub const CLUSTER_NAME: &[u8] = b"xds\0cluster_name";
 /// `destination.port`: the listener's port, an 8-byte little-endian integer.

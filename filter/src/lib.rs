@@ -322,6 +322,10 @@ impl Host for FilterHost {
         })
     }
 
+    fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
+        host::property(host::METADATA)
+    }
+
     fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
         host::buffer(host::REQUEST_BODY, size)
     }

@@ -139,6 +139,7 @@ fuzz_target!(|data: &[u8]| {
             port: r.port,
             headers: &headers,
             principal: r.principal.filter(|p| p.starts_with("spiffe://")),
+            auth: None,
             time_ms: 1_790_000_000_000,
         };
         let classified = classify(method, first(&headers, "content-type"), first(&headers, "content-encoding"), empty);

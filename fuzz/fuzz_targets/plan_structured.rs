@@ -164,6 +164,7 @@ fuzz_target!(|data: &[u8]| {
         port: r.port,
         headers: &r.headers,
         principal: r.principal,
+        auth: None,
         time_ms: 1_790_000_000_000,
     };
     let cluster = r.backend.then_some(CLUSTER);

@@ -170,6 +170,13 @@ impl Host for ModuleHost {
         }
     }
 
+    /// docs/semantics.md §6b: Envoy 1.40's ABI reads a metadata namespace's top-level strings, numbers
+    /// and bools (`http_get_metadata_*`), not the Struct jwt_authn writes under the issuer: no
+    /// verified payload can be read, so token callers have no claims on this host (fail closed).
+    fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
+        None
+    }
+
     fn property(&mut self, property: Property) -> Option<Vec<u8>> {
         match property {
             Property::PeerUriSan => self.attribute_string(ATTR_CONNECTION_URI_SAN_PEER_CERTIFICATE).filter(|v| !v.is_empty()),

@@ -138,6 +138,7 @@ fn request<'a>(headers: &'a [(&'a str, &'a str)]) -> HttpRequest<'a> {
         port: 20443,
         headers,
         principal: Some(PRINCIPAL),
+        auth: None,
         time_ms: 0,
     }
 }

@@ -23,6 +23,7 @@ use toolgate_ext_authz_proto::{
 };
 
 use crate::eval::{AuthzFailure, HttpRequest};
+use crate::jwt::JWT_METADATA_NAMESPACE;
 use wire::Writer;
 use crate::lifecycle::CallAnswer;
 use crate::mcp::McpMessage;
@@ -177,7 +178,14 @@ fn check_request_bytes(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Ve
         + wire::bytes_size(body_field, body.len());
     let request = wire::message_size(2, http);
     let entry = meta.as_ref().map(|m| wire::bytes_size(1, MCP_METADATA_KEY.len()) + wire::message_size(2, m.len()));
-    let metadata = entry.map(|e| wire::message_size(1, e));
+    // The verified token's namespace (docs/semantics.md §6b), as Envoy's ext_authz sends it with
+    // `metadata_context_namespaces: [envoy.filters.http.jwt_authn]`.
+    let jwt = req.auth.map(|a| a.raw.as_slice());
+    let jwt_entry = jwt.map(|raw| wire::bytes_size(1, JWT_METADATA_NAMESPACE.len()) + wire::message_size(2, raw.len()));
+    let metadata = match (entry, jwt_entry) {
+        (None, None) => None,
+        (e, j) => Some(e.map_or(0, |e| wire::message_size(1, e)) + j.map_or(0, |j| wire::message_size(1, j))),
+    };
     let attributes = wire::message_size(1, wire::bytes_size(4, principal.len()))
         + wire::message_size(2, 0)
         + wire::message_size(4, request)
@@ -203,13 +211,22 @@ fn check_request_bytes(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Ve
     w.int64(9, size);
     w.bytes(10, input.protocol.as_bytes());
     w.bytes(body_field, body);
-    // metadata_context (11): Metadata.filter_metadata (1)["mcp_proxy"], a Struct.
-    if let (Some(meta), Some(entry), Some(metadata)) = (meta, entry, metadata) {
+    // metadata_context (11): Metadata.filter_metadata (1)["mcp_proxy"] and
+    // ["envoy.filters.http.jwt_authn"], Structs.
+    if let Some(metadata) = metadata {
         w.head(11, metadata);
-        w.head(1, entry);
-        w.bytes(1, MCP_METADATA_KEY.as_bytes());
-        w.head(2, meta.len());
-        w.buf.extend_from_slice(&meta);
+        if let (Some(meta), Some(entry)) = (meta, entry) {
+            w.head(1, entry);
+            w.bytes(1, MCP_METADATA_KEY.as_bytes());
+            w.head(2, meta.len());
+            w.buf.extend_from_slice(&meta);
+        }
+        if let (Some(raw), Some(entry)) = (jwt, jwt_entry) {
+            w.head(1, entry);
+            w.bytes(1, JWT_METADATA_NAMESPACE.as_bytes());
+            w.head(2, raw.len());
+            w.buf.extend_from_slice(raw);
+        }
     }
     debug_assert_eq!(w.buf.len(), wire::message_size(1, attributes));
     w.buf
@@ -273,10 +290,15 @@ fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckReq
         raw_body,
         ..Default::default()
     };
-    let metadata_context = input.message.map(|m| Metadata {
-        filter_metadata: [(MCP_METADATA_KEY.to_string(), mcp_struct(m))].into_iter().collect(),
-        ..Default::default()
-    });
+    let mut filter_metadata = std::collections::BTreeMap::new();
+    if let Some(m) = input.message {
+        filter_metadata.insert(MCP_METADATA_KEY.to_string(), mcp_struct(m));
+    }
+    if let Some(auth) = req.auth {
+        filter_metadata.insert(JWT_METADATA_NAMESPACE.to_string(), Struct::decode(auth.raw.as_slice()).unwrap_or_default());
+    }
+    let metadata_context =
+        (!filter_metadata.is_empty()).then(|| Metadata { filter_metadata: filter_metadata.into_iter().collect(), ..Default::default() });
     CheckRequest {
         attributes: Some(AttributeContext {
             source: Some(attribute_context::Peer {

@@ -7,7 +7,9 @@
 //! `params`, arguments included), `request.path` (with the query), `request.url_path`,
 //! `request.method`, `request.host` (with the port as sent), `request.headers` (lower-case names;
 //! repeated headers joined with `,`), `request.time`, `source.principal` (the caller's SPIFFE ID or
-//! ""). Functions: CEL's standard ones and the strings extension. A result other than `true`, or an
+//! ""), `request.auth.claims` (the payload of the JWT Envoy's `jwt_authn` verified, a map; `{}`
+//! without one) and `request.auth.principal` (`<iss>/<sub>` of that token, Istio's definition; ""
+//! without one): docs/semantics.md §6b. Functions: CEL's standard ones and the strings extension. A result other than `true`, or an
 //! error (e.g. a missing key), is "no match".
 
 use crate::eval::HttpRequest;
@@ -15,7 +17,7 @@ use crate::eval::HttpRequest;
 pub use imp::{compile, CelRule};
 
 /// The variables an expression may use; below `OPEN` ones any field or key may be read.
-pub const VARIABLES: [&str; 10] = [
+pub const VARIABLES: [&str; 12] = [
     "request.mcp.tool_name",
     "request.mcp.method",
     "request.mcp.params",
@@ -26,9 +28,11 @@ pub const VARIABLES: [&str; 10] = [
     "request.headers",
     "request.time",
     "source.principal",
+    "request.auth.claims",
+    "request.auth.principal",
 ];
 #[cfg_attr(not(feature = "cel"), allow(dead_code))]
-const OPEN: [&str; 2] = ["request.mcp.params", "request.headers"];
+const OPEN: [&str; 3] = ["request.mcp.params", "request.headers", "request.auth.claims"];
 
 /// Bounds checked when an expression is compiled, so that evaluating it is bounded by the request
 /// (a body of at most the plan's limit): the expression's size, and comprehensions (`all`,
@@ -50,6 +54,8 @@ pub struct Uses {
     pub headers: bool,
     pub time: bool,
     pub principal: bool,
+    /// `request.auth.claims` or `request.auth.principal`.
+    pub auth: bool,
 }
 
 impl Uses {
@@ -65,6 +71,7 @@ impl Uses {
             "request.host" => self.host = true,
             "request.headers" => self.headers = true,
             "request.time" => self.time = true,
+            "request.auth.claims" | "request.auth.principal" => self.auth = true,
             _ => self.principal = true,
         }
     }
@@ -81,6 +88,7 @@ impl Uses {
             headers: self.headers || o.headers,
             time: self.time || o.time,
             principal: self.principal || o.principal,
+            auth: self.auth || o.auth,
         }
     }
 }
@@ -412,7 +420,7 @@ mod imp {
         /// Whether the rule matches: the expression yields `true` (anything else, errors included, is
         /// no match).
         pub fn matches(&self, input: &Input<'_>) -> bool {
-            let vars = Vars { input, params: OnceLock::new(), headers: OnceLock::new(), time: OnceLock::new() };
+            let vars = Vars { input, params: OnceLock::new(), headers: OnceLock::new(), time: OnceLock::new(), claims: OnceLock::new() };
             let mut ctx = ENV.with(|env| Context::with_env(env.clone()));
             ctx.set_variable_resolver(&vars);
             matches!(Value::resolve(&self.expression, &ctx), Ok(Value::Bool(true)))
@@ -430,6 +438,7 @@ mod imp {
         params: OnceLock<Box<dyn Val>>,
         headers: OnceLock<Box<dyn Val>>,
         time: OnceLock<Option<Box<dyn Val>>>,
+        claims: OnceLock<Box<dyn Val>>,
     }
 
     impl VariableResolver for Vars<'_, '_> {
@@ -444,6 +453,14 @@ mod imp {
                 "request.method" => text(req.method),
                 "request.host" => text(req.authority),
                 "source.principal" => text(req.principal.unwrap_or("")),
+                "request.auth.principal" => text(req.auth.map_or("", |a| a.principal.as_str())),
+                "request.auth.claims" => Some(CowVal::Borrowed(&**self.claims.get_or_init(|| {
+                    let claims = req
+                        .auth
+                        .and_then(|a| cel::to_value(&a.claims).ok())
+                        .unwrap_or_else(|| Value::from(HashMap::<String, String>::new()));
+                    boxed(claims)
+                }))),
                 "request.mcp.params" => Some(CowVal::Borrowed(&**self.params.get_or_init(|| {
                     let params = input
                         .params

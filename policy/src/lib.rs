@@ -9,6 +9,7 @@
 //! - [`lifecycle`]: the per-request state machine over a `Host` trait (the filter implements it).
 //! - [`cel_rule`]: CEL authorization rules (checked at compile time, evaluated per tools/call).
 //! - [`authz`]: calls to external authorizers (Envoy's ext_authz API) and their answers.
+//! - [`jwt`]: token callers: the payload Envoy's `jwt_authn` verified, read from dynamic metadata.
 //! - [`re2`]: policy regular expressions with RE2's syntax and semantics.
 //! - [`response`]: the denial replies.
 //! - [`str_map`]: the string-keyed hash map the evaluator and the filter index names with.
@@ -20,6 +21,7 @@ pub mod authz;
 pub mod cel_rule;
 pub mod compile;
 pub mod eval;
+pub mod jwt;
 pub mod lifecycle;
 pub mod list_filter;
 pub mod log_safe;

@@ -70,6 +70,7 @@ impl Req {
             port: self.port,
             headers: &self.headers,
             principal: self.principal,
+            auth: None,
             time_ms: 0,
         }
     }

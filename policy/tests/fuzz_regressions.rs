@@ -45,6 +45,7 @@ fn summaries_of_unreadable_bodies_never_contain_quotes() {
         port: 80,
         headers: &headers,
         principal: None,
+        auth: None,
         time_ms: 0,
     };
     for body in BODIES {

@@ -165,6 +165,7 @@ mod tests {
             port: 443,
             headers: &[("content-type", "application/json")],
             principal: None,
+            auth: None,
             time_ms: 0,
         };
         e.route(None).decide(&req, BodyInput::Mcp(&mcp)).allowed()

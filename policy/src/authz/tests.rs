@@ -99,6 +99,14 @@ fn hand_written_check_requests_decode_as_prost_ones() {
         ("x-empty", ""),
         ("x-b", "3"),
     ];
+    // A verified token (docs/semantics.md §6b): its namespace's Struct goes to metadata_context.
+    let payload = toolgate_ext_authz_proto::google::protobuf::Struct {
+        fields: [("sub".to_string(), Value { kind: Some(Kind::StringValue("agent-7".into())) })].into_iter().collect(),
+    };
+    let namespace = toolgate_ext_authz_proto::google::protobuf::Struct {
+        fields: [("https://issuer.test".to_string(), Value { kind: Some(Kind::StructValue(payload)) })].into_iter().collect(),
+    };
+    let token = crate::jwt::Auth::of_claims(serde_json::json!({"sub": "agent-7"}), namespace.encode_to_vec());
     let mut cases = 0;
     for body in &bodies {
         let read = crate::mcp::read_body(body.as_bytes(), crate::mcp::ReadOptions { capture_params: true }).expect("MCP");
@@ -112,6 +120,7 @@ fn hand_written_check_requests_decode_as_prost_ones() {
                 (authorizer(&["x-b"], 8), Some(""), b"\xff\xfe not UTF-8".as_slice()),
                 (authorizer(&[], 1024), None, b"".as_slice()),
             ] {
+              for auth in [None, Some(&token)] {
                 let req = HttpRequest {
                     method: "POST",
                     path: "/mcp?x=1",
@@ -119,6 +128,7 @@ fn hand_written_check_requests_decode_as_prost_ones() {
                     port: 8443,
                     headers: &headers,
                     principal,
+                    auth,
                     time_ms: 0,
                 };
                 let input = CallInput { req: &req, scheme: "https", request_id: "rid", protocol: "HTTP/2", message, body };
@@ -129,13 +139,14 @@ fn hand_written_check_requests_decode_as_prost_ones() {
                 // the same message, encoded as compactly.
                 assert_eq!(written.len(), check_request(&authorizer, &input).encode_to_vec().len());
                 cases += 1;
+              }
             }
         }
     }
-    assert!(cases > 40);
+    assert!(cases > 80);
     // JSON text the mapping refuses (a number out of range, not JSON): the field is left out.
     let odd = McpMessage { id: Some("1E4444"), params: Some(r#"{"a":[1,{"b":1E4444}]}"#), ..read_one() };
-    let req = HttpRequest { method: "POST", path: "/", authority: "gw", port: 0, headers: &[], principal: None, time_ms: 0 };
+    let req = HttpRequest { method: "POST", path: "/", authority: "gw", port: 0, headers: &[], principal: None, auth: None, time_ms: 0 };
     let input = CallInput { req: &req, scheme: "", request_id: "", protocol: "", message: Some(&odd), body: b"" };
     let decoded = CheckRequest::decode(check_request_bytes(&authorizer(&[], 0), &input).as_slice()).unwrap();
     assert_eq!(decoded, check_request(&authorizer(&[], 0), &input));

@@ -8,6 +8,7 @@ fn req<'a>(headers: &'a [(&'a str, &'a str)]) -> HttpRequest<'a> {
         port: 8443,
         headers,
         principal: Some("spiffe://cluster.local/ns/default/sa/a"),
+        auth: None,
         // 2026-11-23T12:00:00Z
         time_ms: 1_795_435_200_000,
     }
@@ -156,4 +157,42 @@ fn time_zones_are_checked_when_compiled() {
     }
     // A zone from the request is only known at run time: an unknown one is no match.
     assert!(!eval("request.time.getHours(request.mcp.params.z) >= 0", "t", r#"{"z":"Mars/Base"}"#));
+}
+
+/// docs/semantics.md §6b: `request.auth.claims` is the verified payload, `request.auth.principal`
+/// `<iss>/<sub>`; both empty without a token.
+#[test]
+fn token_claims_and_principal() {
+    let token = crate::jwt::Auth::of_claims(
+        serde_json::json!({"iss": "https://issuer.test", "sub": "agent-7", "aud": ["toolgate"],
+            "scope": "tools:read tools:write", "exp": 1_900_000_000, "org": {"team": "blue"}}),
+        Vec::new(),
+    );
+    let headers = [(":path", "/mcp")];
+    let with = |auth: Option<&crate::jwt::Auth>, expression: &str| {
+        let r = HttpRequest { auth, ..req(&headers) };
+        let rule = compile(expression).unwrap_or_else(|e| panic!("{expression}: {e}"));
+        rule.matches(&Input { req: &r, method: Some("tools/call"), tool_name: Some("get-sum"), params: Some("{}") })
+    };
+    for yes in [
+        "request.auth.claims.sub == 'agent-7' && request.mcp.tool_name == 'get-sum'",
+        "'tools:write' in request.auth.claims.scope.split(' ')",
+        "'toolgate' in request.auth.claims.aud",
+        "request.auth.claims.exp > 1800000000",
+        "request.auth.claims['org'].team == 'blue'",
+        "has(request.auth.claims.sub) && !has(request.auth.claims.email)",
+        "request.auth.principal == 'https://issuer.test/agent-7'",
+    ] {
+        assert!(with(Some(&token), yes), "{yes}");
+    }
+    for no in ["'tools:admin' in request.auth.claims.scope.split(' ')", "request.auth.claims.sub == 'agent-8'"] {
+        assert!(!with(Some(&token), no), "{no}");
+    }
+    // Without a token: no claims (a missing key is an error: no match), principal "".
+    assert!(!with(None, "request.auth.claims.sub == 'agent-7'"));
+    assert!(with(None, "request.auth.claims.size() == 0 && request.auth.principal == ''"));
+    assert!(with(None, "!has(request.auth.claims.sub)"));
+    let u = compile("request.auth.claims.sub == 'a' || request.auth.principal == 'b'").unwrap().uses;
+    assert_eq!(u, Uses { auth: true, ..Uses::default() });
+    assert!(compile("request.auth.token == 'x'").unwrap_err().contains("is not a variable"));
 }

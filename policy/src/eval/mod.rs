@@ -62,6 +62,9 @@ pub struct HttpRequest<'a> {
     pub headers: &'a [(&'a str, &'a str)],
     /// The caller's SPIFFE ID from the verified client certificate, if any.
     pub principal: Option<&'a str>,
+    /// The JWT Envoy's `jwt_authn` verified, if any (docs/semantics.md §6b; read only when a CEL
+    /// rule reads `request.auth` or an authorizer is called).
+    pub auth: Option<&'a crate::jwt::Auth>,
     /// Wall-clock time of the request, milliseconds since the Unix epoch (0 when not read: only CEL
     /// rules on `request.time` need it).
     pub time_ms: u64,

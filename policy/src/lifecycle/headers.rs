@@ -41,6 +41,8 @@ pub(crate) struct Needs {
     pub cel_params: bool,
     /// Some CEL rule reads `request.time`.
     pub time: bool,
+    /// Some CEL rule reads `request.auth`, or an authorizer is told the verified token (§6b).
+    pub auth: bool,
 }
 
 impl Needs {
@@ -54,6 +56,7 @@ impl Needs {
             external_auth: ea,
             cel_params: cel.params,
             time: cel.time,
+            auth: ea || cel.auth,
         }
     }
 
@@ -98,7 +101,8 @@ impl WantedHeaders {
         let matchers = rules(plan).flat_map(|r| &r.http.headers).map(|h| h.name.as_str());
         let sent = authorizers(plan).flat_map(|a| &a.allowed_headers).map(String::as_str);
         // HTTP authorizers are always sent `authorization` (as Envoy's ext_authz does).
-        let always = authorizers(plan).next().map(|_| "authorization");
+        // Rules over a verified token read it too (one credential only, docs/semantics.md §6b).
+        let always = (authorizers(plan).next().is_some() || cel.auth).then_some("authorization");
         let named: Vec<&str> = matchers.chain(sent).chain(always).collect();
         let mut wanted = Self::with(named.iter().copied());
         // Lifecycle headers the plan has no use for keep their numbers (the lifecycle indexes by them)

@@ -147,6 +147,12 @@ pub trait Host: HostBase {
     /// The request headers, serialised as the proxy-wasm ABI does ([`headers::serialize_map`]).
     fn request_headers(&mut self) -> Option<Vec<u8>>;
     fn property(&mut self, property: Property) -> Option<Vec<u8>>;
+    /// The request's dynamic metadata as a serialised `envoy.config.core.v3.Metadata` (at least its
+    /// [`crate::jwt::JWT_METADATA_NAMESPACE`] namespace: where Envoy's `jwt_authn` leaves verified
+    /// token payloads, docs/semantics.md §6b), or None where the host cannot read it (no claims).
+    fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
+        None
+    }
     /// The first `size` bytes of the buffered request body.
     fn request_body(&mut self, size: usize) -> Option<Vec<u8>>;
     /// Answers the request with a local reply; false if the host refused.

@@ -139,6 +139,8 @@ enum State {
 struct Held {
     headers: RequestHeaders,
     principal: Option<String>,
+    /// The verified token (docs/semantics.md §6b), read when the plan needs it.
+    auth: Option<crate::jwt::Auth>,
     port: u16,
     cluster: Option<String>,
     protocol: Option<String>,
@@ -221,6 +223,11 @@ impl Request {
         } else {
             None
         };
+        let auth = if needs.auth && one_credential(&headers) {
+            host.dynamic_metadata().and_then(|m| crate::jwt::Auth::from_metadata(&m))
+        } else {
+            None
+        };
         let port = if needs.port { listener_port(host) } else { 0 };
         let protocol = if needs.external_auth { property_string(host, Property::RequestProtocol) } else { None };
         let classified = headers::classify(
@@ -232,6 +239,7 @@ impl Request {
         let held = Box::new(Held {
             headers,
             principal,
+            auth,
             port,
             cluster,
             protocol,
@@ -636,6 +644,7 @@ fn http_request<T>(held: &Held, f: impl FnOnce(&HttpRequest<'_>) -> T) -> T {
             port: held.port,
             headers: pairs,
             principal: held.principal.as_deref(),
+            auth: held.auth.as_ref(),
             time_ms: held.time_ms,
         })
     };
@@ -648,6 +657,19 @@ fn http_request<T>(held: &Held, f: impl FnOnce(&HttpRequest<'_>) -> T) -> T {
         run(pairs.get(..n).unwrap_or_default())
     } else {
         run(&held.headers.pairs())
+    }
+}
+
+/// docs/semantics.md §6b: a request with more than one `authorization` field, or one whose value holds
+/// several (`,`: Envoy joins repeated fields so), has no claims: Envoy's jwt_authn finds its token
+/// anywhere in the joined value, so the upstream could read another credential than the one verified.
+/// A header count, not a token read.
+fn one_credential(headers: &RequestHeaders) -> bool {
+    let mut values = headers.pairs().into_iter().filter(|(n, _)| *n == "authorization").map(|(_, v)| v);
+    match (values.next(), values.next()) {
+        (Some(v), None) => !v.contains(','),
+        (None, _) => true,
+        _ => false,
     }
 }
 

@@ -1,0 +1,275 @@
+//! Token callers under plain Envoy (docs/semantics.md §6b): Istio `RequestAuthentication` objects
+//! (security.istio.io/v1) that target a Gateway, rendered as Envoy's `jwt_authn` filter before the
+//! Toolgate filter, with Istio's semantics: a request without a token passes without claims; a
+//! token that fails verification (signature, expiry, issuer, audience) is answered 401 by Envoy;
+//! a verified payload is written to the dynamic metadata namespace `envoy.filters.http.jwt_authn`
+//! under the issuer, as Istio's generated configuration does (pilot/pkg/security/authn/
+//! policy_applier.go: `PayloadInMetadata: jwtRule.Issuer`), where the filter reads it.
+//!
+//! Toolgate never parses or verifies a token: Envoy does. The headers the verification writes
+//! (`outputClaimToHeaders`, `outputPayloadToHeader`) are removed from the client's request first
+//! (a header_mutation filter before `jwt_authn`), so that they only ever carry what Envoy verified.
+//!
+//! Under Istio, RequestAuthentication is Istio's to apply: the controller writes nothing for it.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use toolgate_policy::api::GATEWAY_GROUP;
+use toolgate_policy::jwt::JWT_METADATA_NAMESPACE;
+
+use crate::model::{Inventory, Object};
+
+pub const ISTIO_SECURITY_GROUP: &str = "security.istio.io";
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestAuthenticationSpec {
+    #[serde(default)]
+    pub target_refs: Vec<TargetRef>,
+    #[serde(default)]
+    pub jwt_rules: Vec<JwtRule>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct TargetRef {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JwtRule {
+    pub issuer: String,
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    #[serde(default)]
+    pub jwks: Option<String>,
+    #[serde(default, alias = "jwks_uri")]
+    pub jwks_uri: Option<String>,
+    #[serde(default)]
+    pub from_headers: Vec<JwtHeader>,
+    #[serde(default)]
+    pub from_params: Vec<String>,
+    #[serde(default)]
+    pub from_cookies: Vec<String>,
+    #[serde(default)]
+    pub forward_original_token: bool,
+    #[serde(default)]
+    pub output_payload_to_header: Option<String>,
+    #[serde(default)]
+    pub output_claim_to_headers: Vec<ClaimToHeader>,
+    #[serde(default)]
+    pub timeout: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct JwtHeader {
+    pub name: String,
+    #[serde(default)]
+    pub prefix: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct ClaimToHeader {
+    pub header: String,
+    pub claim: String,
+}
+
+/// The RequestAuthentications whose `targetRefs` name the Gateway `namespace/name` (in its own
+/// namespace, as Istio reads them), in name order.
+pub fn for_gateway<'a>(inv: &'a Inventory, namespace: &str, name: &str) -> Vec<&'a Object<RequestAuthenticationSpec>> {
+    let mut found: Vec<_> = inv
+        .request_authentications
+        .iter()
+        .filter(|ra| ra.namespace == namespace)
+        .filter(|ra| {
+            ra.spec.target_refs.iter().any(|t| {
+                t.group == GATEWAY_GROUP && t.kind == "Gateway" && t.name == name && t.namespace.as_deref().is_none_or(|n| n == namespace)
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// A jwksUri's cluster: its name, host, port and whether it is HTTPS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JwksUpstream {
+    pub cluster: String,
+    pub host: String,
+    pub port: u16,
+    pub tls: bool,
+}
+
+/// `http(s)://host[:port]/...` split; None if it is not such a URI.
+pub fn jwks_upstream(uri: &str) -> Option<JwksUpstream> {
+    let (tls, rest) = if let Some(r) = uri.strip_prefix("https://") {
+        (true, r)
+    } else {
+        (false, uri.strip_prefix("http://")?)
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h.to_string(), p.parse().ok()?),
+        _ => (authority.to_string(), if tls { 443 } else { 80 }),
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some(JwksUpstream { cluster: format!("jwks|{host}|{port}"), host, port, tls })
+}
+
+/// What the listener's filter chain gets for the Gateway's RequestAuthentications: the header
+/// removal filter, the `jwt_authn` filter, and the clusters of remote JWKS.
+pub struct Rendered {
+    pub filters: Vec<Value>,
+    pub jwks: Vec<JwksUpstream>,
+}
+
+/// The filters (none without RequestAuthentication), or what is wrong with a rule.
+pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, String> {
+    let mut providers = serde_json::Map::new();
+    let mut requirements = Vec::new();
+    let mut removed: Vec<String> = Vec::new();
+    let mut jwks = Vec::new();
+    for ra in ras {
+        for (i, rule) in ra.spec.jwt_rules.iter().enumerate() {
+            let at = format!("RequestAuthentication {}/{} jwtRules[{i}]", ra.namespace, ra.name);
+            if rule.issuer.is_empty() {
+                return Err(format!("{at}: issuer is required"));
+            }
+            let mut provider = json!({
+                "issuer": rule.issuer,
+                "forward": rule.forward_original_token,
+                // Where Istio leaves it, and the filter reads it (docs/semantics.md §6b).
+                "payload_in_metadata": rule.issuer,
+            });
+            if !rule.audiences.is_empty() {
+                provider["audiences"] = json!(rule.audiences);
+            }
+            match (&rule.jwks, &rule.jwks_uri) {
+                (Some(_), Some(_)) => return Err(format!("{at}: only one of jwks or jwksUri can be set")),
+                (Some(inline), None) => provider["local_jwks"] = json!({ "inline_string": inline }),
+                (None, Some(uri)) => {
+                    let up = jwks_upstream(uri).ok_or_else(|| format!("{at}: jwksUri {uri:?}: url must have scheme http:// or https://"))?;
+                    provider["remote_jwks"] = json!({
+                        "http_uri": { "uri": uri, "cluster": up.cluster, "timeout": rule.timeout.clone().unwrap_or_else(|| "5s".into()) },
+                        "cache_duration": "300s",
+                        // Fetched when the listener starts, not by the first request.
+                        "async_fetch": {},
+                    });
+                    if !jwks.contains(&up) {
+                        jwks.push(up);
+                    }
+                }
+                (None, None) => return Err(format!("{at}: jwks or jwksUri is required (Istio would fetch the issuer's OpenID configuration; render does not)")),
+            }
+            if !rule.from_headers.is_empty() {
+                provider["from_headers"] = rule
+                    .from_headers
+                    .iter()
+                    .map(|h| json!({ "name": h.name, "value_prefix": h.prefix.clone().unwrap_or_default() }))
+                    .collect();
+            }
+            if !rule.from_params.is_empty() {
+                provider["from_params"] = json!(rule.from_params);
+            }
+            if !rule.from_cookies.is_empty() {
+                provider["from_cookies"] = json!(rule.from_cookies);
+            }
+            if let Some(h) = &rule.output_payload_to_header {
+                provider["forward_payload_header"] = json!(h);
+                removed.push(h.to_ascii_lowercase());
+            }
+            if !rule.output_claim_to_headers.is_empty() {
+                provider["claim_to_headers"] = rule
+                    .output_claim_to_headers
+                    .iter()
+                    .map(|c| json!({ "header_name": c.header, "claim_name": c.claim }))
+                    .collect();
+                removed.extend(rule.output_claim_to_headers.iter().map(|c| c.header.to_ascii_lowercase()));
+            }
+            let name = format!("origins-{}", providers.len());
+            requirements.push(json!({ "provider_name": name }));
+            providers.insert(name, provider);
+        }
+    }
+    if providers.is_empty() {
+        return Ok(Rendered { filters: Vec::new(), jwks });
+    }
+    // Istio's semantics: any provider's token, or none at all; a token present but invalid fails.
+    requirements.push(json!({ "allow_missing": {} }));
+    let jwt_authn = json!({
+        "name": JWT_METADATA_NAMESPACE,
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication",
+            "providers": providers,
+            "rules": [{ "match": { "prefix": "/" }, "requires": { "requires_any": { "requirements": requirements } } }],
+        },
+    });
+    let mut filters = Vec::new();
+    removed.sort();
+    removed.dedup();
+    if !removed.is_empty() {
+        filters.push(json!({
+            "name": "toolgate.strip_token_headers",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
+                "mutations": { "request_mutations": removed.iter().map(|h| json!({ "remove": h })).collect::<Vec<_>>() },
+            },
+        }));
+    }
+    filters.push(jwt_authn);
+    Ok(Rendered { filters, jwks })
+}
+
+/// `--resolve` keys a jwksUri host may be given by: the host itself, or `name.namespace` of a
+/// Service's cluster DNS name.
+pub fn resolve_keys(host: &str) -> Vec<String> {
+    let mut keys = vec![host.to_string()];
+    let short = host.strip_suffix(".svc.cluster.local").or_else(|| host.strip_suffix(".svc"));
+    if let Some(s) = short {
+        keys.push(s.to_string());
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jwks_uris_split() {
+        let up = jwks_upstream("https://issuer.example.com/.well-known/jwks.json").unwrap();
+        assert_eq!((up.host.as_str(), up.port, up.tls), ("issuer.example.com", 443, true));
+        let up = jwks_upstream("http://jwks.auth.svc.cluster.local:8080/keys").unwrap();
+        assert_eq!((up.host.as_str(), up.port, up.tls, up.cluster.as_str()), ("jwks.auth.svc.cluster.local", 8080, false, "jwks|jwks.auth.svc.cluster.local|8080"));
+        assert!(jwks_upstream("ftp://x/").is_none());
+        assert_eq!(resolve_keys("jwks.auth.svc.cluster.local"), ["jwks.auth.svc.cluster.local", "jwks.auth"]);
+    }
+
+    #[test]
+    fn rules_render_as_istio_does() {
+        let inv = Inventory::from_yaml(
+            "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: ra, namespace: gw}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]\n  jwtRules:\n  - issuer: https://issuer.test\n    jwks: '{\"keys\":[]}'\n    audiences: [toolgate]\n    outputClaimToHeaders: [{header: X-Sub, claim: sub}]\n---\napiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: other, namespace: gw}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: h}]\n  jwtRules: [{issuer: x, jwks: '{}'}]\n",
+        );
+        let ras = for_gateway(&inv, "gw", "g");
+        assert_eq!(ras.len(), 1);
+        let r = render(&ras).unwrap();
+        assert_eq!(r.filters.len(), 2);
+        assert_eq!(r.filters[0]["typed_config"]["mutations"]["request_mutations"], json!([{ "remove": "x-sub" }]));
+        let p = &r.filters[1]["typed_config"]["providers"]["origins-0"];
+        assert_eq!(p["payload_in_metadata"], "https://issuer.test");
+        assert_eq!(p["audiences"], json!(["toolgate"]));
+        let reqs = &r.filters[1]["typed_config"]["rules"][0]["requires"]["requires_any"]["requirements"];
+        assert_eq!(reqs, &json!([{ "provider_name": "origins-0" }, { "allow_missing": {} }]));
+        assert!(render(&for_gateway(&inv, "gw", "none")).unwrap().filters.is_empty());
+    }
+}

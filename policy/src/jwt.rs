@@ -1,0 +1,362 @@
+//! Token callers (docs/semantics.md §6b): the payload of a JWT that Envoy's `jwt_authn` filter
+//! verified, read from the request's dynamic metadata. Toolgate never parses or verifies a token
+//! itself; a claim exists only where Envoy wrote it.
+//!
+//! Where: filter metadata namespace [`JWT_METADATA_NAMESPACE`], one entry per verified token keyed
+//! by its issuer, each a `google.protobuf.Struct` (the payload). This is where Istio's generated
+//! `jwt_authn` configuration leaves it (`payload_in_metadata: <issuer>`, pilot/pkg/security/authn/
+//! policy_applier.go), and where `toolgate render` configures it too, so the filter reads one place
+//! under both.
+//!
+//! The host hands over the request's dynamic metadata as a serialised
+//! `envoy.config.core.v3.Metadata` ([`crate::lifecycle::Host::dynamic_metadata`]); this decodes
+//! the namespace's entries. Exactly one verified payload gives the caller's claims; none, or more
+//! than one (two tokens of different issuers in one request: which one is "the caller" would be
+//! the client's choice), give no claims.
+
+use serde_json::{Map, Number, Value};
+
+/// The filter metadata namespace Envoy's `jwt_authn` writes verified payloads under (the filter's
+/// name), as Istio configures it.
+pub const JWT_METADATA_NAMESPACE: &str = "envoy.filters.http.jwt_authn";
+
+/// The verified token of a request.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Auth {
+    /// The payload, a JSON object.
+    pub claims: Value,
+    /// `<iss>/<sub>` (Istio's `request.auth.principal`), "" unless both are strings.
+    pub principal: String,
+    /// The namespace's `Struct` as Envoy serialised it (issuer -> payload), for an authorizer's
+    /// `metadata_context` (what Envoy's ext_authz sends with `metadata_context_namespaces`).
+    pub raw: Vec<u8>,
+}
+
+impl Auth {
+    /// The verified token in serialised `envoy.config.core.v3.Metadata`, if there is exactly one.
+    pub fn from_metadata(metadata: &[u8]) -> Option<Auth> {
+        let raw = metadata_namespace(metadata, JWT_METADATA_NAMESPACE)?;
+        let mut payloads = Vec::new();
+        for (field, value) in Fields(raw) {
+            if field != Field::Len(1) {
+                continue;
+            }
+            let (_, payload) = map_entry(value?)?;
+            payloads.push(payload);
+        }
+        let [payload] = payloads[..] else { return None };
+        // Each entry is a `Value` holding the payload's `Struct`.
+        let claims = decode_value(payload?, 0).filter(Value::is_object)?;
+        Some(Auth::of_claims(claims, raw.to_vec()))
+    }
+
+    /// The token whose payload is `claims` (`toolgate explain`'s `claims:`), with `raw` its
+    /// namespace's Struct.
+    pub fn of_claims(claims: Value, raw: Vec<u8>) -> Auth {
+        let principal = match (claims.get("iss"), claims.get("sub")) {
+            (Some(Value::String(iss)), Some(Value::String(sub))) => format!("{iss}/{sub}"),
+            _ => String::new(),
+        };
+        Auth { claims, principal, raw }
+    }
+}
+
+/// A serialised `envoy.config.core.v3.Metadata` with `claims` (a JSON object) as the one verified
+/// payload, keyed by its `iss` claim (or ""): what Envoy's `jwt_authn` leaves, for simulated hosts
+/// (`toolgate explain`'s `claims:`, tests).
+pub fn metadata_with_claims(claims: &Value) -> Vec<u8> {
+    let issuer = claims.get("iss").and_then(Value::as_str).unwrap_or("");
+    let payload = message(|b| value(b, claims));
+    let namespace = message(|b| entry(b, 1, issuer, &payload));
+    message(|b| entry(b, 1, JWT_METADATA_NAMESPACE, &namespace))
+}
+
+fn message(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut b = Vec::new();
+    f(&mut b);
+    b
+}
+
+fn put_varint(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        b.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.push(v as u8);
+}
+
+fn put_len(b: &mut Vec<u8>, field: u32, bytes: &[u8]) {
+    put_varint(b, u64::from(field << 3 | 2));
+    put_varint(b, bytes.len() as u64);
+    b.extend_from_slice(bytes);
+}
+
+/// A map entry (`key` -> the message `value`) as field `field`.
+fn entry(b: &mut Vec<u8>, field: u32, key: &str, value: &[u8]) {
+    let e = message(|e| {
+        put_len(e, 1, key.as_bytes());
+        put_len(e, 2, value);
+    });
+    put_len(b, field, &e);
+}
+
+/// A JSON value as a `google.protobuf.Value`'s fields.
+fn value(b: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => {
+            put_varint(b, 1 << 3);
+            put_varint(b, 0);
+        }
+        Value::Number(n) => {
+            put_varint(b, 2 << 3 | 1);
+            b.extend_from_slice(&n.as_f64().unwrap_or(0.0).to_bits().to_le_bytes());
+        }
+        Value::String(s) => put_len(b, 3, s.as_bytes()),
+        Value::Bool(x) => {
+            put_varint(b, 4 << 3);
+            put_varint(b, u64::from(*x));
+        }
+        Value::Object(map) => {
+            let st = message(|st| {
+                for (k, v) in map {
+                    let inner = message(|i| value(i, v));
+                    entry(st, 1, k, &inner);
+                }
+            });
+            put_len(b, 5, &st);
+        }
+        Value::Array(items) => {
+            let list = message(|l| {
+                for v in items {
+                    let inner = message(|i| value(i, v));
+                    put_len(l, 1, &inner);
+                }
+            });
+            put_len(b, 6, &list);
+        }
+    }
+}
+
+/// The `Struct` of `namespace` in a serialised `Metadata` (`filter_metadata`, field 1).
+fn metadata_namespace<'a>(metadata: &'a [u8], namespace: &str) -> Option<&'a [u8]> {
+    let mut found = None;
+    for (field, value) in Fields(metadata) {
+        if field != Field::Len(1) {
+            continue;
+        }
+        let (key, value) = map_entry(value?)?;
+        if key == namespace.as_bytes() {
+            found = Some(value?);
+        }
+    }
+    found
+}
+
+/// A map entry's key (field 1) and value (field 2, None if absent).
+fn map_entry(entry: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    let (mut key, mut value) = (&[][..], None);
+    for (field, v) in Fields(entry) {
+        match field {
+            Field::Len(1) => key = v?,
+            Field::Len(2) => value = Some(v?),
+            _ => {}
+        }
+    }
+    Some((key, value))
+}
+
+const MAX_DEPTH: usize = 32;
+
+/// A `google.protobuf.Struct` as a JSON object.
+fn decode_struct(bytes: &[u8], depth: usize) -> Option<Value> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut map = Map::new();
+    for (field, entry) in Fields(bytes) {
+        if field != Field::Len(1) {
+            continue;
+        }
+        let (key, value) = map_entry(entry?)?;
+        let key = std::str::from_utf8(key).ok()?.to_string();
+        let value = match value {
+            Some(v) => decode_value(v, depth + 1)?,
+            None => Value::Null,
+        };
+        map.insert(key, value);
+    }
+    Some(Value::Object(map))
+}
+
+/// A `google.protobuf.Value`.
+fn decode_value(bytes: &[u8], depth: usize) -> Option<Value> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut out = Value::Null;
+    for (field, v) in Fields(bytes) {
+        out = match (field, v) {
+            (Field::Varint(1), _) => Value::Null,
+            (Field::Fixed64(2, bits), _) => {
+                let n = f64::from_bits(bits);
+                // Integral numbers (`exp`, `iat`) as integers, as they were in the token.
+                if n.fract() == 0.0 && n.abs() < 9.0e15 {
+                    Value::Number(Number::from(n as i64))
+                } else {
+                    Number::from_f64(n).map_or(Value::Null, Value::Number)
+                }
+            }
+            (Field::Len(3), v) => Value::String(std::str::from_utf8(v?).ok()?.to_string()),
+            (Field::Varint4(b), _) => Value::Bool(b != 0),
+            (Field::Len(5), v) => decode_struct(v?, depth + 1)?,
+            (Field::Len(6), v) => {
+                let mut list = Vec::new();
+                for (f, item) in Fields(v?) {
+                    if f == Field::Len(1) {
+                        list.push(decode_value(item?, depth + 1)?);
+                    }
+                }
+                Value::Array(list)
+            }
+            _ => continue,
+        };
+    }
+    Some(out)
+}
+
+/// A field's number and wire type (with the varint of field 4 and the fixed64 of field 2 carried:
+/// the only scalars read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Varint(u32),
+    Varint4(u64),
+    Fixed64(u32, u64),
+    Len(u32),
+    Other,
+}
+
+/// The fields of a message; a length-delimited field's bytes, or `None` (and the end) where the
+/// message is malformed.
+struct Fields<'a>(&'a [u8]);
+
+fn varint(b: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&byte, rest) = b.split_first()?;
+        *b = rest;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = (Field, Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let fail = |s: &mut Self| {
+            s.0 = &[];
+            Some((Field::Other, None))
+        };
+        let Some(key) = varint(&mut self.0) else { return fail(self) };
+        let number = u32::try_from(key >> 3).unwrap_or(0);
+        match key & 7 {
+            0 => {
+                let Some(v) = varint(&mut self.0) else { return fail(self) };
+                Some((if number == 4 { Field::Varint4(v) } else { Field::Varint(number) }, Some(&[])))
+            }
+            1 => {
+                let Some((bytes, rest)) = self.0.split_first_chunk::<8>() else { return fail(self) };
+                self.0 = rest;
+                Some((Field::Fixed64(number, u64::from_le_bytes(*bytes)), Some(&[])))
+            }
+            2 => {
+                let Some(len) = varint(&mut self.0).and_then(|l| usize::try_from(l).ok()) else { return fail(self) };
+                if len > self.0.len() {
+                    return fail(self);
+                }
+                let (v, rest) = self.0.split_at(len);
+                self.0 = rest;
+                Some((Field::Len(number), Some(v)))
+            }
+            5 => {
+                if self.0.len() < 4 {
+                    return fail(self);
+                }
+                self.0 = &self.0[4..];
+                Some((Field::Other, Some(&[])))
+            }
+            _ => fail(self),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+    use toolgate_ext_authz_proto::envoy::config::core::v3::Metadata;
+    use toolgate_ext_authz_proto::google::protobuf::{value::Kind, ListValue, Struct, Value as PValue};
+
+    fn s(fields: Vec<(&str, PValue)>) -> Struct {
+        Struct { fields: fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
+    }
+    fn v(kind: Kind) -> PValue {
+        PValue { kind: Some(kind) }
+    }
+    fn metadata(namespaces: Vec<(&str, Struct)>) -> Vec<u8> {
+        Metadata { filter_metadata: namespaces.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), ..Default::default() }
+            .encode_to_vec()
+    }
+    fn payload() -> Struct {
+        s(vec![
+            ("iss", v(Kind::StringValue("https://issuer.test".into()))),
+            ("sub", v(Kind::StringValue("agent-7".into()))),
+            ("exp", v(Kind::NumberValue(1_900_000_000.0))),
+            ("ratio", v(Kind::NumberValue(0.5))),
+            ("admin", v(Kind::BoolValue(true))),
+            ("none", v(Kind::NullValue(0))),
+            ("aud", v(Kind::ListValue(ListValue { values: vec![v(Kind::StringValue("toolgate".into()))] }))),
+            ("org", v(Kind::StructValue(s(vec![("team", v(Kind::StringValue("blue".into())))])))),
+        ])
+    }
+
+    #[test]
+    fn one_verified_payload_gives_claims_and_principal() {
+        let bytes = metadata(vec![
+            ("other", s(vec![("x", v(Kind::StringValue("y".into())))])),
+            (JWT_METADATA_NAMESPACE, s(vec![("https://issuer.test", v(Kind::StructValue(payload())))])),
+        ]);
+        let auth = Auth::from_metadata(&bytes).expect("a payload");
+        assert_eq!(auth.principal, "https://issuer.test/agent-7", "{:?}", auth.claims);
+        assert_eq!(
+            auth.claims,
+            serde_json::json!({"iss": "https://issuer.test", "sub": "agent-7", "exp": 1_900_000_000, "ratio": 0.5,
+                "admin": true, "none": null, "aud": ["toolgate"], "org": {"team": "blue"}})
+        );
+        let ns = Struct::decode(auth.raw.as_slice()).expect("the namespace's Struct");
+        assert!(ns.fields.contains_key("https://issuer.test"));
+    }
+
+    #[test]
+    fn no_payload_or_two_give_none() {
+        assert_eq!(Auth::from_metadata(&[]), None);
+        // The simulated hosts' encoding reads back as the claims.
+        let claims = serde_json::json!({"iss": "i", "sub": "s", "n": 3, "f": 0.25, "l": [true, null, {"a": "b"}]});
+        let auth = Auth::from_metadata(&metadata_with_claims(&claims)).expect("a payload");
+        assert_eq!((auth.claims, auth.principal.as_str()), (claims, "i/s"));
+        assert_eq!(Auth::from_metadata(&metadata(vec![("other", payload())])), None);
+        let two = s(vec![("a", v(Kind::StructValue(payload()))), ("b", v(Kind::StructValue(payload())))]);
+        assert_eq!(Auth::from_metadata(&metadata(vec![(JWT_METADATA_NAMESPACE, two)])), None);
+        // Malformed bytes: none, no panic.
+        let good = metadata(vec![(JWT_METADATA_NAMESPACE, s(vec![("i", v(Kind::StructValue(payload())))]))]);
+        for cut in 0..good.len() {
+            let _ = Auth::from_metadata(&good[..cut]);
+        }
+    }
+}
