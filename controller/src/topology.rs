@@ -188,6 +188,12 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     for (&i, compiled) in order.iter().zip(&compiled) {
         let policy = &inv.policies[i];
         let refusal = external_auth_refusal(inv, policy);
+        if let Some(v) = policy.annotations.get(DRY_RUN_ANNOTATION).filter(|v| !["true", "false"].iter().any(|b| v.trim().eq_ignore_ascii_case(b))) {
+            topo.warnings.push(format!(
+                "policy {}: annotation {DRY_RUN_ANNOTATION}: {v:?} is neither \"true\" nor \"false\": the policy is enforced",
+                policy.key()
+            ));
+        }
         let mut ancestors = Vec::new();
         for target in &policy.spec.target_refs {
             let ancestor_ref = ancestor_ref(target, &policy.namespace);

@@ -461,3 +461,16 @@ fn explain_prints_the_shadow_decision_and_the_default_deny() {
     let plan = std::fs::read_to_string(out_dir.join("default.gw.http.plan.json")).unwrap();
     assert!(plan.contains(r#""dryRun": true"#) && !plan.contains("defaultDeny"), "{plan}");
 }
+
+#[test]
+fn a_dry_run_annotation_that_is_not_a_boolean_is_warned_about() {
+    let dir = tmp("dry-run-warning");
+    let p = "---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p, annotations: {toolgate.dev/dry-run: \"yes\"}}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n  action: Allow\n".to_string();
+    let input = write_inputs(&dir, &[p]);
+    let o = toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(r#"warning: policy default/p: annotation toolgate.dev/dry-run: "yes" is neither "true" nor "false": the policy is enforced"#), "{err}");
+    let status = std::fs::read_to_string(dir.join("out/status.json")).unwrap();
+    assert!(status.contains(r#""Policy accepted""#), "{status}");
+}
