@@ -335,7 +335,13 @@ impl<'e> Route<'e> {
                 l.external_auth.iter().filter(|ea| ea.dry_run).map(|ea| ea.policy.as_str())
                     .chain(l.allow.iter().filter(|p| p.dry_run).map(|p| p.name.as_str()))
             })
-            .collect()
+            .fold(Vec::new(), |mut names, name| {
+                // A policy targeting both levels is named once.
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+                names
+            })
     }
 
     /// Decides a request (docs/semantics.md §3, §4) as if every external authorizer allowed it: the whole decision

@@ -97,7 +97,7 @@ fn a_dry_run_policy_beside_an_enforced_one() {
     assert_eq!(host.counts, vec![Counter::ShadowDeny, Counter::Allow]);
     assert_eq!(
         host.records,
-        vec!["allow gateway=default/allow:echo backend=- shadow=deny backend: no rule of 1 allow policy matched dry-run=default/dry,default/dry"]
+        vec!["allow gateway=default/allow:echo backend=- shadow=deny backend: no rule of 1 allow policy matched dry-run=default/dry"]
     );
 }
 
