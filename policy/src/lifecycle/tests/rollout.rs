@@ -252,6 +252,52 @@ fn plans_without_the_new_fields_keep_their_shape() {
 // ---- the evaluator ------------------------------------------------------------------------------
 
 #[test]
+fn the_shadow_route_exists_only_where_a_dry_run_policy_applies() {
+    use crate::eval::{Evaluator, HttpRequest};
+    let enforced = with_levels(allow_level(vec![tools_rule("echo", None, &["echo"])]), None, false);
+    let ev = Evaluator::from_plan(enforced.clone()).unwrap();
+    assert!(!ev.has_dry_run() && ev.shadow_route(Some(CLUSTER)).is_none() && ev.shadow_route(None).is_none());
+    // A dry-run policy on the backend: a shadow route for CLUSTER only.
+    let mut plan = enforced;
+    plan.backends.insert(CLUSTER.into(), dry(allow_level(vec![tools_rule("sum", None, &["get-sum"])])));
+    let ev = Evaluator::from_plan(plan).unwrap();
+    assert!(ev.has_dry_run() && ev.shadow_route(None).is_none());
+    let shadow = ev.shadow_route(Some(CLUSTER)).unwrap();
+    assert!(shadow.is_shadow() && !ev.route(Some(CLUSTER)).is_shadow());
+    assert_eq!(shadow.dry_run_policies(), vec![DRY]);
+    let body = call(1, "echo");
+    let mcp = crate::mcp::read_body(body.as_bytes(), crate::mcp::ReadOptions::default()).unwrap();
+    let req = HttpRequest { method: "POST", path: "/mcp", authority: "gw", port: 80, headers: &[], principal: None, auth: None, time_ms: 0 };
+    // The enforced route does not see the dry-run policy; the shadow route does (explain too).
+    assert!(ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp)).allowed());
+    assert_eq!(ev.route(Some(CLUSTER)).explain(&req, BodyInput::Mcp(&mcp))[0].levels.len(), 1);
+    assert!(!shadow.decide(&req, BodyInput::Mcp(&mcp)).allowed());
+    let explained = shadow.explain(&req, BodyInput::Mcp(&mcp));
+    assert_eq!(explained[0].levels.len(), 2);
+    assert_eq!(explained[0].levels[1].rules[0].policy, DRY);
+}
+
+#[test]
+fn explain_shows_the_default_deny_level() {
+    use crate::eval::{Evaluator, HttpRequest, DEFAULT_DENY_POLICY};
+    let ev = Evaluator::from_plan(with_levels(LevelPlan::default(), None, true)).unwrap();
+    let route = ev.route(None);
+    assert!(route.under_policy() && route.is_default_deny());
+    let req = HttpRequest { method: "POST", path: "/mcp", authority: "gw", port: 80, headers: &[], principal: None, auth: None, time_ms: 0 };
+    let body = call(1, "echo");
+    let mcp = crate::mcp::read_body(body.as_bytes(), crate::mcp::ReadOptions::default()).unwrap();
+    let d = route.decide(&req, BodyInput::Mcp(&mcp));
+    assert_eq!(d.summary(), "deny: no policy (default deny)");
+    let explained = route.explain(&req, BodyInput::Mcp(&mcp));
+    let rule = &explained[0].levels[0].rules[0];
+    assert_eq!((rule.policy.as_str(), rule.rule.as_str()), (DEFAULT_DENY_POLICY, "(base protocol)"));
+    assert!(rule.outcome.is_err());
+    // Plans without the setting: no policy, no default deny.
+    let ev = Evaluator::from_plan(with_levels(LevelPlan::default(), None, false)).unwrap();
+    assert!(!ev.route(None).under_policy() && !ev.route(None).is_default_deny());
+}
+
+#[test]
 fn another_listeners_host_passes_a_default_deny_route() {
     let mut plan = with_levels(LevelPlan::default(), None, true);
     plan.settings.default_deny_except_hosts = vec![crate::plan::HostMatch::Exact("other.example.com".into())];
