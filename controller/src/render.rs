@@ -163,7 +163,7 @@ impl Ctx<'_> {
             clusters.insert(up.cluster.clone(), self.jwks_cluster(up));
         }
         for l in &gw.listeners {
-            listeners.push(self.listener(gw, l, &tokens.filters)?);
+            listeners.push(self.listener(gw, l, &tokens)?);
             for upstream in l.routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
                 clusters.entry(upstream.cluster_name()).or_insert_with(|| self.cluster(upstream));
             }
@@ -201,7 +201,7 @@ impl Ctx<'_> {
         })
     }
 
-    fn listener(&self, gw: &GatewayOut, l: &ListenerOut, token_filters: &[Value]) -> Result<Value, Failure> {
+    fn listener(&self, gw: &GatewayOut, l: &ListenerOut, tokens: &crate::request_authn::Rendered) -> Result<Value, Failure> {
         let listener = &l.listener;
         let id = format!("{}/{}/{}", gw.gateway.namespace, gw.gateway.name, listener.name);
         let limit = l.plan.settings.max_body_bytes;
@@ -221,7 +221,7 @@ impl Ctx<'_> {
                 "normalize_path": true,
                 "merge_slashes": true,
                 "path_with_escaped_slashes_action": "UNESCAPE_AND_REDIRECT",
-                "route_config": self.route_config(&id, listener, &l.routes),
+                "route_config": self.route_config(&id, listener, &l.routes, &tokens.upstream_removed),
                 "access_log": [{
                     "name": "envoy.access_loggers.file",
                     "typed_config": {
@@ -236,7 +236,7 @@ impl Ctx<'_> {
                 }],
                 // Envoy's jwt_authn (and the removal of the headers it writes) before Toolgate, which
                 // reads what it verified (docs/semantics.md §6b).
-                "http_filters": token_filters.iter().cloned().chain([
+                "http_filters": tokens.filters.iter().cloned().chain([
                     if self.args.native_module.is_some() { native_filter(&id, self.wasm, &plan_json) } else { json!(
                     {
                         "name": "envoy.filters.http.wasm",
@@ -356,7 +356,7 @@ impl Ctx<'_> {
         Ok(path)
     }
 
-    fn route_config(&self, id: &str, listener: &Listener, routes: &[RouteOut]) -> Value {
+    fn route_config(&self, id: &str, listener: &Listener, routes: &[RouteOut], removed: &[String]) -> Value {
         // One virtual host per distinct hostname set; routes without hostnames take the listener's.
         let mut vhosts: BTreeMap<Vec<String>, Vec<(Precedence, Value)>> = BTreeMap::new();
         for route in routes {
@@ -397,7 +397,12 @@ impl Ctx<'_> {
                 json!({ "name": format!("vh{i}"), "domains": domains, "routes": entries.into_iter().map(|e| e.1).collect::<Vec<_>>() })
             })
             .collect();
-        json!({ "name": id, "virtual_hosts": virtual_hosts })
+        let mut config = json!({ "name": id, "virtual_hosts": virtual_hosts });
+        if !removed.is_empty() {
+            // Token headers jwt_authn kept for the filter (docs/semantics.md §6b), not forwarded.
+            config["request_headers_to_remove"] = json!(removed);
+        }
+        config
     }
 
     fn cluster(&self, upstream: &Upstream) -> Value {

@@ -131,6 +131,10 @@ pub fn jwks_upstream(uri: &str) -> Option<JwksUpstream> {
 pub struct Rendered {
     pub filters: Vec<Value>,
     pub jwks: Vec<JwksUpstream>,
+    /// Token headers of rules without `forwardOriginalToken`: jwt_authn keeps them (`forward: true`)
+    /// so that the filter can count the credentials a request carries (docs/semantics.md §6b), and
+    /// the route removes them before the upstream, as Istio's `forward: false` would.
+    pub upstream_removed: Vec<String>,
 }
 
 /// The filters (none without RequestAuthentication), or what is wrong with a rule.
@@ -139,15 +143,24 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, St
     let mut requirements = Vec::new();
     let mut removed: Vec<String> = Vec::new();
     let mut jwks = Vec::new();
+    let (mut unforwarded, mut forwarded) = (Vec::new(), Vec::new());
     for ra in ras {
         for (i, rule) in ra.spec.jwt_rules.iter().enumerate() {
             let at = format!("RequestAuthentication {}/{} jwtRules[{i}]", ra.namespace, ra.name);
             if rule.issuer.is_empty() {
                 return Err(format!("{at}: issuer is required"));
             }
+            let locations: Vec<String> = if rule.from_headers.is_empty() {
+                vec!["authorization".into()]
+            } else {
+                rule.from_headers.iter().map(|h| h.name.to_ascii_lowercase()).collect()
+            };
+            if rule.forward_original_token { &mut forwarded } else { &mut unforwarded }.extend(locations);
             let mut provider = json!({
                 "issuer": rule.issuer,
-                "forward": rule.forward_original_token,
+                // Kept for the filter to see (a second credential drops the claims); removed by the
+                // route when the rule does not forward it (`upstream_removed`).
+                "forward": true,
                 // Where Istio leaves it, and the filter reads it (docs/semantics.md §6b).
                 "payload_in_metadata": rule.issuer,
             });
@@ -202,8 +215,11 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, St
         }
     }
     if providers.is_empty() {
-        return Ok(Rendered { filters: Vec::new(), jwks });
+        return Ok(Rendered { filters: Vec::new(), jwks, upstream_removed: Vec::new() });
     }
+    let mut upstream_removed: Vec<String> = unforwarded.into_iter().filter(|h| !forwarded.contains(h)).collect();
+    upstream_removed.sort();
+    upstream_removed.dedup();
     // Istio's semantics: any provider's token, or none at all; a token present but invalid fails.
     requirements.push(json!({ "allow_missing": {} }));
     let jwt_authn = json!({
@@ -227,7 +243,7 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, St
         }));
     }
     filters.push(jwt_authn);
-    Ok(Rendered { filters, jwks })
+    Ok(Rendered { filters, jwks, upstream_removed })
 }
 
 /// `--resolve` keys a jwksUri host may be given by: the host itself, or `name.namespace` of a
@@ -270,6 +286,7 @@ mod tests {
         assert_eq!(p["audiences"], json!(["toolgate"]));
         let reqs = &r.filters[1]["typed_config"]["rules"][0]["requires"]["requires_any"]["requirements"];
         assert_eq!(reqs, &json!([{ "provider_name": "origins-0" }, { "allow_missing": {} }]));
+        assert_eq!(r.upstream_removed, ["authorization"]);
         assert!(render(&for_gateway(&inv, "gw", "none")).unwrap().filters.is_empty());
     }
 }

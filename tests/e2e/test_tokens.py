@@ -214,6 +214,8 @@ def test_a_client_sent_claim_header_is_removed(gw, keys):
     sent = gw.call("get-sum", headers=bearer(keys.token("agent-h")), **HTTP)
     assert_allowed(sent)
     assert sent.executed[0]["headers"].get("x-jwt-sub") == "agent-h", sent.executed
+    # forwardOriginalToken is false: the token does not reach the MCP server.
+    assert "authorization" not in sent.executed[0]["headers"], sent.executed
 
 
 def test_validate_type_checks_the_token_variables(tmp_path):
