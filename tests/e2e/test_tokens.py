@@ -254,3 +254,14 @@ def test_the_readme_sdk_example_with_a_bearer_token(gw, keys):
     assert names == ["get-sum"] and text == "42", (names, text)
     names, text = anyio.run(main, None)
     assert names == [] and text.startswith("denied"), (names, text)
+
+
+def test_explain_takes_claims(gw, tmp_path):
+    """`toolgate explain` with `claims:` decides as the filter does for that verified payload."""
+    body = jsonrpc("tools/call", {"name": "get-sum", "arguments": {"a": 1, "b": 2}}, id=1)
+    for claims, want in (({"iss": RSA_ISSUER, "sub": "agent-7"}, "decision: ALLOW (allow gateway=default/tokens:agent-7-sum"),
+                         ({"iss": RSA_ISSUER, "sub": "agent-8"}, "decision: DENY"), (None, "decision: DENY")):
+        req = tmp_path / "req.json"
+        harness.write_json(req, {"listener": "http", **({"claims": claims} if claims else {}), "body": body})
+        proc = harness.run_toolgate("explain", "-f", gw.workdir / "gateway.yaml", "-f", gw.policy_dir, "--request", req)
+        assert proc.returncode == 0 and want in proc.stdout, (claims, proc.stdout, proc.stderr)
