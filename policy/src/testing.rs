@@ -46,6 +46,8 @@ pub struct FakeHost {
     // The request.
     pub headers: Vec<(String, String)>,
     pub principal: Option<String>,
+    /// The dynamic metadata (a serialised `Metadata`, e.g. [`crate::jwt::metadata_with_claims`]).
+    pub metadata: Option<Vec<u8>>,
     pub cluster: Option<String>,
     /// The listener port.
     pub port: i64,
@@ -99,6 +101,12 @@ impl FakeHost {
             port: 8443,
             ..FakeHost::default()
         }
+    }
+
+    /// With a JWT payload as Envoy's jwt_authn verified it (docs/semantics.md §6b).
+    pub fn token(mut self, claims: serde_json::Value) -> Self {
+        self.metadata = Some(crate::jwt::metadata_with_claims(&claims));
+        self
     }
 
     /// With the caller's SPIFFE ID.
@@ -187,6 +195,10 @@ impl Host for FakeHost {
                 Some(if self.protocol.is_empty() { b"HTTP/1.1".to_vec() } else { self.protocol.clone().into_bytes() })
             }
         }
+    }
+
+    fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
+        self.metadata.clone()
     }
 
     fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {

@@ -265,3 +265,48 @@ def test_explain_takes_claims(gw, tmp_path):
         harness.write_json(req, {"listener": "http", **({"claims": claims} if claims else {}), "body": body})
         proc = harness.run_toolgate("explain", "-f", gw.workdir / "gateway.yaml", "-f", gw.policy_dir, "--request", req)
         assert proc.returncode == 0 and want in proc.stdout, (claims, proc.stdout, proc.stderr)
+
+
+def test_a_jwks_uri_is_fetched_through_its_cluster_honouring_resolve(gateway, keys, tmp_path):
+    """jwksUri: a cluster of its own (`jwks|<host>|<port>`), `--resolve name.namespace=HOST:PORT` mapping a
+    Service's DNS name; Envoy fetches the keys when the listener starts."""
+    import http.server
+    import threading
+
+    jwks = keys.jwks(keys.rsa.public_key(), "RS256", "rsa-1").encode()
+    fetched: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            fetched.append(self.path)
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(jwks)))
+            self.end_headers()
+            self.wfile.write(jwks)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ra = request_authentication(keys)
+        ra["spec"]["jwtRules"] = [{"issuer": RSA_ISSUER, "audiences": [AUDIENCE],
+                                   "jwksUri": "http://jwks.auth.svc.cluster.local:8081/keys"}]
+        gw = gateway(POLICY, ra, listeners={"http": "HTTP"}, name="jwks-uri",
+                     render_args=["--resolve", f"jwks.auth=127.0.0.1:{server.server_address[1]}"])
+        harness.wait_for(lambda: fetched, timeout=10, what="the JWKS fetch")
+        assert fetched[0] == "/keys"
+        sent = None
+
+        def allowed():
+            nonlocal sent
+            sent = gw.call("get-sum", headers=bearer(keys.token("agent-7")), **HTTP)
+            return sent.status == 200 and sent.executed
+
+        harness.wait_for(allowed, timeout=10, what="a token verified with the fetched keys")
+        assert_allowed(sent)
+        assert_unauthorized(gw.call("get-sum", headers=bearer(keys.token(forged=True)), **HTTP))
+    finally:
+        server.shutdown()

@@ -228,3 +228,51 @@ fn response_trailers_end_a_buffered_list() {
     assert_eq!(r.on_response_trailers(&mut host), Action::Continue);
     assert_eq!(String::from_utf8(host.response_body.clone()).unwrap(), tools(&["get-sum"]));
 }
+
+/// docs/semantics.md §6b: rules over a verified token's claims decide calls and lists per token; no
+/// token, or a second Authorization credential, gives no claims.
+#[test]
+fn claims_decide_calls_and_lists_per_token() {
+    let cel = |name: &str, expression: &str| RulePlan { name: name.into(), cel: Some(expression.into()), ..RulePlan::default() };
+    let p = plugin(
+        allow_level(vec![
+            RulePlan { name: "base".into(), mcp: Some(McpMatch { base_protocol: true, methods: vec![] }), ..RulePlan::default() },
+            cel("agent-7", "request.auth.claims.sub == 'agent-7' && request.mcp.tool_name == 'get-sum'"),
+            cel("writers", "'tools:write' in request.auth.claims.scope.split(' ') && request.mcp.tool_name == 'echo'"),
+            cel("principal", "request.auth.principal == 'https://i.test/agent-p' && request.mcp.tool_name == 'get-env'"),
+        ]),
+        None,
+    );
+    let token = |sub: &str, scope: &str| serde_json::json!({"iss": "https://i.test", "sub": sub, "scope": scope});
+    let all = tools(&["echo", "get-sum", "get-env"]);
+    for (claims, expected) in [
+        (Some(token("agent-7", "tools:read")), tools(&["get-sum"])),
+        (Some(token("agent-w", "tools:read tools:write")), tools(&["echo"])),
+        (Some(token("agent-p", "")), tools(&["get-env"])),
+        (None, tools(&[])),
+    ] {
+        let host = post(LIST);
+        let mut host = match &claims {
+            Some(c) => host.token(c.clone()),
+            None => host,
+        };
+        let (mut r, _) = send(&p, &mut host);
+        assert_eq!(respond(&mut r, &mut host, &JSON, &[&all]), expected, "{claims:?}");
+    }
+    let decide = |host: &mut Fake| {
+        send(&p, host);
+        host.records.last().cloned().unwrap_or_default()
+    };
+    assert!(decide(&mut post(&call(1, "get-sum")).token(token("agent-7", ""))).starts_with("allow"));
+    assert!(decide(&mut post(&call(1, "get-sum"))).starts_with("deny"));
+    // Two Authorization fields, or two credentials in one: no claims.
+    let mut two = post(&call(1, "get-sum")).token(token("agent-7", ""));
+    two.headers.extend(pairs(&[("authorization", "Basic eA=="), ("authorization", "Bearer x.y.z")]));
+    assert!(decide(&mut two).starts_with("deny"));
+    let mut joined = post(&call(1, "get-sum")).token(token("agent-7", ""));
+    joined.headers.extend(pairs(&[("authorization", "Basic eA==,Bearer x.y.z")]));
+    assert!(decide(&mut joined).starts_with("deny"));
+    let mut one = post(&call(1, "get-sum")).token(token("agent-7", ""));
+    one.headers.extend(pairs(&[("authorization", "Bearer x.y.z")]));
+    assert!(decide(&mut one).starts_with("allow"));
+}
