@@ -24,6 +24,10 @@ import harness
 from harness import assert_allowed, assert_denied, jsonrpc, mcp_match, policy, rule
 
 HTTP = dict(listener="http", agent=None)
+# The dynamic module cannot read the payload's Struct through Envoy 1.40's ABI (docs/semantics.md §6b): on
+# the native host tokens give no claims, so what a claim should allow is denied there (fail closed).
+NATIVE = harness.filter_host() == "native"
+needs_claims = pytest.mark.skipif(NATIVE, reason="the dynamic module reads no claims (docs/semantics.md §6b)")
 RSA_ISSUER = "https://issuer-rsa.test"
 EC_ISSUER = "https://issuer-ec.test"
 AUDIENCE = "toolgate"
@@ -117,6 +121,7 @@ def test_render_puts_jwt_authn_before_toolgate_where_istio_leaves_the_payload(gw
     assert {p["payload_in_metadata"] for p in providers.values()} == {RSA_ISSUER, EC_ISSUER}
 
 
+@needs_claims
 def test_allowed_and_denied_by_sub_scope_and_principal(gw, keys):
     agent7 = bearer(keys.token("agent-7"))
     assert_allowed(gw.call("get-sum", headers=agent7, **HTTP))
@@ -145,7 +150,8 @@ def test_invalid_tokens_get_401_and_reach_nothing(gw, keys):
     assert_unauthorized(sent, status=403)
     assert b"Audiences in Jwt are not allowed" in sent.response.body, sent
     # The same token with the right audience passes.
-    assert_allowed(gw.call("get-sum", headers=bearer(keys.token(aud=AUDIENCE)), **HTTP))
+    if not NATIVE:
+        assert_allowed(gw.call("get-sum", headers=bearer(keys.token(aud=AUDIENCE)), **HTTP))
 
 
 def test_without_a_token_rules_over_claims_do_not_match(gw):
@@ -155,6 +161,7 @@ def test_without_a_token_rules_over_claims_do_not_match(gw):
     assert_allowed(gw.rpc("ping", **HTTP))
 
 
+@needs_claims
 def test_list_filtering_per_token(gw, keys):
     def names(headers: dict | None) -> list[str]:
         sent = gw.rpc("tools/list", headers=headers, **HTTP)
@@ -212,7 +219,7 @@ def test_a_client_sent_claim_header_is_removed(gw, keys):
     # With a token of another subject, the client's x-jwt-sub is replaced by the verified one.
     assert_denied(gw.call("get-sum", headers={"x-jwt-sub": "agent-h", **bearer(keys.token("agent-x"))}, **HTTP))
     sent = gw.call("get-sum", headers=bearer(keys.token("agent-h")), **HTTP)
-    assert_allowed(sent)
+    assert_allowed(sent)  # a header rule: no claims read, so on both hosts
     assert sent.executed[0]["headers"].get("x-jwt-sub") == "agent-h", sent.executed
     # forwardOriginalToken is false: the token does not reach the MCP server.
     assert "authorization" not in sent.executed[0]["headers"], sent.executed
@@ -230,6 +237,7 @@ def test_validate_type_checks_the_token_variables(tmp_path):
             assert "request.auth.token is not a variable" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
+@needs_claims
 def test_the_readme_sdk_example_with_a_bearer_token(gw, keys):
     """README "Token callers": the official MCP Python SDK client with a bearer token through the gateway
     (the sample server speaks both revisions; the SDK's `auto` mode)."""
@@ -267,6 +275,7 @@ def test_explain_takes_claims(gw, tmp_path):
         assert proc.returncode == 0 and want in proc.stdout, (claims, proc.stdout, proc.stderr)
 
 
+@needs_claims
 def test_a_jwks_uri_is_fetched_through_its_cluster_honouring_resolve(gateway, keys, tmp_path):
     """jwksUri: a cluster of its own (`jwks|<host>|<port>`), `--resolve name.namespace=HOST:PORT` mapping a
     Service's DNS name; Envoy fetches the keys when the listener starts."""
@@ -310,3 +319,11 @@ def test_a_jwks_uri_is_fetched_through_its_cluster_honouring_resolve(gateway, ke
         assert_unauthorized(gw.call("get-sum", headers=bearer(keys.token(forged=True)), **HTTP))
     finally:
         server.shutdown()
+
+
+@pytest.mark.skipif(not NATIVE, reason="the native host only")
+def test_on_the_native_host_a_verified_token_gives_no_claims(gw, keys):
+    """Fail closed: Envoy verifies the token (an invalid one is still 401) but the dynamic module reads no
+    claims, so rules over claims do not match."""
+    assert_denied(gw.call("get-sum", headers=bearer(keys.token("agent-7")), **HTTP))
+    assert_unauthorized(gw.call("get-sum", headers=bearer(keys.token(forged=True)), **HTTP))
