@@ -327,3 +327,23 @@ def test_on_the_native_host_a_verified_token_gives_no_claims(gw, keys):
     claims, so rules over claims do not match."""
     assert_denied(gw.call("get-sum", headers=bearer(keys.token("agent-7")), **HTTP))
     assert_unauthorized(gw.call("get-sum", headers=bearer(keys.token(forged=True)), **HTTP))
+
+
+@needs_claims
+def test_an_external_authorizer_gets_the_verified_payload(gateway, keys, start_authorizer):
+    """ExternalAuth (gRPC): the CheckRequest carries the jwt_authn namespace in metadata_context, as Envoy's
+    ext_authz sends it with metadata_context_namespaces."""
+    az = start_authorizer(rule={"allow_tools": ["get-sum"]})
+    ea = harness.external_auth_policy("ea", grpc={})
+    gw = gateway(ea, request_authentication(keys), listeners={"http": "HTTP"}, name="ea",
+                 render_args=[*az.resolve_arg("GRPC")])
+    before = len(az.requests())
+    assert_allowed(gw.call("get-sum", headers=bearer(keys.token("agent-7", scope="tools:read")), **HTTP))
+    reqs = harness.wait_for(lambda: az.requests()[before:] or None, timeout=3, what="authorizer request")
+    payload = reqs[0]["metadata"]["envoy.filters.http.jwt_authn"][RSA_ISSUER]
+    assert (payload["sub"], payload["scope"], payload["aud"]) == ("agent-7", "tools:read", AUDIENCE), payload
+    # Without a token: no such namespace.
+    before = len(az.requests())
+    assert_allowed(gw.call("get-sum", **HTTP))
+    reqs = harness.wait_for(lambda: az.requests()[before:] or None, timeout=3, what="authorizer request")
+    assert "envoy.filters.http.jwt_authn" not in reqs[0]["metadata"], reqs[0]["metadata"]
