@@ -16,6 +16,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests/e2e"))
+sys.path.insert(0, str(REPO / "tests/k8s"))  # istio_chain: the ArrivalLog upstream (test_istio.py)
 
 import harness  # noqa: E402
 

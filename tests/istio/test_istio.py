@@ -356,3 +356,75 @@ def test_istiod_restart(stack, tmp_path):
         harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)), timeout=60, what="no policy: get-sum passes")
     finally:
         controller.stop()
+
+
+def probe_service(probe: "istio_chain.ArrivalLog") -> str:
+    """A second MCP backend, `leak-probe`, at the ArrivalLog (an upstream that records every connection
+    and request head the moment it arrives), routed from /probe."""
+    return f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: leak-probe, namespace: default}}
+spec:
+  selector: {{app: leak-probe}}
+  ports: [{{name: http, port: 8080, targetPort: {probe.address[1]}, appProtocol: http}}]
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: leak-probe-0, namespace: default, labels: {{app: leak-probe}}}}
+spec:
+  address: {probe.address[0]}
+  labels: {{app: leak-probe}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: probe, namespace: default}}
+spec:
+  parentRefs: [{{name: gw}}]
+  rules: [{{matches: [{{path: {{type: PathPrefix, value: /probe}}}}], backendRefs: [{{name: leak-probe, port: 8080}}]}}]
+"""
+
+
+def test_a_denied_call_never_reaches_the_server(stack, tmp_path):
+    """The leak test on the real stack: the upstream records each request the moment its headers
+    arrive; a denied call's headers are sent, then its body a moment later. With the controller's
+    EnvoyFilter (applied by istiod) nothing reaches the upstream; with the WasmPlugin alone (the
+    controller stopped and its EnvoyFilter deleted: what the controller wrote before) the headers do."""
+    import istio_chain  # tests/k8s (on the path: istio_stack)
+
+    cluster, envoy, port = stack["cluster"], stack["envoy"], stack["port"]
+    probe = istio_chain.ArrivalLog()
+    controller = Controller(cluster, tmp_path, stack["wasm"])
+    try:
+        harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
+        cluster.apply(gateway(port) + "---" + ROUTE_AND_BACKEND + "---" + probe_service(probe) + "---"
+                      + allow_policy("leak", ["get-sum"]))
+        harness.wait_for(lambda: listener_http_filters(envoy)[-2:] == ["envoy.filters.http.buffer", "envoy.filters.http.router"]
+                         and [n for n in listener_http_filters(envoy) if "toolgate-gw-http" in n], timeout=60,
+                         what="the filter and the hold at the gateway")
+
+        def call_in_two_parts(tool: str) -> tuple[bytes, list]:
+            body = json.dumps(harness.jsonrpc("tools/call", {"name": tool, "arguments": {"a": 2, "b": 3}}, id=7)).encode()
+            head = (f"POST /probe HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+                    f"accept: application/json, text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n").encode()
+            return istio_chain.send_in_two_parts(port, head, body, probe)
+
+        # Routed: an allowed call reaches the probe (after the decision).
+        harness.wait_for(lambda: b'"result"' in call_in_two_parts("get-sum")[0], timeout=60, what="the probe route")
+        probe.clear()
+        answer, early = call_in_two_parts("echo")
+        assert b'"error"' in answer and early == [] and probe.records() == [], (answer[:200], probe.records())
+
+        # What the controller wrote before this fix: the WasmPlugin alone. The headers leak.
+        controller.stop()
+        cluster.kubectl("delete", "envoyfilter", "toolgate-gw", "-n", "default")
+        harness.wait_for(lambda: "envoy.filters.http.buffer" not in listener_http_filters(envoy), timeout=60,
+                         what="the hold gone from the gateway")
+        answer, early = call_in_two_parts("echo")
+        assert b'"error"' in answer, answer[:200]
+        assert ("headers", "POST /probe HTTP/1.1") in early, early
+    finally:
+        controller.stop()
+        cluster.kubectl("delete", "xaccesspolicy", "leak", "-n", "default", check=False)
+        cluster.kubectl("delete", "httproute", "probe", "-n", "default", check=False)
+        probe.stop()
