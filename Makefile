@@ -40,7 +40,43 @@ wasm: setup
 	$(VENV)/bin/python scripts/wasm-keep-exports.py $(WASM) filter/exports.txt
 	@ls -l $(WASM) $(WASM_NO_LISTS)
 
-test: test-unit test-wasm test-e2e test-k8s test-fuzz
+# make test: lint and the native and wasm32 unit tests; then everything the Envoy, API-server and
+# Istio suites need, built once; then those suites in parallel (they wait on conditions, never on
+# time; pytest-xdist spreads the e2e files over workers); then fuzzing. Each suite also runs alone
+# (make test-e2e, test-k8s, test-istio).
+E2E_WORKERS ?= 3
+test: lint test-unit test-wasm test-prepare
+	$(MAKE) --no-print-directory -j3 --output-sync=target suite-e2e suite-e2e-native suite-clusters
+	$(MAKE) --no-print-directory test-fuzz
+
+# Formatting (rustfmt.toml) and clippy with warnings as errors, over every crate and target.
+lint: setup
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+test-prepare: build wasm module go-mcp-server istio-control-plane
+	bash tests/k8s/apiserver.sh ensure
+
+.PHONY: lint test-prepare suite-e2e suite-e2e-native suite-clusters suite-k8s suite-istio
+suite-e2e:
+	$(PYTEST) tests/e2e tests/bypass -q -ra -n $(E2E_WORKERS) --dist loadscope
+
+# The e2e suites on the native host (TOOLGATE_E2E_HOST=native: the gateways load libtoolgate_module.so),
+# except the two files about the Wasm VM itself (test_native_module.py has the native counterparts).
+NATIVE_E2E := $(filter-out tests/e2e/test_hardening_regressions.py tests/e2e/test_resilience.py tests/e2e/test_native_%.py,$(wildcard tests/e2e/test_*.py)) tests/bypass
+suite-e2e-native:
+	TOOLGATE_E2E_HOST=native $(PYTEST) $(NATIVE_E2E) -q -ra -n 2 --dist loadscope
+
+# The API-server suites one after the other (each starts its own servers).
+suite-clusters:
+	$(MAKE) --no-print-directory suite-k8s
+	$(MAKE) --no-print-directory suite-istio
+
+suite-k8s:
+	bash tests/k8s/run.sh
+
+suite-istio:
+	$(PYTEST) tests/istio -q -ra
 
 test-unit: setup
 	$(CARGO) test --locked --workspace
@@ -60,8 +96,8 @@ fuzz: setup
 test-fuzz: setup
 	FUZZ_SECONDS=60 bash fuzz/run.sh
 
-test-e2e: build wasm go-mcp-server
-	$(PYTEST) tests/e2e tests/bypass -q -ra
+test-e2e: build wasm module go-mcp-server
+	$(MAKE) --no-print-directory suite-e2e
 
 # The MCP server that reads JSON as Go does (tests/bypass/test_go_decoder.py), built with a Go toolchain
 # from Debian's packages, cached outside the clone (tests/go-mcp-server/build.sh).
@@ -69,7 +105,7 @@ go-mcp-server: setup
 	bash tests/go-mcp-server/build.sh
 
 test-k8s: build wasm
-	bash tests/k8s/run.sh
+	$(MAKE) --no-print-directory suite-k8s
 
 demo: build wasm
 	$(VENV)/bin/python scripts/demo.py
@@ -108,7 +144,7 @@ wasm-size: setup
 	$(VENV)/bin/python bench/wasm_size.py
 
 # docs/controller.md: `toolgate controller` against a real API server (about 8 minutes).
-measure-controller: build
+measure-controller: build wasm istio-control-plane
 	$(VENV)/bin/python scripts/measure-controller.py
 
 crds: build
@@ -145,4 +181,4 @@ istio-control-plane:
 	bash tests/istio/gobuild.sh ensure
 
 test-istio: build wasm istio-control-plane
-	$(PYTEST) tests/istio -q -ra
+	$(MAKE) --no-print-directory suite-istio
