@@ -8,7 +8,10 @@ docs/controller.md (`make measure-controller`):
 3. writes while idle for IDLE_SECONDS (default 300; must be 0);
 4. tenancy at scale: 50 Gateways, each in its own namespace with its own route, XBackend and
    policies: the writes one namespace's policy change causes (only that Gateway's WasmPlugin and
-   the policy's status), and deleting its last policy (that Gateway's outputs go, nothing else).
+   the policy's status), and deleting its last policy (that Gateway's outputs go, nothing else);
+5. with istiod in the loop (tests/istio: kube-apiserver, istiod, the pinned Envoy as the Gateway's router):
+   the time from a policy change (kubectl apply) to the new decision at the gateway Envoy, over
+   ISTIO_CHANGES (default 50) changes (median, p99).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import harness  # noqa: E402
 from test_controller import BACKEND, GATEWAY, ApiServer, Controller, allow_policy  # noqa: E402
 
 IDLE = int(os.environ.get("IDLE_SECONDS", "300"))
+ISTIO_CHANGES = int(os.environ.get("ISTIO_CHANGES", "50"))
 CHANGES = int(os.environ.get("CHANGES", "100"))
 
 
@@ -175,6 +179,7 @@ spec: {{mcp: {{serviceName: svc{b}, port: 8080}}}}""")
             controller.stop()
         server.stop()
 
+    results.update(measure_istio(work))
     results["the machine's load (1-minute average) at the end, on 2 cores"] = f"{os.getloadavg()[0]:.1f}"
     out = REPO / "docs/controller.md"
     # The sections after the table (written by hand) are kept.
@@ -189,6 +194,53 @@ spec: {{mcp: {{serviceName: svc{b}, port: 8080}}}}""")
     out.write_text("\n".join(lines) + "\n" + kept)
     print(out.read_text())
     return 0
+
+
+def measure_istio(work: Path) -> dict[str, str]:
+    """Step 5: policy change -> new decision at the gateway Envoy, through the controller, the API server
+    and istiod (the stack of tests/istio)."""
+    sys.path.insert(0, str(REPO / "tests/istio"))
+    from istio_stack import Cluster, Controller as IstioController, XdsShim, envoy_bootstrap  # noqa: E402
+    from test_istio import ROUTE_AND_BACKEND, allow_policy as istio_policy, allowed, call, denied, gateway, services  # noqa: E402
+
+    wasm = REPO / "target/wasm32-wasip1/release/toolgate_filter.wasm"
+    cluster = Cluster(work / "istio")
+    cluster.sh("start")
+    cluster.sh("istiod-start")
+    mcp = harness.McpServer.start("istio-mcp", work / "istio-mcp")
+    shim = XdsShim(cluster.xds_port, work)
+    envoy = controller = None
+    try:
+        port = harness.free_port()
+        cluster.apply(services(port, mcp))
+        envoy = harness.Envoy.start(harness.write_json(work / "istio-envoy.json", envoy_bootstrap(shim.port)), work,
+                                    "istio-gateway", timeout=60)
+        controller = IstioController(cluster, work, wasm)
+        harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
+        cluster.apply(gateway(port) + "---" + ROUTE_AND_BACKEND + "---" + istio_policy("m", ["get-sum"]))
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)), timeout=120,
+                         what="the first plan at the gateway")
+        latencies = []
+        for i in range(ISTIO_CHANGES):
+            tool, other = ("echo", "get-sum") if i % 2 == 0 else ("get-sum", "echo")
+            t0 = time.monotonic()
+            cluster.apply(istio_policy("m", [tool]))
+            harness.wait_for(lambda: allowed(call(port, tool, mcp)) and denied(call(port, other, mcp)), timeout=60,
+                             interval=0.01, what=f"change {i} at the gateway")
+            latencies.append(time.monotonic() - t0)
+        latencies.sort()
+        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+        return {f"policy change to enforcement at the gateway Envoy, istiod in the loop (median / p99, {ISTIO_CHANGES} changes; "
+                "from kubectl apply, which takes part of it)":
+                f"{statistics.median(latencies) * 1e3:.0f} ms / {p99 * 1e3:.0f} ms"}
+    finally:
+        if controller:
+            controller.stop()
+        if envoy:
+            envoy.stop()
+        shim.stop()
+        mcp.stop()
+        subprocess.run(["bash", str(REPO / "tests/istio/cluster.sh"), "stop"], env=cluster.env, capture_output=True)
 
 
 if __name__ == "__main__":

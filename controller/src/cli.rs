@@ -153,10 +153,8 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
 pub fn write_file(path: &std::path::Path, contents: &[u8]) -> Result<(), Failure> {
     // Write then rename, so a running Envoy watching the file never reads half of it.
     let tmp = path.with_extension("tmp~");
-    std::fs::write(&tmp, contents)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            eprintln!("error: {}: {e}", path.display());
-            Failure::Usage
-        })
+    std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
+        eprintln!("error: {}: {e}", path.display());
+        Failure::Usage
+    })
 }

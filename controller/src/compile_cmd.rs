@@ -42,8 +42,13 @@ fn write_plans(topo: &Topology, output: &Path) -> Result<(), Failure> {
             let path = output.join(topology::plan_file_name(&gw.gateway, &l.listener));
             let json = serde_json::to_vec_pretty(&l.plan).expect("plans serialise");
             cli::write_file(&path, &json)?;
-            println!("{}: {} ({} gateway-level, {} backend-level policies)", path.display(), l.plan.hash,
-                l.plan.gateway.allow.len(), l.plan.backends.values().map(|b| b.allow.len()).sum::<usize>());
+            println!(
+                "{}: {} ({} gateway-level, {} backend-level policies)",
+                path.display(),
+                l.plan.hash,
+                l.plan.gateway.allow.len(),
+                l.plan.backends.values().map(|b| b.allow.len()).sum::<usize>()
+            );
         }
     }
     Ok(())

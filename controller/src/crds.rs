@@ -69,12 +69,7 @@ fn xaccesspolicies() -> Value {
         structural::<v0alpha0::AccessPolicySpec>(),
         status,
     );
-    crd(
-        "XAccessPolicy",
-        "xaccesspolicies",
-        "xaccesspolicy",
-        vec![version("v0alpha0", false, v0), version("v1alpha1", true, v1)],
-    )
+    crd("XAccessPolicy", "xaccesspolicies", "xaccesspolicy", vec![version("v0alpha0", false, v0), version("v1alpha1", true, v1)])
 }
 
 fn xbackends() -> Value {

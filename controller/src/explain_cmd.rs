@@ -94,11 +94,8 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
     let inv = cli::load_inventory(&args.input)?;
     let topo = cli::build_topology(&inv, &args.plan, true)?;
 
-    let gateways: Vec<_> = topo
-        .gateways
-        .iter()
-        .filter(|g| described.gateway.as_deref().is_none_or(|n| n == g.gateway.key()))
-        .collect();
+    let gateways: Vec<_> =
+        topo.gateways.iter().filter(|g| described.gateway.as_deref().is_none_or(|n| n == g.gateway.key())).collect();
     let [gw] = gateways.as_slice() else {
         eprintln!("error: {} Gateways match; name one with `gateway: namespace/name`", gateways.len());
         return Err(Failure::Invalid);
@@ -139,8 +136,17 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
 
     let rule = listener.select_route(host, path, &method, &headers);
     let cluster = rule.and_then(|r| r.backends.first()).map(|(u, _)| u.cluster_name());
-    println!("listener {}/{} (port {}), plan {}", gw.gateway.key(), listener.listener.name, listener.listener.port, listener.plan.hash);
-    println!("route: {}", cluster.as_deref().map_or("no route matches (Envoy answers 404)".to_string(), |c| format!("cluster {c}")));
+    println!(
+        "listener {}/{} (port {}), plan {}",
+        gw.gateway.key(),
+        listener.listener.name,
+        listener.listener.port,
+        listener.plan.hash
+    );
+    println!(
+        "route: {}",
+        cluster.as_deref().map_or("no route matches (Envoy answers 404)".to_string(), |c| format!("cluster {c}"))
+    );
 
     let ev = Evaluator::from_plan(listener.plan.clone()).map_err(|e| {
         eprintln!("error: the compiled plan does not load: {e}");
@@ -250,7 +256,10 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
             Some((_, rest)) => {
                 let summary = rest.rsplit_once(" dry-run=").map_or(rest, |(s, _)| s);
                 let verdict = if summary.starts_with("allow") { "ALLOW" } else { "DENY" };
-                println!("shadow decision (dry-run policies enforced): {verdict} ({summary}): differs, counted as toolgate.shadow.{}", verdict.to_ascii_lowercase());
+                println!(
+                    "shadow decision (dry-run policies enforced): {verdict} ({summary}): differs, counted as toolgate.shadow.{}",
+                    verdict.to_ascii_lowercase()
+                );
             }
             None => println!("shadow decision (dry-run policies enforced): the same as the decision"),
         }
@@ -301,7 +310,9 @@ fn explain_mcp_headers(headers: &[(String, String)], messages: &[McpMessage<'_>]
             let (header, body, field) = match name {
                 "mcp-protocol-version" => {
                     let Some(v) = msg.protocol_version.as_deref() else {
-                        println!("header {shown}: {sent:?}; the body has no params._meta protocol version{at}: nothing to compare");
+                        println!(
+                            "header {shown}: {sent:?}; the body has no params._meta protocol version{at}: nothing to compare"
+                        );
                         continue;
                     };
                     (Some(Cow::Borrowed(sent.trim())), Some(v), "params._meta protocolVersion")

@@ -15,7 +15,6 @@ pub enum Hostname {
     Wildcard(String),
 }
 
-
 impl Hostname {
     /// Whether `host` (a request's host name, without port) is one of these; case-insensitive.
     pub fn matches(&self, host: &str) -> bool {
@@ -125,7 +124,10 @@ mod tests {
         assert_eq!(w.narrow(&HostMatch::Exact("example.com".into())), None);
         assert_eq!(w.narrow(&HostMatch::Suffix(".com".into())), Some(HostMatch::Suffix(".example.com".into())));
         assert_eq!(w.narrow(&HostMatch::Suffix(".x.example.com".into())), Some(HostMatch::Suffix(".x.example.com".into())));
-        assert_eq!(h("a.example.com").narrow(&HostMatch::Suffix(".example.com".into())), Some(HostMatch::Exact("a.example.com".into())));
+        assert_eq!(
+            h("a.example.com").narrow(&HostMatch::Suffix(".example.com".into())),
+            Some(HostMatch::Exact("a.example.com".into()))
+        );
         assert_eq!(h("a.example.com").narrow(&HostMatch::Exact("b.example.com".into())), None);
     }
 }

@@ -103,8 +103,7 @@ fn parse_in_pieces(texts: &[std::io::Result<String>]) -> Vec<Option<Vec<Value>>>
 /// other piece starts with one.
 fn split_documents(text: &str) -> Vec<&str> {
     let is_marker = |at: usize| {
-        text[at..].starts_with("---")
-            && matches!(text.as_bytes().get(at + 3), None | Some(b' ' | b'\t' | b'\r' | b'\n'))
+        text[at..].starts_with("---") && matches!(text.as_bytes().get(at + 3), None | Some(b' ' | b'\t' | b'\r' | b'\n'))
     };
     let markers = text.match_indices("\n---").map(|(i, _)| i + 1).filter(|&at| is_marker(at));
     let mut out = Vec::new();
@@ -124,11 +123,7 @@ fn parse_whole(file: &Path, text: &str) -> Result<Vec<Value>, InputError> {
     yaml_serde::Deserializer::from_str(text)
         .enumerate()
         .map(|(doc, de)| {
-            Value::deserialize(de).map_err(|e| InputError::Syntax {
-                path: file.to_path_buf(),
-                doc,
-                message: e.to_string(),
-            })
+            Value::deserialize(de).map_err(|e| InputError::Syntax { path: file.to_path_buf(), doc, message: e.to_string() })
         })
         .collect()
 }

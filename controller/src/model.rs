@@ -66,14 +66,14 @@ impl<T> Object<T> {
 }
 
 // Gateway API objects: the generated serde types of the `gateway-api` crate, under shorter names.
+use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesFrom;
 pub use gateway_api::apis::standard::gateways::{GatewayListeners as Listener, GatewaySpec};
+use gateway_api::apis::standard::httproutes::HttpRouteRulesMatchesMethod;
 pub use gateway_api::apis::standard::httproutes::{
-    HttpRouteRulesBackendRefs as BackendRef, HttpRouteRulesFiltersUrlRewrite as UrlRewrite,
-    HttpRouteRulesMatches as RouteMatch, HttpRouteSpec,
+    HttpRouteRulesBackendRefs as BackendRef, HttpRouteRulesFiltersUrlRewrite as UrlRewrite, HttpRouteRulesMatches as RouteMatch,
+    HttpRouteSpec,
 };
 pub use gateway_api::apis::standard::referencegrants::ReferenceGrantSpec;
-use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesFrom;
-use gateway_api::apis::standard::httproutes::HttpRouteRulesMatchesMethod;
 
 /// A listener's port. Ports are checked to fit on reading (`gateway_spec`).
 pub fn port(listener: &Listener) -> u16 {
@@ -105,8 +105,20 @@ impl<'a> CaRef<'a> {
 pub fn client_ca_refs(gateway: &GatewaySpec, port: i32) -> Vec<CaRef<'_>> {
     let Some(frontend) = gateway.tls.as_ref().and_then(|t| t.frontend.as_ref()) else { return Vec::new() };
     match frontend.per_port.iter().flatten().find(|p| p.port == port) {
-        Some(p) => p.tls.validation.iter().flat_map(|v| &v.ca_certificate_refs).map(|r| CaRef::new(&r.kind, &r.name, &r.namespace)).collect(),
-        None => frontend.default.validation.iter().flat_map(|v| &v.ca_certificate_refs).map(|r| CaRef::new(&r.kind, &r.name, &r.namespace)).collect(),
+        Some(p) => p
+            .tls
+            .validation
+            .iter()
+            .flat_map(|v| &v.ca_certificate_refs)
+            .map(|r| CaRef::new(&r.kind, &r.name, &r.namespace))
+            .collect(),
+        None => frontend
+            .default
+            .validation
+            .iter()
+            .flat_map(|v| &v.ca_certificate_refs)
+            .map(|r| CaRef::new(&r.kind, &r.name, &r.namespace))
+            .collect(),
     }
 }
 
@@ -283,8 +295,7 @@ fn refused(raw: &RawObject, default_ns: &str, errors: &[FieldError]) -> Typed {
     if raw.kind() != "XAccessPolicy" {
         return Typed::Invalid(model_error(raw, default_ns, message));
     }
-    let target_refs =
-        raw.value.pointer("/spec/targetRefs").and_then(|t| Deserialize::deserialize(t).ok()).unwrap_or_default();
+    let target_refs = raw.value.pointer("/spec/targetRefs").and_then(|t| Deserialize::deserialize(t).ok()).unwrap_or_default();
     Typed::Rejected(RejectedPolicy {
         namespace: raw.namespace(default_ns).to_string(),
         name: raw.name().to_string(),

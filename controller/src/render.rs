@@ -97,14 +97,23 @@ pub fn run(args: &RenderArgs) -> Result<(), Failure> {
         None => None,
     };
     if topo.gateways.is_empty() {
-        eprintln!("error: no Gateway found in the input{}", args.plan.gateway_class.as_ref().map(|c| format!(" with class {c}")).unwrap_or_default());
+        eprintln!(
+            "error: no Gateway found in the input{}",
+            args.plan.gateway_class.as_ref().map(|c| format!(" with class {c}")).unwrap_or_default()
+        );
         return Err(Failure::Invalid);
     }
     for gw in &topo.gateways {
         let dir = absolute(&args.output.join(format!("{}.{}", gw.gateway.namespace, gw.gateway.name)))?;
         let ctx = Ctx { args, inv: &inv, resolve: &resolve, wasm: &wasm, client_ca: client_ca.as_deref(), dir: &dir };
         ctx.render_gateway(gw)?;
-        println!("{}: Envoy configuration for Gateway {}/{} ({} listeners)", dir.display(), gw.gateway.namespace, gw.gateway.name, gw.listeners.len());
+        println!(
+            "{}: Envoy configuration for Gateway {}/{} ({} listeners)",
+            dir.display(),
+            gw.gateway.namespace,
+            gw.gateway.name,
+            gw.listeners.len()
+        );
     }
     Ok(())
 }
@@ -206,7 +215,8 @@ impl Ctx<'_> {
         let id = format!("{}/{}/{}", gw.gateway.namespace, gw.gateway.name, listener.name);
         let limit = l.plan.settings.max_body_bytes;
         let plan_json = serde_json::to_string(&l.plan).expect("plans serialise");
-        let access_log_path = self.args.access_log.as_ref().map_or_else(|| "/dev/stdout".to_string(), |p| p.display().to_string());
+        let access_log_path =
+            self.args.access_log.as_ref().map_or_else(|| "/dev/stdout".to_string(), |p| p.display().to_string());
         let hcm = json!({
             "name": "envoy.filters.network.http_connection_manager",
             "typed_config": {
@@ -416,7 +426,9 @@ impl Ctx<'_> {
                 let (h, p) = self.resolved(name, namespace, *port);
                 (h, p, None)
             }
-            Upstream::XBackend { target: BackendTarget::Hostname { host, port }, .. } => (host.clone(), *port, Some(host.clone())),
+            Upstream::XBackend { target: BackendTarget::Hostname { host, port }, .. } => {
+                (host.clone(), *port, Some(host.clone()))
+            }
         };
         let mut cluster = json!({
             "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
@@ -594,7 +606,9 @@ fn envoy_duration(gateway_api: &str) -> Option<String> {
 fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstream, u32)], timeout: Option<&str>) -> Value {
     let mut action = match backends {
         [(u, _)] => json!({ "cluster": u.cluster_name() }),
-        many => json!({ "weighted_clusters": { "clusters": many.iter().map(|(u, w)| json!({ "name": u.cluster_name(), "weight": w })).collect::<Vec<_>>() } }),
+        many => {
+            json!({ "weighted_clusters": { "clusters": many.iter().map(|(u, w)| json!({ "name": u.cluster_name(), "weight": w })).collect::<Vec<_>>() } })
+        }
     };
     // No request timeout unless the HTTPRoute gives one (docs/semantics.md §9.14): Envoy's default 15 s would cut
     // long tool calls and SSE streams; the connection manager's stream idle timeout applies instead.
@@ -613,7 +627,8 @@ fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstr
                     if matched == "/" || matched.trim_end_matches('/').is_empty() {
                         // Every path matches "/": put the new prefix in front of the whole path.
                         let prefix = prefix.trim_end_matches('/');
-                        action["regex_rewrite"] = json!({ "pattern": { "regex": "^/(.*)$" }, "substitution": format!("{prefix}/\\1") });
+                        action["regex_rewrite"] =
+                            json!({ "pattern": { "regex": "^/(.*)$" }, "substitution": format!("{prefix}/\\1") });
                     } else {
                         action["prefix_rewrite"] = json!(prefix);
                     }

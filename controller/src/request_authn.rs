@@ -91,7 +91,10 @@ pub fn for_gateway<'a>(inv: &'a Inventory, namespace: &str, name: &str) -> Vec<&
         .filter(|ra| ra.namespace == namespace)
         .filter(|ra| {
             ra.spec.target_refs.iter().any(|t| {
-                t.group == GATEWAY_GROUP && t.kind == "Gateway" && t.name == name && t.namespace.as_deref().is_none_or(|n| n == namespace)
+                t.group == GATEWAY_GROUP
+                    && t.kind == "Gateway"
+                    && t.name == name
+                    && t.namespace.as_deref().is_none_or(|n| n == namespace)
             })
         })
         .collect();
@@ -110,11 +113,7 @@ pub struct JwksUpstream {
 
 /// `http(s)://host[:port]/...` split; None if it is not such a URI.
 pub fn jwks_upstream(uri: &str) -> Option<JwksUpstream> {
-    let (tls, rest) = if let Some(r) = uri.strip_prefix("https://") {
-        (true, r)
-    } else {
-        (false, uri.strip_prefix("http://")?)
-    };
+    let (tls, rest) = if let Some(r) = uri.strip_prefix("https://") { (true, r) } else { (false, uri.strip_prefix("http://")?) };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h.to_string(), p.parse().ok()?),
@@ -171,7 +170,8 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, St
                 (Some(_), Some(_)) => return Err(format!("{at}: only one of jwks or jwksUri can be set")),
                 (Some(inline), None) => provider["local_jwks"] = json!({ "inline_string": inline }),
                 (None, Some(uri)) => {
-                    let up = jwks_upstream(uri).ok_or_else(|| format!("{at}: jwksUri {uri:?}: url must have scheme http:// or https://"))?;
+                    let up = jwks_upstream(uri)
+                        .ok_or_else(|| format!("{at}: jwksUri {uri:?}: url must have scheme http:// or https://"))?;
                     provider["remote_jwks"] = json!({
                         "http_uri": { "uri": uri, "cluster": up.cluster, "timeout": rule.timeout.clone().unwrap_or_else(|| "5s".into()) },
                         "cache_duration": "300s",
@@ -182,7 +182,11 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, St
                         jwks.push(up);
                     }
                 }
-                (None, None) => return Err(format!("{at}: jwks or jwksUri is required (Istio would fetch the issuer's OpenID configuration; render does not)")),
+                (None, None) => {
+                    return Err(format!(
+                    "{at}: jwks or jwksUri is required (Istio would fetch the issuer's OpenID configuration; render does not)"
+                ))
+                }
             }
             if !rule.from_headers.is_empty() {
                 provider["from_headers"] = rule
@@ -266,7 +270,10 @@ mod tests {
         let up = jwks_upstream("https://issuer.example.com/.well-known/jwks.json").unwrap();
         assert_eq!((up.host.as_str(), up.port, up.tls), ("issuer.example.com", 443, true));
         let up = jwks_upstream("http://jwks.auth.svc.cluster.local:8080/keys").unwrap();
-        assert_eq!((up.host.as_str(), up.port, up.tls, up.cluster.as_str()), ("jwks.auth.svc.cluster.local", 8080, false, "jwks|jwks.auth.svc.cluster.local|8080"));
+        assert_eq!(
+            (up.host.as_str(), up.port, up.tls, up.cluster.as_str()),
+            ("jwks.auth.svc.cluster.local", 8080, false, "jwks|jwks.auth.svc.cluster.local|8080")
+        );
         assert!(jwks_upstream("ftp://x/").is_none());
         assert_eq!(resolve_keys("jwks.auth.svc.cluster.local"), ["jwks.auth.svc.cluster.local", "jwks.auth"]);
     }

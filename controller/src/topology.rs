@@ -188,7 +188,11 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     for (&i, compiled) in order.iter().zip(&compiled) {
         let policy = &inv.policies[i];
         let refusal = external_auth_refusal(inv, policy);
-        if let Some(v) = policy.annotations.get(DRY_RUN_ANNOTATION).filter(|v| !["true", "false"].iter().any(|b| v.trim().eq_ignore_ascii_case(b))) {
+        if let Some(v) = policy
+            .annotations
+            .get(DRY_RUN_ANNOTATION)
+            .filter(|v| !["true", "false"].iter().any(|b| v.trim().eq_ignore_ascii_case(b)))
+        {
             topo.warnings.push(format!(
                 "policy {}: annotation {DRY_RUN_ANNOTATION}: {v:?} is neither \"true\" nor \"false\": the policy is enforced",
                 policy.key()
@@ -205,10 +209,8 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 }
                 (Ok(plan), Ok(key)) => {
                     let attached = by_target.entry(key).or_default();
-                    let external_auths = attached
-                        .iter()
-                        .filter(|a| inv.policies[a.policy].spec.action == PolicyAction::ExternalAuth)
-                        .count();
+                    let external_auths =
+                        attached.iter().filter(|a| inv.policies[a.policy].spec.action == PolicyAction::ExternalAuth).count();
                     if policy.spec.action == PolicyAction::ExternalAuth && external_auths > 0 {
                         condition(
                             false,
@@ -449,7 +451,11 @@ fn attached_routes(
         .collect();
     // Gateway API precedence between routes: oldest first, then namespace/name.
     routes.sort_by(|a, b| {
-        a.creation_timestamp.as_deref().unwrap_or("").cmp(b.creation_timestamp.as_deref().unwrap_or("")).then(a.key().cmp(&b.key()))
+        a.creation_timestamp
+            .as_deref()
+            .unwrap_or("")
+            .cmp(b.creation_timestamp.as_deref().unwrap_or(""))
+            .then(a.key().cmp(&b.key()))
     });
     routes
         .into_iter()
@@ -530,9 +536,8 @@ fn resolve_backend(inv: &Inventory, xbackends: &XBackends, route_ns: &str, b: &B
         return Err(format!("backendRef: {}", grants::not_permitted(grants::HTTP_ROUTE, route_ns, kind, &namespace, &b.name)));
     }
     if model::is_xbackend(b) {
-        let xb = xbackends
-            .get(&namespace, &b.name)
-            .ok_or_else(|| format!("backendRef XBackend {namespace}/{} not found", b.name))?;
+        let xb =
+            xbackends.get(&namespace, &b.name).ok_or_else(|| format!("backendRef XBackend {namespace}/{} not found", b.name))?;
         let mcp = &xb.spec.mcp;
         let target = match (&mcp.service_name, &mcp.hostname) {
             (Some(name), None) => BackendTarget::Service { name: name.clone(), port: mcp.port },
@@ -588,7 +593,6 @@ pub fn path_of(m: &RouteMatch) -> (&HttpRouteRulesMatchesPathType, &str) {
     let p = m.path.as_ref();
     (p.and_then(|p| p.r#type.as_ref()).unwrap_or(&PATH_PREFIX), p.and_then(|p| p.value.as_deref()).unwrap_or("/"))
 }
-
 
 impl ListenerOut {
     /// The route rule a request takes, as Envoy would choose it from the rendered configuration
@@ -672,14 +676,14 @@ pub fn plan_file_name(gateway: &Object<GatewaySpec>, listener: &Listener) -> Str
     format!("{}.{}.{}.plan.json", gateway.namespace, gateway.name, listener.name)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn topology(yaml: &str, clusters: ClusterNaming) -> Topology {
         let inv = Inventory::from_yaml(yaml);
-        let opts = TopologyOptions { compile: CompileOptions { clusters, ..CompileOptions::default() }, ..TopologyOptions::default() };
+        let opts =
+            TopologyOptions { compile: CompileOptions { clusters, ..CompileOptions::default() }, ..TopologyOptions::default() };
         build(&inv, &opts)
     }
 
@@ -731,7 +735,8 @@ mod tests {
         )
     }
 
-    const GRANT_ROUTES: &str = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g, namespace: b}\n\
+    const GRANT_ROUTES: &str =
+        "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g, namespace: b}\n\
         spec: {from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: a}], to: [{group: '', kind: Service}]}\n";
 
     #[test]
@@ -740,7 +745,11 @@ mod tests {
         assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local"], "b's backend level stays out of a's plan");
         let rule = &topo.gateways[0].listeners[0].routes.iter().find(|r| r.name == "a/x").unwrap().rules[0];
         assert!(rule.backends.is_empty(), "the rule has no usable backend (500)");
-        assert!(topo.warnings.iter().any(|w| w.contains("HTTPRoute a/x") && w.contains("RefNotPermitted")), "{:?}", topo.warnings);
+        assert!(
+            topo.warnings.iter().any(|w| w.contains("HTTPRoute a/x") && w.contains("RefNotPermitted")),
+            "{:?}",
+            topo.warnings
+        );
 
         let topo = topology(&cross_namespace_route(GRANT_ROUTES), istio());
         assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local", "outbound|8080||mcp.b.svc.cluster.local"]);

@@ -30,9 +30,7 @@ use serde_json::Value;
 use crate::crds;
 use crate::inputs::RawObject;
 use metadata::validate_metadata;
-use schema::{
-    prune_nulls_and_default, unknown_fields, validate_list_types, validate_rules, validate_schema, FieldPath,
-};
+use schema::{prune_nulls_and_default, unknown_fields, validate_list_types, validate_rules, validate_schema, FieldPath};
 
 /// How bad a problem is: errors make `validate` exit 1, warnings do not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -73,7 +73,8 @@ fn read_json(p: &Path) -> Value {
 #[test]
 fn compile_orders_limits_and_reports_status() {
     let dir = tmp("compile");
-    let sum = "  rules:\n  - name: r\n    authorization: {type: Inline, mcp: {methods: [{name: tools/call, params: [get-sum]}]}}\n";
+    let sum =
+        "  rules:\n  - name: r\n    authorization: {type: Inline, mcp: {methods: [{name: tools/call, params: [get-sum]}]}}\n";
     let mut docs = vec![
         // Created later, but listed first: must come second.
         policy("late", "2026-01-02T00:00:00Z", GW, sum),
@@ -128,8 +129,17 @@ fn render_writes_a_runnable_configuration() {
     std::fs::write(&wasm, b"\0asm").unwrap();
     let out = dir.join("out");
     let o = toolgate(&[
-        "render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "-o", out.to_str().unwrap(),
-        "--resolve", "mcp-server.default=127.0.0.1:7001", "--bind", "127.0.0.1",
+        "render",
+        "-f",
+        input.to_str().unwrap(),
+        "--wasm",
+        wasm.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--resolve",
+        "mcp-server.default=127.0.0.1:7001",
+        "--bind",
+        "127.0.0.1",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let gw = out.join("default.gw");
@@ -143,10 +153,9 @@ fn render_writes_a_runnable_configuration() {
     // Paths are normalised before routing and the filter, so path rules see what the upstream gets.
     assert_eq!((&hcm["normalize_path"], &hcm["merge_slashes"]), (&Value::Bool(true), &Value::Bool(true)));
     assert_eq!(hcm["path_with_escaped_slashes_action"], "UNESCAPE_AND_REDIRECT");
-    let plan: Value = serde_json::from_str(
-        hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap(),
-    )
-    .unwrap();
+    let plan: Value =
+        serde_json::from_str(hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap())
+            .unwrap();
     assert!(plan["backends"]["xbackend/default/tools"]["allow"][0]["name"] == "default/p");
     let routes = &hcm["route_config"]["virtual_hosts"][0]["routes"];
     let rewrite = routes.as_array().unwrap().iter().find(|r| r["match"]["path_separated_prefix"] == "/plain").unwrap();
@@ -179,7 +188,8 @@ fn explain_names_the_level_policy_rule_and_matcher() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8(o.stdout).unwrap()
     };
-    let body = |tool: &str| format!(r#"body: {{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {{"name": "{tool}"}}}}"#);
+    let body =
+        |tool: &str| format!(r#"body: {{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {{"name": "{tool}"}}}}"#);
     let a = "principal: spiffe://cluster.local/ns/default/sa/a\n";
     let out = explain(&format!("listener: http\n{a}{}\n", body("echo")));
     assert!(out.contains("gateway level: DENIES"), "{out}");
@@ -213,7 +223,10 @@ fn explain_runs_the_filters_lifecycle() {
     assert!(out.contains("authorizer call 1: gRPC Check to cluster authz/default/authz/9000 (assumed: it allows)"), "{out}");
     assert!(out.contains("decision: ALLOW (allow gateway=default/p:posts backend=- authorized-by=default/ea)"), "{out}");
     let out = explain(&format!("listener: http\nauthorizers: deny\n{call}\n"));
-    assert!(out.contains("decision: DENY (deny gateway: the authorizer of default/ea denied (HTTP 403)); reply HTTP 200"), "{out}");
+    assert!(
+        out.contains("decision: DENY (deny gateway: the authorizer of default/ea denied (HTTP 403)); reply HTTP 200"),
+        "{out}"
+    );
     // A large body is refused with 413 only where the filter holds it: a JSON POST.
     let big = "x".repeat(2 * 1024 * 1024);
     let out = explain(&format!("listener: http\nheaders: {{content-type: text/plain}}\nbody: \"{big}\"\n"));
@@ -263,18 +276,24 @@ fn list_filtering_is_on_by_default_and_off_on_request() {
     let settings = |extra: &[&str]| -> Value {
         let out = dir.join(format!("out{}", extra.len()));
         let mut args = vec![
-            "render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "-o", out.to_str().unwrap(),
-            "--resolve", "mcp-server.default=127.0.0.1:7001",
+            "render",
+            "-f",
+            input.to_str().unwrap(),
+            "--wasm",
+            wasm.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--resolve",
+            "mcp-server.default=127.0.0.1:7001",
         ];
         args.extend_from_slice(extra);
         let o = toolgate(&args);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let lds = read_json(&out.join("default.gw").join("lds.json"));
         let hcm = &lds["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"];
-        let plan: Value = serde_json::from_str(
-            hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap(),
-        )
-        .unwrap();
+        let plan: Value =
+            serde_json::from_str(hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap())
+                .unwrap();
         plan["settings"].clone()
     };
     // On by default, and then not written (plans without the setting keep their hash).
@@ -286,7 +305,8 @@ fn list_filtering_is_on_by_default_and_off_on_request() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("on or off"));
     // The same switch on compile and the controller; documented in the help.
-    let o = toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", dir.join("c").to_str().unwrap(), "--list-filtering", "off"]);
+    let o =
+        toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", dir.join("c").to_str().unwrap(), "--list-filtering", "off"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for cmd in ["render", "controller"] {
         let help = String::from_utf8(toolgate(&[cmd, "--help"]).stdout).unwrap();
@@ -309,8 +329,15 @@ fn render_honours_httproute_timeouts() {
     std::fs::write(&wasm, b"\0asm").unwrap();
     let out = dir.join("out");
     let o = toolgate(&[
-        "render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "-o", out.to_str().unwrap(),
-        "--stream-idle-timeout", "10m",
+        "render",
+        "-f",
+        input.to_str().unwrap(),
+        "--wasm",
+        wasm.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--stream-idle-timeout",
+        "10m",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let lds = read_json(&out.join("default.gw/lds.json"));
@@ -319,7 +346,17 @@ fn render_honours_httproute_timeouts() {
     let routes = hcm["route_config"]["virtual_hosts"][0]["routes"].as_array().unwrap();
     let mcp = routes.iter().find(|r| r["route"]["cluster"] == "xbackend/default/tools").unwrap();
     assert_eq!(mcp["route"]["timeout"], "90.000s");
-    let bad = toolgate(&["render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "-o", out.to_str().unwrap(), "--stream-idle-timeout", "soon"]);
+    let bad = toolgate(&[
+        "render",
+        "-f",
+        input.to_str().unwrap(),
+        "--wasm",
+        wasm.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--stream-idle-timeout",
+        "soon",
+    ]);
     assert_eq!(bad.status.code(), Some(2));
 }
 
@@ -345,13 +382,26 @@ fn explain_reads_both_mcp_revisions_and_reports_header_mismatches() {
     assert!(out.contains("header MCP-Protocol-Version: \"2026-07-28\" agrees"), "{out}");
     assert!(out.contains("decision: ALLOW (allow gateway=default/p:base"), "{out}");
     // A non-ASCII tool name sent base64-encoded in Mcp-Name: decoded, agrees, allowed.
-    let call = |name: &str| format!(r#"body: {{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {{"name": "{name}", {meta}}}}}"#);
-    let out = explain(&format!("listener: http\nheaders: {{{v26}, Mcp-Method: tools/call, Mcp-Name: \"=?base64?w7xuw69jw7hkw6k=?=\"}}\n{}\n", call("ünïcødé")));
+    let call = |name: &str| {
+        format!(r#"body: {{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {{"name": "{name}", {meta}}}}}"#)
+    };
+    let out = explain(&format!(
+        "listener: http\nheaders: {{{v26}, Mcp-Method: tools/call, Mcp-Name: \"=?base64?w7xuw69jw7hkw6k=?=\"}}\n{}\n",
+        call("ünïcødé")
+    ));
     assert!(out.contains(r#"(decoded "ünïcødé") agrees with the body's params.name"#), "{out}");
     assert!(out.contains("decision: ALLOW"), "{out}");
     // A mismatching one: HTTP 400 -32020, as the filter answers, even though a rule allows the body.
-    let out = explain(&format!("listener: http\nheaders: {{{v26}, Mcp-Method: tools/call, Mcp-Name: \"=?base64?Z2V0LWVudg==?=\"}}\n{}\n", call("get-sum")));
-    assert!(out.contains(r#"header Mcp-Name: "=?base64?Z2V0LWVudg==?=" (decoded "get-env") DISAGREES with the body's params.name ("get-sum")"#), "{out}");
+    let out = explain(&format!(
+        "listener: http\nheaders: {{{v26}, Mcp-Method: tools/call, Mcp-Name: \"=?base64?Z2V0LWVudg==?=\"}}\n{}\n",
+        call("get-sum")
+    ));
+    assert!(
+        out.contains(
+            r#"header Mcp-Name: "=?base64?Z2V0LWVudg==?=" (decoded "get-env") DISAGREES with the body's params.name ("get-sum")"#
+        ),
+        "{out}"
+    );
     assert!(out.contains("HTTP 400, -32020; the rules below are not consulted"), "{out}");
     assert!(out.contains(r#"reply HTTP 400 {"jsonrpc":"2.0","id":4,"error":{"code":-32020,"message":"Header mismatch: the Mcp-Name header does not match the body"}}"#), "{out}");
     // Mcp-Method, the protocol version, and a repeated field.
@@ -362,13 +412,29 @@ fn explain_reads_both_mcp_revisions_and_reports_header_mismatches() {
     let out = explain(&format!("listener: http\nheaders: {{Mcp-Name: [get-sum, get-env]}}\n{}\n", call("get-sum")));
     assert!(out.contains("header Mcp-Name: sent 2 times") && out.contains("reply HTTP 400"), "{out}");
     // subscriptions/listen is explained as the set the filter judges.
-    let listen = |uris: &str| format!(r#"body: {{"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {{"notifications": {{"toolsListChanged": true, "resourceSubscriptions": [{uris}]}}, {meta}}}}}"#);
-    let out = explain(&format!("listener: http\nheaders: {{{v26}, Mcp-Method: subscriptions/listen}}\n{}\n", listen(r#""memo://a""#)));
-    assert!(out.contains("resourceSubscriptions \"memo://a\", judged as resources/subscribe \"memo://a\"\n  gateway level: allows"), "{out}");
+    let listen = |uris: &str| {
+        format!(
+            r#"body: {{"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {{"notifications": {{"toolsListChanged": true, "resourceSubscriptions": [{uris}]}}, {meta}}}}}"#
+        )
+    };
+    let out =
+        explain(&format!("listener: http\nheaders: {{{v26}, Mcp-Method: subscriptions/listen}}\n{}\n", listen(r#""memo://a""#)));
+    assert!(
+        out.contains("resourceSubscriptions \"memo://a\", judged as resources/subscribe \"memo://a\"\n  gateway level: allows"),
+        "{out}"
+    );
     assert!(out.contains("decision: ALLOW"), "{out}");
     let out = explain(&format!("listener: http\n{}\n", listen(r#""memo://a", "memo://b""#)));
-    assert!(out.contains("resourceSubscriptions \"memo://b\", judged as resources/subscribe \"memo://b\"\n  gateway level: DENIES"), "{out}");
-    assert!(out.contains(r#"decision: DENY (deny gateway: no rule of 1 allow policy matched); reply HTTP 200 {"jsonrpc":"2.0","id":9,"#), "{out}");
+    assert!(
+        out.contains("resourceSubscriptions \"memo://b\", judged as resources/subscribe \"memo://b\"\n  gateway level: DENIES"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            r#"decision: DENY (deny gateway: no rule of 1 allow policy matched); reply HTTP 200 {"jsonrpc":"2.0","id":9,"#
+        ),
+        "{out}"
+    );
     // 2025-11-25 on the same listener: the handshake and a session's GET stream are base methods.
     let out = explain("listener: http\nbody: {\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"initialize\", \"params\": {\"protocolVersion\": \"2025-11-25\"}}\n");
     assert!(out.contains("decision: ALLOW"), "{out}");
@@ -394,9 +460,13 @@ fn render_native_module_loads_the_dynamic_module_with_the_same_plan() {
     let common = ["-f", input.to_str().unwrap(), "--resolve", "mcp-server.default=127.0.0.1:7001"];
     let o = toolgate(&[&["render", "--wasm", wasm.to_str().unwrap(), "-o", wasm_out.to_str().unwrap()][..], &common].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = toolgate(&[&["render", "--native-module", module.to_str().unwrap(), "-o", native_out.to_str().unwrap()][..], &common].concat());
+    let o = toolgate(
+        &[&["render", "--native-module", module.to_str().unwrap(), "-o", native_out.to_str().unwrap()][..], &common].concat(),
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let hcm = |out: &Path| read_json(&out.join("default.gw/lds.json"))["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"].clone();
+    let hcm = |out: &Path| {
+        read_json(&out.join("default.gw/lds.json"))["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"].clone()
+    };
     let (w, n) = (hcm(&wasm_out), hcm(&native_out));
     let filters: Vec<&str> = n["http_filters"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(filters, ["envoy.filters.http.dynamic_modules", "envoy.filters.http.buffer", "envoy.filters.http.router"]);
@@ -412,7 +482,21 @@ fn render_native_module_loads_the_dynamic_module_with_the_same_plan() {
     assert!(log.contains("%FILTER_STATE(toolgate.decision:PLAIN)%"), "{log}");
 
     // --wasm and --native-module exclude each other; one of them is required.
-    let o = toolgate(&[&["render", "--wasm", wasm.to_str().unwrap(), "--native-module", module.to_str().unwrap(), "-o", native_out.to_str().unwrap()][..], &common].concat());
+    let o = toolgate(
+        &[
+            &[
+                "render",
+                "--wasm",
+                wasm.to_str().unwrap(),
+                "--native-module",
+                module.to_str().unwrap(),
+                "-o",
+                native_out.to_str().unwrap(),
+            ][..],
+            &common,
+        ]
+        .concat(),
+    );
     assert_eq!(o.status.code(), Some(2));
     let o = toolgate(&[&["render", "-o", native_out.to_str().unwrap()][..], &common].concat());
     assert_eq!(o.status.code(), Some(2));
@@ -439,7 +523,12 @@ fn explain_prints_the_shadow_decision_and_the_default_deny() {
     };
     let out = explain(&call("echo", "/mcp"), &[]);
     assert!(out.contains("dry-run policies on this route (not enforced): default/strict"), "{out}");
-    assert!(out.contains("decision: ALLOW (allow (no policy) shadow=deny backend: no rule of 1 allow policy matched dry-run=default/strict)"), "{out}");
+    assert!(
+        out.contains(
+            "decision: ALLOW (allow (no policy) shadow=deny backend: no rule of 1 allow policy matched dry-run=default/strict)"
+        ),
+        "{out}"
+    );
     assert!(out.contains("shadow decision (dry-run policies enforced): DENY (deny backend: no rule of 1 allow policy matched): differs, counted as toolgate.shadow.deny"), "{out}");
     let out = explain(&call("get-sum", "/mcp"), &[]);
     assert!(out.contains("shadow decision (dry-run policies enforced): the same as the decision"), "{out}");
@@ -447,7 +536,8 @@ fn explain_prints_the_shadow_decision_and_the_default_deny() {
     let out = explain(&call("echo", "/plain"), &["--default-deny"]);
     assert!(out.contains("the Gateway denies by default"), "{out}");
     assert!(out.contains("decision: DENY (deny: no policy (default deny)); reply HTTP 200"), "{out}");
-    let init = "listener: http\npath: /plain\nbody: {\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"initialize\", \"params\": {}}\n";
+    let init =
+        "listener: http\npath: /plain\nbody: {\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"initialize\", \"params\": {}}\n";
     assert!(explain(init, &["--default-deny"]).contains("decision: ALLOW"));
     // The route under the (dry-run) policy: dry-run policies do not lift the default.
     let out = explain(&call("get-sum", "/mcp"), &["--default-deny"]);

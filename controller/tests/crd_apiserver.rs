@@ -97,8 +97,7 @@ fn text(out: &Output) -> String {
 fn invalid_causes(stderr: &str) -> Option<Vec<String>> {
     let start = stderr.find(" is invalid: ")?;
     let rest = &stderr[start + " is invalid: ".len()..];
-    let causes: Vec<String> = if rest.trim_start().starts_with('*') || rest.starts_with('\n') || rest.trim().is_empty()
-    {
+    let causes: Vec<String> = if rest.trim_start().starts_with('*') || rest.starts_with('\n') || rest.trim().is_empty() {
         rest.lines().filter_map(|l| l.strip_prefix("* ")).map(str::to_string).collect()
     } else {
         vec![rest.lines().next().unwrap_or("").to_string()]
@@ -181,10 +180,7 @@ fn crds_and_cases_against_a_real_api_server() {
                 for cause in &ours {
                     let message = cause.split_once(": ").map(|(_, m)| m).unwrap_or(cause);
                     if !stderr.contains(message) {
-                        failures.push(format!(
-                            "{}: the server's error lacks validate's {message:?}:\n{stderr}",
-                            case.name()
-                        ));
+                        failures.push(format!("{}: the server's error lacks validate's {message:?}:\n{stderr}", case.name()));
                     }
                 }
             }

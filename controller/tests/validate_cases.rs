@@ -20,10 +20,7 @@ fn validate_prints_object_and_field_path() {
     assert_eq!(out.code, 1);
     let line = out.stdout.lines().next().unwrap();
     assert!(
-        line.starts_with(&format!(
-            "{}#0 XAccessPolicy default/spiffe-invalid: spec.rules[0].source.spiffe: ",
-            case.display()
-        )),
+        line.starts_with(&format!("{}#0 XAccessPolicy default/spiffe-invalid: spec.rules[0].source.spiffe: ", case.display())),
         "{line}"
     );
 }

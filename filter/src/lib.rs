@@ -170,12 +170,17 @@ pub extern "C" fn proxy_on_tick(_root_context_id: u32) {
 pub extern "C" fn proxy_on_request_headers(context_id: u32, _headers: usize, end_of_stream: u32) -> u32 {
     // A request without a stream (its root was never created) is not one Toolgate knows: deny it.
     let done = with_stream(context_id, |s, host| s.request.on_request_headers(host, end_of_stream != 0));
-    action(done.unwrap_or_else(|| Plugin::default().request().on_request_headers(&mut FilterHost::orphan(context_id), end_of_stream != 0)))
+    action(done.unwrap_or_else(|| {
+        Plugin::default().request().on_request_headers(&mut FilterHost::orphan(context_id), end_of_stream != 0)
+    }))
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_request_body(context_id: u32, body_size: usize, end_of_stream: u32) -> u32 {
-    action(with_stream(context_id, |s, host| s.request.on_request_body(host, body_size, end_of_stream != 0)).unwrap_or(Action::Pause))
+    action(
+        with_stream(context_id, |s, host| s.request.on_request_body(host, body_size, end_of_stream != 0))
+            .unwrap_or(Action::Pause),
+    )
 }
 
 #[no_mangle]
@@ -197,7 +202,10 @@ pub extern "C" fn proxy_on_response_headers(context_id: u32, _headers: usize, en
 #[cfg(feature = "list-filtering")]
 #[no_mangle]
 pub extern "C" fn proxy_on_response_body(context_id: u32, body_size: usize, end_of_stream: u32) -> u32 {
-    action(with_stream(context_id, |s, host| s.request.on_response_body(host, body_size, end_of_stream != 0)).unwrap_or(Action::Continue))
+    action(
+        with_stream(context_id, |s, host| s.request.on_response_body(host, body_size, end_of_stream != 0))
+            .unwrap_or(Action::Continue),
+    )
 }
 
 #[cfg(feature = "list-filtering")]
@@ -226,7 +234,8 @@ pub extern "C" fn proxy_on_http_call_response(_context_id: u32, token: u32, head
             return CallAnswer::Failed;
         }
         let headers = host::header_map(host::HTTP_CALL_RESPONSE_HEADERS).map(|m| deserialize_map(&m)).unwrap_or_default();
-        let body = if body_size == 0 { Vec::new() } else { host::buffer(host::HTTP_CALL_RESPONSE_BODY, body_size).unwrap_or_default() };
+        let body =
+            if body_size == 0 { Vec::new() } else { host::buffer(host::HTTP_CALL_RESPONSE_BODY, body_size).unwrap_or_default() };
         CallAnswer::Http { headers, body }
     });
 }

@@ -13,7 +13,12 @@ use toolgate_policy::mcp::{read_body, ReadOptions};
 
 const REQUESTS: &str = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":"p","method":"prompts/list"},{"jsonrpc":"2.0","id":3,"method":"resources/list"}]"#;
 
-fn stream(bytes: &[u8], cuts: &[usize], requests: &ListRequests, keep: &mut dyn FnMut(ListKind, &str) -> bool) -> Option<Vec<u8>> {
+fn stream(
+    bytes: &[u8],
+    cuts: &[usize],
+    requests: &ListRequests,
+    keep: &mut dyn FnMut(ListKind, &str) -> bool,
+) -> Option<Vec<u8>> {
     let mut f = SseFilter::default();
     let mut out = Vec::new();
     let mut at = 0;
@@ -35,9 +40,7 @@ fuzz_target!(|data: &[u8]| {
     let body = read_body(REQUESTS.as_bytes(), ReadOptions::default()).expect("fixed requests");
     let requests = ListRequests::of(&body);
     // Keeps an entry by a hash of its name and kind.
-    let mut keep = |kind: ListKind, name: &str| {
-        name.bytes().fold(salt ^ kind as u8, |h, b| h.rotate_left(3) ^ b) % 2 == 0
-    };
+    let mut keep = |kind: ListKind, name: &str| name.bytes().fold(salt ^ kind as u8, |h, b| h.rotate_left(3) ^ b) % 2 == 0;
     if let Ok(json) = std::str::from_utf8(text) {
         let single = rewrite_json(json, &requests, &mut keep);
         match (&single, serde_reference::rewrite_json(json, &requests, &mut keep)) {

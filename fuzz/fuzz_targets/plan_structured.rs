@@ -14,21 +14,26 @@ use toolgate_fuzz::{assert_explain_agrees, Request, CLUSTER, SA_A, SA_B};
 use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest};
 use toolgate_policy::mcp::{read_body, ReadOptions};
 use toolgate_policy::plan::{
-    AuthorizerPlan, AuthorizerProtocol, CompiledPlan, ExternalAuthPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan,
-    McpMatch, McpMethodMatch, MethodPattern, PathMatch, PlanSettings, PolicyPlan, RulePlan, ValueMatch, PLAN_VERSION,
+    AuthorizerPlan, AuthorizerProtocol, CompiledPlan, ExternalAuthPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, McpMatch,
+    McpMethodMatch, MethodPattern, PathMatch, PlanSettings, PolicyPlan, RulePlan, ValueMatch, PLAN_VERSION,
 };
 
 fn pick(u: &mut Unstructured<'_>, vocab: &[&str]) -> arbitrary::Result<String> {
     Ok(if u.ratio(6, 8)? { (*u.choose(vocab)?).to_string() } else { String::arbitrary(u)? })
 }
 
-fn list<T>(u: &mut Unstructured<'_>, max: usize, f: impl Fn(&mut Unstructured<'_>) -> arbitrary::Result<T>) -> arbitrary::Result<Vec<T>> {
+fn list<T>(
+    u: &mut Unstructured<'_>,
+    max: usize,
+    f: impl Fn(&mut Unstructured<'_>) -> arbitrary::Result<T>,
+) -> arbitrary::Result<Vec<T>> {
     (0..u.int_in_range(0..=max)?).map(|_| f(u)).collect()
 }
 
 const TEXT: [&str; 8] = ["get-sum", "echo", "file:///public/readme", "blue", "", "/mcp", "tools", "a.b"];
 const REGEX: [&str; 8] = ["/mcp/t[0-9]+", "prod-\\d+", "a)|(b", "(a|b)*c", "x{2,1001}", ".*", "[[:alpha:]]+", "\\pL"];
-const METHODS: [&str; 8] = ["tools/call", "tools/list", "resources/read", "prompts/get", "subscriptions/listen", "initialize", "tools", "resources"];
+const METHODS: [&str; 8] =
+    ["tools/call", "tools/list", "resources/read", "prompts/get", "subscriptions/listen", "initialize", "tools", "resources"];
 const CEL: [&str; 8] = [
     "request.mcp.tool_name == 'get-sum'",
     "request.mcp.params.arguments.a < 10",
@@ -54,7 +59,9 @@ fn http(u: &mut Unstructured<'_>) -> arbitrary::Result<HttpMatch> {
                 _ => PathMatch::Regex(pick(u, &REGEX)?),
             })
         })?,
-        headers: list(u, 2, |u| Ok(HeaderMatch { name: pick(u, &["x-team", "x-env", "mcp-name", "X-Team"])?, value: value(u)? }))?,
+        headers: list(u, 2, |u| {
+            Ok(HeaderMatch { name: pick(u, &["x-team", "x-env", "mcp-name", "X-Team"])?, value: value(u)? })
+        })?,
         hosts: list(u, 2, |u| {
             Ok(if u.arbitrary()? {
                 HostMatch::Exact(pick(u, &["api.example.com", "gw"])?)
@@ -116,7 +123,9 @@ fn level(u: &mut Unstructured<'_>) -> arbitrary::Result<LevelPlan> {
     };
     Ok(LevelPlan {
         external_auth,
-        allow: list(u, 3, |u| Ok(PolicyPlan { name: pick(u, &["default/p", "default/q"])?, rules: list(u, 3, rule)?, dry_run: u.ratio(1, 4)? }))?,
+        allow: list(u, 3, |u| {
+            Ok(PolicyPlan { name: pick(u, &["default/p", "default/q"])?, rules: list(u, 3, rule)?, dry_run: u.ratio(1, 4)? })
+        })?,
     })
 }
 

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use arbitrary::{Arbitrary, Unstructured};
 
-
 // ------------------------------------------------------------------------------------------------
 // Allocation bound. libFuzzer's -malloc_limit_mb needs a sanitizer's malloc hooks, which a stable
 // build without sanitizers does not have (-rss_limit_mb still works: it polls the RSS). So the
@@ -184,9 +183,7 @@ pub fn assert_explain_agrees(route: &Route<'_>, req: &HttpRequest<'_>, body: Bod
     let decision = route.decide(req, body);
     let explained = route.explain(req, body);
     match &decision.verdict {
-        Verdict::Deny(DenyReason::McpHeaderMismatch { .. } | DenyReason::TooManyAuthorizerCalls { .. }) => {
-            return false
-        }
+        Verdict::Deny(DenyReason::McpHeaderMismatch { .. } | DenyReason::TooManyAuthorizerCalls { .. }) => return false,
         Verdict::Deny(DenyReason::ExternalAuth { .. }) => panic!("decide asks no authorizer, yet one denied: {decision:?}"),
         _ => {}
     }

@@ -185,10 +185,24 @@ extern "C" {
         optional_size: *mut usize,
     ) -> bool;
     pub fn envoy_dynamic_module_callback_http_get_headers_size(filter: FilterEnvoyPtr, header_type: u32) -> usize;
-    pub fn envoy_dynamic_module_callback_http_get_headers(filter: FilterEnvoyPtr, header_type: u32, result: *mut EnvoyHttpHeader) -> bool;
-    pub fn envoy_dynamic_module_callback_http_add_header(filter: FilterEnvoyPtr, header_type: u32, key: ModuleBuffer, value: ModuleBuffer) -> bool;
+    pub fn envoy_dynamic_module_callback_http_get_headers(
+        filter: FilterEnvoyPtr,
+        header_type: u32,
+        result: *mut EnvoyHttpHeader,
+    ) -> bool;
+    pub fn envoy_dynamic_module_callback_http_add_header(
+        filter: FilterEnvoyPtr,
+        header_type: u32,
+        key: ModuleBuffer,
+        value: ModuleBuffer,
+    ) -> bool;
     /// A null `value` removes the header.
-    pub fn envoy_dynamic_module_callback_http_set_header(filter: FilterEnvoyPtr, header_type: u32, key: ModuleBuffer, value: ModuleBuffer) -> bool;
+    pub fn envoy_dynamic_module_callback_http_set_header(
+        filter: FilterEnvoyPtr,
+        header_type: u32,
+        key: ModuleBuffer,
+        value: ModuleBuffer,
+    ) -> bool;
 
     pub fn envoy_dynamic_module_callback_http_send_response(
         filter: FilterEnvoyPtr,
@@ -200,17 +214,33 @@ extern "C" {
     );
 
     pub fn envoy_dynamic_module_callback_http_get_body_chunks_size(filter: FilterEnvoyPtr, body_type: u32) -> usize;
-    pub fn envoy_dynamic_module_callback_http_get_body_chunks(filter: FilterEnvoyPtr, body_type: u32, result: *mut EnvoyBuffer) -> bool;
+    pub fn envoy_dynamic_module_callback_http_get_body_chunks(
+        filter: FilterEnvoyPtr,
+        body_type: u32,
+        result: *mut EnvoyBuffer,
+    ) -> bool;
     pub fn envoy_dynamic_module_callback_http_get_body_size(filter: FilterEnvoyPtr, body_type: u32) -> usize;
     pub fn envoy_dynamic_module_callback_http_append_body(filter: FilterEnvoyPtr, body_type: u32, data: ModuleBuffer) -> bool;
     pub fn envoy_dynamic_module_callback_http_drain_body(filter: FilterEnvoyPtr, body_type: u32, number_of_bytes: usize) -> bool;
     pub fn envoy_dynamic_module_callback_http_received_buffered_request_body(filter: FilterEnvoyPtr) -> bool;
     pub fn envoy_dynamic_module_callback_http_received_buffered_response_body(filter: FilterEnvoyPtr) -> bool;
 
-    pub fn envoy_dynamic_module_callback_http_set_filter_state_bytes(filter: FilterEnvoyPtr, key: ModuleBuffer, value: ModuleBuffer) -> bool;
+    pub fn envoy_dynamic_module_callback_http_set_filter_state_bytes(
+        filter: FilterEnvoyPtr,
+        key: ModuleBuffer,
+        value: ModuleBuffer,
+    ) -> bool;
 
-    pub fn envoy_dynamic_module_callback_http_filter_get_attribute_string(filter: FilterEnvoyPtr, attribute_id: u32, result: *mut EnvoyBuffer) -> bool;
-    pub fn envoy_dynamic_module_callback_http_filter_get_attribute_int(filter: FilterEnvoyPtr, attribute_id: u32, result: *mut u64) -> bool;
+    pub fn envoy_dynamic_module_callback_http_filter_get_attribute_string(
+        filter: FilterEnvoyPtr,
+        attribute_id: u32,
+        result: *mut EnvoyBuffer,
+    ) -> bool;
+    pub fn envoy_dynamic_module_callback_http_filter_get_attribute_int(
+        filter: FilterEnvoyPtr,
+        attribute_id: u32,
+        result: *mut u64,
+    ) -> bool;
 
     pub fn envoy_dynamic_module_callback_http_filter_http_callout(
         filter: FilterEnvoyPtr,

@@ -28,7 +28,13 @@ impl Counters {
             // SAFETY: `config` is the pointer of the current `on_http_filter_config_new`; the name and
             // `id` live for the call; no labels.
             let status = unsafe {
-                envoy_dynamic_module_callback_http_filter_config_define_counter(config, ModuleBuffer::of(name.as_bytes()), std::ptr::null(), 0, &mut id)
+                envoy_dynamic_module_callback_http_filter_config_define_counter(
+                    config,
+                    ModuleBuffer::of(name.as_bytes()),
+                    std::ptr::null(),
+                    0,
+                    &mut id,
+                )
             };
             (status == METRICS_SUCCESS).then_some(id)
         };

@@ -93,7 +93,6 @@ impl Filter {
         }
     }
 
-
     /// A panic in a request hook: deny the request (the lifecycle's state is unknown).
     pub(crate) fn deny_after_panic(&self) {
         if let Ok(stream) = self.stream.try_borrow() {
@@ -102,13 +101,24 @@ impl Filter {
         let summary = b"deny: internal error in the module (panic)";
         // SAFETY: `envoy` is this filter's pointer; the buffers live for the call.
         unsafe {
-            envoy_dynamic_module_callback_http_set_filter_state_bytes(self.envoy, ModuleBuffer::of(DECISION_KEY), ModuleBuffer::of(summary));
+            envoy_dynamic_module_callback_http_set_filter_state_bytes(
+                self.envoy,
+                ModuleBuffer::of(DECISION_KEY),
+                ModuleBuffer::of(summary),
+            );
         }
         let body = br#"{"error":"internal error"}"#;
         let mut headers = [ModuleHttpHeader::of("content-type", "application/json")];
         // SAFETY: `envoy` is this filter's pointer; headers and body live for the call.
         unsafe {
-            envoy_dynamic_module_callback_http_send_response(self.envoy, 500, headers.as_mut_ptr(), 1, ModuleBuffer::of(body), ModuleBuffer::null());
+            envoy_dynamic_module_callback_http_send_response(
+                self.envoy,
+                500,
+                headers.as_mut_ptr(),
+                1,
+                ModuleBuffer::of(body),
+                ModuleBuffer::null(),
+            );
         }
     }
 }

@@ -7,9 +7,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use toolgate_policy::lifecycle::{Action, CallAnswer, LogLevel, Plugin};
 #[cfg(feature = "panic-probe")]
 use toolgate_policy::lifecycle::Host;
+use toolgate_policy::lifecycle::{Action, CallAnswer, LogLevel, Plugin};
 
 use crate::abi::*;
 use crate::base::log;
@@ -54,7 +54,13 @@ fn trailers_status(a: Action) -> u32 {
 
 /// A request hook: the lifecycle's action; a busy stream is paused (as the Wasm host's unknown
 /// context); a panic denies the request.
-fn request_hook(ptr: FilterModulePtr, what: &str, phase: Phase, status: fn(Action) -> u32, f: impl FnOnce(&mut Stream) -> Action) -> u32 {
+fn request_hook(
+    ptr: FilterModulePtr,
+    what: &str,
+    phase: Phase,
+    status: fn(Action) -> u32,
+    f: impl FnOnce(&mut Stream) -> Action,
+) -> u32 {
     // SAFETY: Envoy passes back the pointer `on_http_filter_new` returned.
     let Some(filter) = (unsafe { filter(ptr) }) else { return status(Action::Pause) };
     guard(
@@ -69,7 +75,13 @@ fn request_hook(ptr: FilterModulePtr, what: &str, phase: Phase, status: fn(Actio
 
 /// A response hook: the lifecycle's action; a busy stream continues; a panic continues the
 /// response (the request was decided already) and is counted.
-fn response_hook(ptr: FilterModulePtr, what: &str, phase: Phase, status: fn(Action) -> u32, f: impl FnOnce(&mut Stream) -> Action) -> u32 {
+fn response_hook(
+    ptr: FilterModulePtr,
+    what: &str,
+    phase: Phase,
+    status: fn(Action) -> u32,
+    f: impl FnOnce(&mut Stream) -> Action,
+) -> u32 {
     // SAFETY: as in `request_hook`.
     let Some(filter) = (unsafe { filter(ptr) }) else { return status(Action::Continue) };
     guard(
@@ -133,7 +145,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(config: Fil
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_new(_name: EnvoyBuffer, _config: EnvoyBuffer) -> PerRouteConfigModulePtr {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_new(
+    _name: EnvoyBuffer,
+    _config: EnvoyBuffer,
+) -> PerRouteConfigModulePtr {
     // Toolgate has no per-route configuration: refused.
     std::ptr::null()
 }
@@ -142,7 +157,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_new(_name
 pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_destroy(_config: PerRouteConfigModulePtr) {}
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_new(config: FilterConfigModulePtr, envoy: FilterEnvoyPtr) -> FilterModulePtr {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
+    config: FilterConfigModulePtr,
+    envoy: FilterEnvoyPtr,
+) -> FilterModulePtr {
     guard(
         "on_http_filter_new",
         || {
@@ -178,7 +196,11 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(config: FilterConfigMo
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, end_of_stream: bool) -> u32 {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+    end_of_stream: bool,
+) -> u32 {
     request_hook(filter, "on_request_headers", Phase::RequestHeaders, headers_status, |s| {
         #[cfg(feature = "panic-probe")]
         if s.host.request_headers().is_some_and(|h| h.windows(22).any(|w| w == b"x-toolgate-panic-probe")) {
@@ -189,7 +211,11 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(_envoy: Fi
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, end_of_stream: bool) -> u32 {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+    end_of_stream: bool,
+) -> u32 {
     request_hook(filter, "on_request_body", Phase::RequestBody, body_status, |s| {
         let received_is_buffered = s.host.received_is_buffered_request();
         let size = s.host.body_size(BUFFERED_REQUEST_BODY, RECEIVED_REQUEST_BODY, received_is_buffered);
@@ -199,16 +225,28 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(_envoy: Filte
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr) -> u32 {
-    request_hook(filter, "on_request_trailers", Phase::RequestTrailers, trailers_status, |s| s.request.on_request_trailers(&mut s.host))
+    request_hook(filter, "on_request_trailers", Phase::RequestTrailers, trailers_status, |s| {
+        s.request.on_request_trailers(&mut s.host)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, end_of_stream: bool) -> u32 {
-    response_hook(filter, "on_response_headers", Phase::ResponseHeaders, headers_status, |s| s.request.on_response_headers(&mut s.host, end_of_stream))
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+    end_of_stream: bool,
+) -> u32 {
+    response_hook(filter, "on_response_headers", Phase::ResponseHeaders, headers_status, |s| {
+        s.request.on_response_headers(&mut s.host, end_of_stream)
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, end_of_stream: bool) -> u32 {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+    end_of_stream: bool,
+) -> u32 {
     response_hook(filter, "on_response_body", Phase::ResponseBody, body_status, |s| {
         let received_is_buffered = s.host.received_is_buffered_response();
         let size = s.host.body_size(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, received_is_buffered);
@@ -218,7 +256,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(_envoy: Filt
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr) -> u32 {
-    response_hook(filter, "on_response_trailers", Phase::ResponseTrailers, trailers_status, |s| s.request.on_response_trailers(&mut s.host))
+    response_hook(filter, "on_response_trailers", Phase::ResponseTrailers, trailers_status, |s| {
+        s.request.on_response_trailers(&mut s.host)
+    })
 }
 
 #[no_mangle]
@@ -286,12 +326,20 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(_envoy: FilterEnvoyPtr, filter_ptr: FilterModulePtr, _event_id: u64) {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
+    _envoy: FilterEnvoyPtr,
+    filter_ptr: FilterModulePtr,
+    _event_id: u64,
+) {
     // SAFETY: as in `request_hook`.
     let Some(filter) = (unsafe { filter(filter_ptr) }) else { return };
-    guard("on_http_filter_scheduled", || filter.scheduled(), || {
-        let _ = catch_unwind(AssertUnwindSafe(|| filter.deny_after_panic()));
-    })
+    guard(
+        "on_http_filter_scheduled",
+        || filter.scheduled(),
+        || {
+            let _ = catch_unwind(AssertUnwindSafe(|| filter.deny_after_panic()));
+        },
+    )
 }
 
 #[no_mangle]
@@ -305,16 +353,19 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_local_reply(
     LOCAL_REPLY_CONTINUE
 }
 
-
 // The streamed callout's hooks: the gRPC calls to ExternalAuth authorizers.
 
 /// A streamed-callout hook on the filter `ptr`; a panic denies the request.
 fn grpc_hook(ptr: FilterModulePtr, what: &str, f: impl FnOnce(&Filter)) {
     // SAFETY: as in `request_hook`.
     let Some(filter) = (unsafe { filter(ptr) }) else { return };
-    guard(what, || f(filter), || {
-        let _ = catch_unwind(AssertUnwindSafe(|| filter.deny_after_panic()));
-    })
+    guard(
+        what,
+        || f(filter),
+        || {
+            let _ = catch_unwind(AssertUnwindSafe(|| filter.deny_after_panic()));
+        },
+    )
 }
 
 #[no_mangle]
@@ -370,20 +421,33 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailers(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, stream_id: u64) {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+    stream_id: u64,
+) {
     grpc_hook(filter, "on_http_stream_complete", |f| f.grpc_end(stream_id, true))
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(_envoy: FilterEnvoyPtr, filter: FilterModulePtr, stream_id: u64, _reason: u32) {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+    stream_id: u64,
+    _reason: u32,
+) {
     grpc_hook(filter, "on_http_stream_reset", |f| f.grpc_end(stream_id, false))
 }
-
 
 // The hooks Envoy 1.40 resolves for every HTTP filter module whether or not it uses them
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(_envoy: FilterConfigEnvoyPtr, _config: FilterConfigModulePtr, _event_id: u64) {}
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
+    _envoy: FilterConfigEnvoyPtr,
+    _config: FilterConfigModulePtr,
+    _event_id: u64,
+) {
+}
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
@@ -431,7 +495,12 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_trailer
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_complete(_envoy: FilterConfigEnvoyPtr, _config: FilterConfigModulePtr, _stream_id: u64) {}
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_complete(
+    _envoy: FilterConfigEnvoyPtr,
+    _config: FilterConfigModulePtr,
+    _stream_id: u64,
+) {
+}
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_reset(
@@ -443,7 +512,15 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_reset(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(_envoy: FilterEnvoyPtr, _filter: FilterModulePtr) {}
+pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(
+    _envoy: FilterEnvoyPtr,
+    _filter: FilterModulePtr,
+) {
+}
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_below_write_buffer_low_watermark(_envoy: FilterEnvoyPtr, _filter: FilterModulePtr) {}
+pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_below_write_buffer_low_watermark(
+    _envoy: FilterEnvoyPtr,
+    _filter: FilterModulePtr,
+) {
+}

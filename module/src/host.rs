@@ -123,7 +123,9 @@ impl ModuleHost {
     fn attribute_string(&self, id: u32) -> Option<Vec<u8>> {
         let mut buf = EnvoyBuffer::null();
         // SAFETY: `envoy` is this filter's pointer; `buf` lives for the call and is copied out.
-        unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_string(self.envoy, id, &mut buf).then(|| buf.bytes().to_vec()) }
+        unsafe {
+            envoy_dynamic_module_callback_http_filter_get_attribute_string(self.envoy, id, &mut buf).then(|| buf.bytes().to_vec())
+        }
     }
 
     fn set_header(&self, kind: u32, name: &str, value: Option<&str>) {
@@ -185,7 +187,9 @@ impl Host for ModuleHost {
             Property::DestinationPort => {
                 let mut port = 0u64;
                 // SAFETY: `envoy` is this filter's pointer; `port` lives for the call.
-                let ok = unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_int(self.envoy, ATTR_DESTINATION_PORT, &mut port) };
+                let ok = unsafe {
+                    envoy_dynamic_module_callback_http_filter_get_attribute_int(self.envoy, ATTR_DESTINATION_PORT, &mut port)
+                };
                 // The lifecycle reads the port as proxy-wasm gives it: 8 bytes, little-endian.
                 ok.then(|| (port as i64).to_le_bytes().to_vec())
             }
@@ -194,7 +198,8 @@ impl Host for ModuleHost {
 
     fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
         let in_hook = self.phase == Phase::RequestBody;
-        let mut body = self.body(BUFFERED_REQUEST_BODY, RECEIVED_REQUEST_BODY, in_hook, in_hook && self.received_is_buffered_request());
+        let mut body =
+            self.body(BUFFERED_REQUEST_BODY, RECEIVED_REQUEST_BODY, in_hook, in_hook && self.received_is_buffered_request());
         body.truncate(size);
         Some(body)
     }
@@ -203,7 +208,14 @@ impl Host for ModuleHost {
         let mut pairs: Vec<ModuleHttpHeader> = headers.iter().map(|(k, v)| ModuleHttpHeader::of(k, v)).collect();
         // SAFETY: `envoy` is this filter's pointer; headers and body live for the call.
         unsafe {
-            envoy_dynamic_module_callback_http_send_response(self.envoy, status, pairs.as_mut_ptr(), pairs.len(), ModuleBuffer::of(body), ModuleBuffer::null());
+            envoy_dynamic_module_callback_http_send_response(
+                self.envoy,
+                status,
+                pairs.as_mut_ptr(),
+                pairs.len(),
+                ModuleBuffer::of(body),
+                ModuleBuffer::null(),
+            );
         }
         true
     }
@@ -234,7 +246,12 @@ impl Host for ModuleHost {
     fn add_request_header(&mut self, name: &str, value: &str) {
         // SAFETY: `envoy` is this filter's pointer; the buffers live for the call.
         unsafe {
-            envoy_dynamic_module_callback_http_add_header(self.envoy, REQUEST_HEADER, ModuleBuffer::of(name.as_bytes()), ModuleBuffer::of(value.as_bytes()));
+            envoy_dynamic_module_callback_http_add_header(
+                self.envoy,
+                REQUEST_HEADER,
+                ModuleBuffer::of(name.as_bytes()),
+                ModuleBuffer::of(value.as_bytes()),
+            );
         }
     }
 
@@ -245,7 +262,11 @@ impl Host for ModuleHost {
     fn record(&mut self, summary: &str) {
         // SAFETY: `envoy` is this filter's pointer; the buffers live for the call.
         unsafe {
-            envoy_dynamic_module_callback_http_set_filter_state_bytes(self.envoy, ModuleBuffer::of(DECISION_KEY), ModuleBuffer::of(summary.as_bytes()));
+            envoy_dynamic_module_callback_http_set_filter_state_bytes(
+                self.envoy,
+                ModuleBuffer::of(DECISION_KEY),
+                ModuleBuffer::of(summary.as_bytes()),
+            );
         }
     }
 
@@ -258,8 +279,15 @@ impl Host for ModuleHost {
         let mut buf = EnvoyBuffer::null();
         // SAFETY: `envoy` is this filter's pointer; `buf` is copied out at once.
         unsafe {
-            envoy_dynamic_module_callback_http_get_header(self.envoy, RESPONSE_HEADER, ModuleBuffer::of(lower_name.as_bytes()), &mut buf, 0, std::ptr::null_mut())
-                .then(|| buf.bytes().to_vec())
+            envoy_dynamic_module_callback_http_get_header(
+                self.envoy,
+                RESPONSE_HEADER,
+                ModuleBuffer::of(lower_name.as_bytes()),
+                &mut buf,
+                0,
+                std::ptr::null_mut(),
+            )
+            .then(|| buf.bytes().to_vec())
         }
         .filter(|_| !buf.ptr.is_null())
         .and_then(|v| String::from_utf8(v).ok())
@@ -271,7 +299,8 @@ impl Host for ModuleHost {
 
     fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
         let in_hook = self.phase == Phase::ResponseBody;
-        let mut body = self.body(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, in_hook, in_hook && self.received_is_buffered_response());
+        let mut body =
+            self.body(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, in_hook, in_hook && self.received_is_buffered_response());
         body.truncate(size);
         Some(body)
     }

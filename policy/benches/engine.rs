@@ -31,7 +31,9 @@ const BODIES: [(&str, usize); 3] = [("300B", 300), ("64KiB", 64 * 1024), ("1MiB"
 fn body(size: usize, tool: &str) -> Vec<u8> {
     let (head, tail) = if size <= 1024 {
         (
-            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"path":"/srv/data/report.txt","mode":"summary","text":""#),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"path":"/srv/data/report.txt","mode":"summary","text":""#
+            ),
             r#""}}}"#.to_string(),
         )
     } else {
@@ -84,7 +86,8 @@ fn many(backends: usize) -> Levels {
             if (i, r) == (4, 9) {
                 rules.push((Some(PRINCIPAL.to_string()), bench_tools.clone()));
             } else {
-                let source = if r % 2 == 1 { PRINCIPAL.to_string() } else { format!("spiffe://cluster.local/ns/team-{i}-{r}/sa/agent") };
+                let source =
+                    if r % 2 == 1 { PRINCIPAL.to_string() } else { format!("spiffe://cluster.local/ns/team-{i}-{r}/sa/agent") };
                 rules.push((Some(source), (0..10).map(|k| format!("gw-{i}-{r}-{k}")).collect()));
             }
         }
@@ -93,7 +96,11 @@ fn many(backends: usize) -> Levels {
     }
     let mut levels = vec![];
     for b in 0..backends {
-        let (cluster, name) = if b == 0 { (CLUSTER.to_string(), "tools".to_string()) } else { (format!("xbackend/default/b-{b:04}"), format!("b-{b:04}")) };
+        let (cluster, name) = if b == 0 {
+            (CLUSTER.to_string(), "tools".to_string())
+        } else {
+            (format!("xbackend/default/b-{b:04}"), format!("b-{b:04}"))
+        };
         let policies = (0..5)
             .map(|p| {
                 let tools: Vec<String> =
@@ -121,7 +128,10 @@ fn compile(levels: &Levels) -> CompiledPlan {
     let opts = CompileOptions::default();
     let mut plan = CompiledPlan::empty("default/bench-gateway/https");
     let (gateway, backends) = levels;
-    plan.gateway = LevelPlan { allow: gateway.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect(), ..Default::default() };
+    plan.gateway = LevelPlan {
+        allow: gateway.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect(),
+        ..Default::default()
+    };
     for (cluster, policies) in backends {
         let allow = policies.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect();
         plan.backends.insert(cluster.clone(), LevelPlan { allow, ..Default::default() });
@@ -210,7 +220,11 @@ fn cel(c: &mut Criterion) {
     let small = body(300, TOOL);
     let cases = [
         ("tool_name", "request.mcp.tool_name == 'tool-00017'", false),
-        ("argument", "request.mcp.tool_name == 'tool-00017' && request.mcp.params.arguments.path == '/srv/data/report.txt'", true),
+        (
+            "argument",
+            "request.mcp.tool_name == 'tool-00017' && request.mcp.params.arguments.path == '/srv/data/report.txt'",
+            true,
+        ),
     ];
     let mut g = c.benchmark_group("cel");
     for (name, expression, capture_params) in cases {
@@ -220,7 +234,10 @@ fn cel(c: &mut Criterion) {
         );
         let spec: AccessPolicySpec = serde_json::from_str(&json).unwrap();
         let mut plan = CompiledPlan::empty("default/bench-gateway/https");
-        plan.gateway = LevelPlan { allow: vec![compile_policy("default", "cel", &spec, &CompileOptions::default()).unwrap()], ..Default::default() };
+        plan.gateway = LevelPlan {
+            allow: vec![compile_policy("default", "cel", &spec, &CompileOptions::default()).unwrap()],
+            ..Default::default()
+        };
         let ev = Evaluator::from_plan(plan.seal()).unwrap();
         let opts = ReadOptions { capture_params };
         let mcp = read_body(&small, opts).unwrap();

@@ -104,7 +104,12 @@ fn run_ea(p: &Plugin, host: &mut FakeHost, answer: &[u8]) {
 }
 
 fn check(host: &FakeHost, calls: usize) {
-    assert_eq!((host.allows(), host.denies(), host.resumed as usize, host.calls.len()), (1, 0, calls, calls), "{:?}", host.records);
+    assert_eq!(
+        (host.allows(), host.denies(), host.resumed as usize, host.calls.len()),
+        (1, 0, calls, calls),
+        "{:?}",
+        host.records
+    );
 }
 
 fn main() {

@@ -26,8 +26,7 @@ pub use authorization::{
 };
 pub use backend::{BackendSpec, BackendStatus, McpBackend};
 pub use external_auth::{
-    BackendObjectReference, ExternalAuthProtocol, ForwardBodyConfig, GrpcAuthConfig, HttpAuthConfig,
-    HttpExternalAuthFilter,
+    BackendObjectReference, ExternalAuthProtocol, ForwardBodyConfig, GrpcAuthConfig, HttpAuthConfig, HttpExternalAuthFilter,
 };
 pub use status::{AccessPolicyStatus, Condition, ParentReference, PolicyAncestorStatus};
 

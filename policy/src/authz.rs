@@ -24,10 +24,10 @@ use toolgate_ext_authz_proto::{
 
 use crate::eval::{AuthzFailure, HttpRequest};
 use crate::jwt::JWT_METADATA_NAMESPACE;
-use wire::Writer;
 use crate::lifecycle::CallAnswer;
 use crate::mcp::McpMessage;
 use crate::plan::{AuthorizerPlan, AuthorizerProtocol};
+use wire::Writer;
 
 pub const GRPC_SERVICE: &str = "envoy.service.auth.v3.Authorization";
 pub const GRPC_METHOD: &str = "Check";
@@ -60,8 +60,14 @@ pub(crate) struct Prepared<'p> {
 
 pub(crate) enum PreparedCall {
     /// A serialised GrpcService (the upstream) and CheckRequest.
-    Grpc { upstream: Vec<u8>, message: Vec<u8> },
-    Http { headers: Vec<(String, String)>, body: Vec<u8> },
+    Grpc {
+        upstream: Vec<u8>,
+        message: Vec<u8>,
+    },
+    Http {
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
 }
 
 /// An authorizer's verdict.
@@ -91,10 +97,9 @@ pub(crate) enum HeaderEdit {
 
 pub(crate) fn prepare<'p>(authorizer: &'p AuthorizerPlan, input: &CallInput<'_>) -> Prepared<'p> {
     let call = match &authorizer.protocol {
-        AuthorizerProtocol::Grpc => PreparedCall::Grpc {
-            upstream: grpc_service(authorizer),
-            message: check_request_bytes(authorizer, input),
-        },
+        AuthorizerProtocol::Grpc => {
+            PreparedCall::Grpc { upstream: grpc_service(authorizer), message: check_request_bytes(authorizer, input) }
+        }
         AuthorizerProtocol::Http { path_prefix, .. } => http_call(authorizer, path_prefix, input),
     };
     Prepared { cluster: &authorizer.cluster, call }
@@ -264,10 +269,13 @@ fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckReq
     let mut headers = std::collections::BTreeMap::<String, String>::new();
     for (name, value) in sent_headers(authorizer, req) {
         // Repeated headers are joined with "," as Envoy's ext_authz does.
-        headers.entry(name.to_string()).and_modify(|v| {
-            v.push(',');
-            v.push_str(value);
-        }).or_insert_with(|| value.to_string());
+        headers
+            .entry(name.to_string())
+            .and_modify(|v| {
+                v.push(',');
+                v.push_str(value);
+            })
+            .or_insert_with(|| value.to_string());
     }
     let (body, partial) = forwarded_body(authorizer, input.body);
     if partial {
@@ -297,8 +305,8 @@ fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckReq
     if let Some(auth) = req.auth {
         filter_metadata.insert(JWT_METADATA_NAMESPACE.to_string(), Struct::decode(auth.raw.as_slice()).unwrap_or_default());
     }
-    let metadata_context =
-        (!filter_metadata.is_empty()).then(|| Metadata { filter_metadata: filter_metadata.into_iter().collect(), ..Default::default() });
+    let metadata_context = (!filter_metadata.is_empty())
+        .then(|| Metadata { filter_metadata: filter_metadata.into_iter().collect(), ..Default::default() });
     CheckRequest {
         attributes: Some(AttributeContext {
             source: Some(attribute_context::Peer {
@@ -389,10 +397,8 @@ pub(crate) fn read_answer(authorizer: &AuthorizerPlan, answer: CallAnswer, timed
 
 /// A header an authorizer may set on the upstream request or on its denial.
 fn settable(name: &str, value: &str) -> bool {
-    let hop_by_hop = matches!(
-        name,
-        "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "te" | "trailer"
-    );
+    let hop_by_hop =
+        matches!(name, "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "te" | "trailer");
     !name.is_empty()
         && !name.starts_with(':')
         && !hop_by_hop
@@ -434,7 +440,11 @@ fn read_check_response(response: CheckResponse) -> Answer {
                 .map(|h| (h.key.to_ascii_lowercase(), h.value.clone()))
                 .filter(|(k, v)| settable(k, v))
                 .collect();
-            Answer::Deny(Denied { status: if (200..600).contains(&status) { status } else { 0 }, headers, body: denied.body.into_bytes() })
+            Answer::Deny(Denied {
+                status: if (200..600).contains(&status) { status } else { 0 },
+                headers,
+                body: denied.body.into_bytes(),
+            })
         }
         (false, _) => Answer::Deny(Denied { status: 0, headers: Vec::new(), body: Vec::new() }),
     }
@@ -492,10 +502,9 @@ pub fn assumed_answer(callout: &crate::lifecycle::Callout<'_>, allow: bool) -> C
             };
             CallAnswer::Grpc { status: 0, message: response.encode_to_vec() }
         }
-        crate::lifecycle::Callout::Http { .. } => CallAnswer::Http {
-            headers: vec![(":status".into(), if allow { "200" } else { "403" }.into())],
-            body: Vec::new(),
-        },
+        crate::lifecycle::Callout::Http { .. } => {
+            CallAnswer::Http { headers: vec![(":status".into(), if allow { "200" } else { "403" }.into())], body: Vec::new() }
+        }
     }
 }
 

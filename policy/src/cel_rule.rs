@@ -112,8 +112,8 @@ mod imp {
     use cel::common::types::{CelBool, CelNull, CelString, STRING_TYPE};
     use cel::common::value::{CowVal, Val};
     use cel::context::VariableResolver;
-    use cel::ExecutionError;
     use cel::parser::PrattParser;
+    use cel::ExecutionError;
     use cel::{Context, Env, Value};
 
     use super::{Input, Uses, MAX_COMPREHENSION_DEPTH, MAX_NODES, OPEN, VARIABLES};
@@ -155,7 +155,9 @@ mod imp {
         check.walk(&expression);
         match check.problem {
             Some(problem) => Err(problem),
-            None if check.nodes > MAX_NODES => Err(format!("the expression has {} nodes; at most {MAX_NODES} are allowed", check.nodes)),
+            None if check.nodes > MAX_NODES => {
+                Err(format!("the expression has {} nodes; at most {MAX_NODES} are allowed", check.nodes))
+            }
             None => Ok(CelRule { expression, uses: check.uses }),
         }
     }
@@ -420,7 +422,8 @@ mod imp {
         /// Whether the rule matches: the expression yields `true` (anything else, errors included, is
         /// no match).
         pub fn matches(&self, input: &Input<'_>) -> bool {
-            let vars = Vars { input, params: OnceLock::new(), headers: OnceLock::new(), time: OnceLock::new(), claims: OnceLock::new() };
+            let vars =
+                Vars { input, params: OnceLock::new(), headers: OnceLock::new(), time: OnceLock::new(), claims: OnceLock::new() };
             let mut ctx = ENV.with(|env| Context::with_env(env.clone()));
             ctx.set_variable_resolver(&vars);
             matches!(Value::resolve(&self.expression, &ctx), Ok(Value::Bool(true)))

@@ -7,8 +7,8 @@
 //! their type, actions this version enforces).
 
 use crate::api::{
-    AccessPolicySpec, AccessRule, AuthorizationRule, AuthorizationRuleType, BaseProtocolMethodsOption,
-    ExternalAuthProtocol, HeaderMatchType, PathMatchType, PolicyAction, SourceType,
+    AccessPolicySpec, AccessRule, AuthorizationRule, AuthorizationRuleType, BaseProtocolMethodsOption, ExternalAuthProtocol,
+    HeaderMatchType, PathMatchType, PolicyAction, SourceType,
 };
 use crate::eval::full_match_regex;
 use crate::plan::{
@@ -132,9 +132,10 @@ pub fn parse_authorizer_cluster(cluster: &str) -> Option<(&str, &str, u16)> {
 /// The authorizer of an ExternalAuth policy (`spec.externalAuth`).
 fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec, naming: &ClusterNaming) -> Result<AuthorizerPlan, CompileError> {
     let invalid = |field: &str, message: String| CompileError::invalid(format!("spec.externalAuth{field}"), message);
-    let ea = spec.external_auth.as_ref().ok_or_else(|| {
-        invalid("", "externalAuth must be specified when action is set to 'ExternalAuth'".into())
-    })?;
+    let ea = spec
+        .external_auth
+        .as_ref()
+        .ok_or_else(|| invalid("", "externalAuth must be specified when action is set to 'ExternalAuth'".into()))?;
     let b = &ea.backend_ref;
     let (group, kind) = (b.group.as_deref().unwrap_or(""), b.kind.as_deref().unwrap_or("Service"));
     if !group.is_empty() || kind != "Service" {
@@ -156,11 +157,13 @@ fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec, naming: &Cluster
     };
     let (protocol, allowed_headers) = match ea.protocol {
         ExternalAuthProtocol::Grpc => {
-            let grpc = ea.grpc.as_ref().ok_or_else(|| invalid("", "grpc must be specified when protocol is set to 'GRPC'".into()))?;
+            let grpc =
+                ea.grpc.as_ref().ok_or_else(|| invalid("", "grpc must be specified when protocol is set to 'GRPC'".into()))?;
             (AuthorizerProtocol::Grpc, lower(".grpc.allowedHeaders", &grpc.allowed_headers)?)
         }
         ExternalAuthProtocol::Http => {
-            let http = ea.http.as_ref().ok_or_else(|| invalid("", "http must be specified when protocol is set to 'HTTP'".into()))?;
+            let http =
+                ea.http.as_ref().ok_or_else(|| invalid("", "http must be specified when protocol is set to 'HTTP'".into()))?;
             let path_prefix = http.path.clone().unwrap_or_default();
             if !(path_prefix.is_empty() || path_prefix.starts_with('/')) {
                 return Err(invalid(".http.path", format!("{path_prefix:?} must start with '/'")));
@@ -226,10 +229,7 @@ fn compile_rule(namespace: &str, field: &str, rule: &AccessRule, opts: &CompileO
                     Some(format!("spiffe://{}/ns/{ns}/sa/{}", opts.trust_domain, sa.name))
                 }
                 (Some(SourceType::ServiceAccount), _, _) => {
-                    return Err(CompileError::invalid(
-                        f,
-                        "serviceAccount must be specified when type is set to 'ServiceAccount'",
-                    ))
+                    return Err(CompileError::invalid(f, "serviceAccount must be specified when type is set to 'ServiceAccount'"))
                 }
             }
         }
@@ -262,7 +262,9 @@ fn compile_cel(field: &str, authz: &AuthorizationRule) -> Result<String, Compile
     }
     match crate::cel_rule::compile(&expression) {
         Ok(_) => Ok(expression),
-        Err(problem) => Err(CompileError::InvalidCel { field, message: format!("invalid CEL expression {expression:?}: {problem}") }),
+        Err(problem) => {
+            Err(CompileError::InvalidCel { field, message: format!("invalid CEL expression {expression:?}: {problem}") })
+        }
     }
 }
 
@@ -292,8 +294,7 @@ fn compile_authorization(field: &str, authz: &AuthorizationRule) -> Result<(Http
             let value = match h.match_type.unwrap_or_default() {
                 HeaderMatchType::Exact => ValueMatch::Exact(h.value.clone()),
                 HeaderMatchType::RegularExpression => {
-                    full_match_regex(&h.value)
-                        .map_err(|m| CompileError::invalid(format!("{field}.headers[{i}].value"), m))?;
+                    full_match_regex(&h.value).map_err(|m| CompileError::invalid(format!("{field}.headers[{i}].value"), m))?;
                     ValueMatch::Regex(h.value.clone())
                 }
             };

@@ -21,14 +21,14 @@
 
 use std::borrow::Cow;
 
-mod keys;
 mod kept;
+mod keys;
 mod parser;
 pub(crate) mod scan;
 mod twins;
 
-pub(crate) use scan::folded_field;
 use parser::Parser;
+pub(crate) use scan::folded_field;
 
 pub use kept::KeptBody;
 
@@ -128,10 +128,7 @@ impl<'a> McpMessage<'a> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NotMcp {
     #[error("invalid JSON at byte {offset}: expected {expected}")]
-    InvalidJson {
-        offset: usize,
-        expected: &'static str,
-    },
+    InvalidJson { offset: usize, expected: &'static str },
     #[error("JSON ends early: expected {expected}")]
     UnexpectedEnd { expected: &'static str },
     #[error("invalid UTF-8 at byte {offset}")]
@@ -152,7 +149,11 @@ pub enum NotMcp {
     /// Two keys of one object inside a captured `params` (tool arguments, at any depth) that are
     /// equal under case folding: a server decoding `arguments` into a struct with Go's
     /// `encoding/json` reads the last of them, CEL rules and authorizers would judge the first.
-    #[error("keys {} and {} in params at byte {offset} read as one to case-insensitive JSON decoders", crate::log_safe::Quoted(key), crate::log_safe::Quoted(twin))]
+    #[error(
+        "keys {} and {} in params at byte {offset} read as one to case-insensitive JSON decoders",
+        crate::log_safe::Quoted(key),
+        crate::log_safe::Quoted(twin)
+    )]
     FoldedTwins { key: String, twin: String, offset: usize },
     /// A captured `params` a JSON library cannot decode although it is valid JSON (a number beyond a
     /// double's range, `1e400`): what CEL rules and authorizers would see of it is not what was sent.
@@ -194,9 +195,7 @@ pub fn read_body(body: &[u8], opts: ReadOptions) -> Result<McpBody<'_>, NotMcp> 
     // JSON text is UTF-8 everywhere (outside strings every byte must be ASCII anyway), so validating
     // the whole body once up front is equivalent to validating string spans, and lets every later
     // slice be a `&str`.
-    let text = std::str::from_utf8(body).map_err(|e| NotMcp::InvalidUtf8 {
-        offset: e.valid_up_to(),
-    })?;
+    let text = std::str::from_utf8(body).map_err(|e| NotMcp::InvalidUtf8 { offset: e.valid_up_to() })?;
     Parser::new(text, opts).run()
 }
 

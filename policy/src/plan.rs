@@ -532,7 +532,11 @@ mod tests {
             ..RulePlan::default()
         };
         let mut plan = CompiledPlan::empty("ns/gw/l \"hash\":\"x\"");
-        plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule(IMPLICIT_RULE), rule("hash")], dry_run: false });
+        plan.gateway.allow.push(PolicyPlan {
+            name: "ns/p".into(),
+            rules: vec![rule(IMPLICIT_RULE), rule("hash")],
+            dry_run: false,
+        });
         let backend = PolicyPlan { name: "hash".into(), rules: vec![rule("r")], dry_run: false };
         plan.backends.insert("hash".into(), LevelPlan { allow: vec![backend], ..Default::default() });
         plan.seal()

@@ -34,8 +34,8 @@
 use regex::Regex;
 use regex_syntax::ast::{
     self, parse::ParserBuilder, print::Printer, Ast, ClassBracketed, ClassPerl, ClassPerlKind, ClassSet, ClassSetItem,
-    ClassSetRange, ClassSetUnion, ClassUnicode, ClassUnicodeKind, Flag, Flags, FlagsItem, FlagsItemKind, Group,
-    GroupKind, HexLiteralKind, Literal, LiteralKind, RepetitionKind, RepetitionRange, Span,
+    ClassSetRange, ClassSetUnion, ClassUnicode, ClassUnicodeKind, Flag, Flags, FlagsItem, FlagsItemKind, Group, GroupKind,
+    HexLiteralKind, Literal, LiteralKind, RepetitionKind, RepetitionRange, Span,
 };
 
 /// RE2's limit on a repetition count, and on the product of nested counted repetitions.
@@ -46,32 +46,176 @@ const SIZE_LIMIT: usize = 1 << 20;
 
 /// Unicode general categories RE2 knows by name (`\pL`, `\p{Lu}`); no `Cn`, `LC`, long names.
 const CATEGORIES: &[&str] = &[
-    "C", "Cc", "Cf", "Co", "Cs", "L", "Ll", "Lm", "Lo", "Lt", "Lu", "M", "Mc", "Me", "Mn", "N", "Nd", "Nl", "No", "P",
-    "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "S", "Sc", "Sk", "Sm", "So", "Z", "Zl", "Zp", "Zs",
+    "C", "Cc", "Cf", "Co", "Cs", "L", "Ll", "Lm", "Lo", "Lt", "Lu", "M", "Mc", "Me", "Mn", "N", "Nd", "Nl", "No", "P", "Pc",
+    "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "S", "Sc", "Sk", "Sm", "So", "Z", "Zl", "Zp", "Zs",
 ];
 
 /// Scripts RE2 knows (Envoy 1.40's RE2, Unicode 15.1), exact spelling: the `Script` values of
 /// `regex-syntax`'s tables that Envoy's RE2 accepts (checked by tests/e2e/test_regex_re2.py).
 const SCRIPTS: &[&str] = &[
-    "Adlam", "Ahom", "Anatolian_Hieroglyphs", "Arabic", "Armenian", "Avestan", "Balinese", "Bamum", "Bassa_Vah",
-    "Batak", "Bengali", "Bhaiksuki", "Bopomofo", "Brahmi", "Braille", "Buginese", "Buhid", "Canadian_Aboriginal",
-    "Carian", "Caucasian_Albanian", "Chakma", "Cham", "Cherokee", "Chorasmian", "Common", "Coptic", "Cuneiform",
-    "Cypriot", "Cypro_Minoan", "Cyrillic", "Deseret", "Devanagari", "Dives_Akuru", "Dogra", "Duployan",
-    "Egyptian_Hieroglyphs", "Elbasan", "Elymaic", "Ethiopic", "Georgian", "Glagolitic", "Gothic", "Grantha", "Greek",
-    "Gujarati", "Gunjala_Gondi", "Gurmukhi", "Han", "Hangul", "Hanifi_Rohingya", "Hanunoo", "Hatran", "Hebrew",
-    "Hiragana", "Imperial_Aramaic", "Inherited", "Inscriptional_Pahlavi", "Inscriptional_Parthian", "Javanese",
-    "Kaithi", "Kannada", "Katakana", "Kawi", "Kayah_Li", "Kharoshthi", "Khitan_Small_Script", "Khmer", "Khojki",
-    "Khudawadi", "Lao", "Latin", "Lepcha", "Limbu", "Linear_A", "Linear_B", "Lisu", "Lycian", "Lydian", "Mahajani",
-    "Makasar", "Malayalam", "Mandaic", "Manichaean", "Marchen", "Masaram_Gondi", "Medefaidrin", "Meetei_Mayek",
-    "Mende_Kikakui", "Meroitic_Cursive", "Meroitic_Hieroglyphs", "Miao", "Modi", "Mongolian", "Mro", "Multani",
-    "Myanmar", "Nabataean", "Nag_Mundari", "Nandinagari", "New_Tai_Lue", "Newa", "Nko", "Nushu", "Nyiakeng_Puachue_Hmong",
-    "Ogham", "Ol_Chiki", "Old_Hungarian", "Old_Italic", "Old_North_Arabian", "Old_Permic", "Old_Persian", "Old_Sogdian",
-    "Old_South_Arabian", "Old_Turkic", "Old_Uyghur", "Oriya", "Osage", "Osmanya", "Pahawh_Hmong", "Palmyrene",
-    "Pau_Cin_Hau", "Phags_Pa", "Phoenician", "Psalter_Pahlavi", "Rejang", "Runic", "Samaritan", "Saurashtra", "Sharada",
-    "Shavian", "Siddham", "SignWriting", "Sinhala", "Sogdian", "Sora_Sompeng", "Soyombo", "Sundanese", "Syloti_Nagri",
-    "Syriac", "Tagalog", "Tagbanwa", "Tai_Le", "Tai_Tham", "Tai_Viet", "Takri", "Tamil", "Tangsa", "Tangut", "Telugu",
-    "Thaana", "Thai", "Tibetan", "Tifinagh", "Tirhuta", "Toto", "Ugaritic", "Vai", "Vithkuqi", "Wancho", "Warang_Citi",
-    "Yezidi", "Yi", "Zanabazar_Square",
+    "Adlam",
+    "Ahom",
+    "Anatolian_Hieroglyphs",
+    "Arabic",
+    "Armenian",
+    "Avestan",
+    "Balinese",
+    "Bamum",
+    "Bassa_Vah",
+    "Batak",
+    "Bengali",
+    "Bhaiksuki",
+    "Bopomofo",
+    "Brahmi",
+    "Braille",
+    "Buginese",
+    "Buhid",
+    "Canadian_Aboriginal",
+    "Carian",
+    "Caucasian_Albanian",
+    "Chakma",
+    "Cham",
+    "Cherokee",
+    "Chorasmian",
+    "Common",
+    "Coptic",
+    "Cuneiform",
+    "Cypriot",
+    "Cypro_Minoan",
+    "Cyrillic",
+    "Deseret",
+    "Devanagari",
+    "Dives_Akuru",
+    "Dogra",
+    "Duployan",
+    "Egyptian_Hieroglyphs",
+    "Elbasan",
+    "Elymaic",
+    "Ethiopic",
+    "Georgian",
+    "Glagolitic",
+    "Gothic",
+    "Grantha",
+    "Greek",
+    "Gujarati",
+    "Gunjala_Gondi",
+    "Gurmukhi",
+    "Han",
+    "Hangul",
+    "Hanifi_Rohingya",
+    "Hanunoo",
+    "Hatran",
+    "Hebrew",
+    "Hiragana",
+    "Imperial_Aramaic",
+    "Inherited",
+    "Inscriptional_Pahlavi",
+    "Inscriptional_Parthian",
+    "Javanese",
+    "Kaithi",
+    "Kannada",
+    "Katakana",
+    "Kawi",
+    "Kayah_Li",
+    "Kharoshthi",
+    "Khitan_Small_Script",
+    "Khmer",
+    "Khojki",
+    "Khudawadi",
+    "Lao",
+    "Latin",
+    "Lepcha",
+    "Limbu",
+    "Linear_A",
+    "Linear_B",
+    "Lisu",
+    "Lycian",
+    "Lydian",
+    "Mahajani",
+    "Makasar",
+    "Malayalam",
+    "Mandaic",
+    "Manichaean",
+    "Marchen",
+    "Masaram_Gondi",
+    "Medefaidrin",
+    "Meetei_Mayek",
+    "Mende_Kikakui",
+    "Meroitic_Cursive",
+    "Meroitic_Hieroglyphs",
+    "Miao",
+    "Modi",
+    "Mongolian",
+    "Mro",
+    "Multani",
+    "Myanmar",
+    "Nabataean",
+    "Nag_Mundari",
+    "Nandinagari",
+    "New_Tai_Lue",
+    "Newa",
+    "Nko",
+    "Nushu",
+    "Nyiakeng_Puachue_Hmong",
+    "Ogham",
+    "Ol_Chiki",
+    "Old_Hungarian",
+    "Old_Italic",
+    "Old_North_Arabian",
+    "Old_Permic",
+    "Old_Persian",
+    "Old_Sogdian",
+    "Old_South_Arabian",
+    "Old_Turkic",
+    "Old_Uyghur",
+    "Oriya",
+    "Osage",
+    "Osmanya",
+    "Pahawh_Hmong",
+    "Palmyrene",
+    "Pau_Cin_Hau",
+    "Phags_Pa",
+    "Phoenician",
+    "Psalter_Pahlavi",
+    "Rejang",
+    "Runic",
+    "Samaritan",
+    "Saurashtra",
+    "Sharada",
+    "Shavian",
+    "Siddham",
+    "SignWriting",
+    "Sinhala",
+    "Sogdian",
+    "Sora_Sompeng",
+    "Soyombo",
+    "Sundanese",
+    "Syloti_Nagri",
+    "Syriac",
+    "Tagalog",
+    "Tagbanwa",
+    "Tai_Le",
+    "Tai_Tham",
+    "Tai_Viet",
+    "Takri",
+    "Tamil",
+    "Tangsa",
+    "Tangut",
+    "Telugu",
+    "Thaana",
+    "Thai",
+    "Tibetan",
+    "Tifinagh",
+    "Tirhuta",
+    "Toto",
+    "Ugaritic",
+    "Vai",
+    "Vithkuqi",
+    "Wancho",
+    "Warang_Citi",
+    "Yezidi",
+    "Yi",
+    "Zanabazar_Square",
 ];
 
 /// Compiles an RE2 expression that must match the whole input, with RE2's syntax and semantics.
@@ -92,8 +236,7 @@ pub fn to_rust_syntax(expr: &str) -> Result<String, String> {
     let mut ast = ParserBuilder::new().octal(true).empty_min_range(true).build().parse(expr).map_err(|e| {
         let at = &expr[e.span().start.offset.min(expr.len())..];
         if at.starts_with(r"\Q") || at.starts_with(r"\E") {
-            r"\Q...\E quoting is not supported (RE2 accepts it; Toolgate does not): escape each character instead"
-                .to_string()
+            r"\Q...\E quoting is not supported (RE2 accepts it; Toolgate does not): escape each character instead".to_string()
         } else if at.starts_with(r"\C") {
             r"\C (any byte) is not supported (RE2 accepts it; Toolgate does not)".to_string()
         } else {
@@ -188,9 +331,7 @@ impl Walker<'_> {
                     if let Some(left) = budget.checked_div(max.unwrap_or(min)) {
                         budget = left;
                         if budget == 0 {
-                            return Err(format!(
-                                "nested repetition counts multiply past RE2's limit of {MAX_REPEAT} (at {op})"
-                            ));
+                            return Err(format!("nested repetition counts multiply past RE2's limit of {MAX_REPEAT} (at {op})"));
                         }
                     }
                 }
@@ -216,10 +357,7 @@ impl Walker<'_> {
     fn flags(&self, flags: &Flags) -> Result<(), String> {
         for item in &flags.items {
             if let FlagsItemKind::Flag(Flag::Unicode | Flag::CRLF | Flag::IgnoreWhitespace) = item.kind {
-                return Err(format!(
-                    "flag {:?} is not RE2 syntax (RE2 has only i, m, s and U)",
-                    self.text(&item.span)
-                ));
+                return Err(format!("flag {:?} is not RE2 syntax (RE2 has only i, m, s and U)", self.text(&item.span)));
             }
         }
         Ok(())
@@ -228,10 +366,9 @@ impl Walker<'_> {
     fn literal(&self, lit: &mut Literal) -> Result<(), String> {
         match lit.kind {
             LiteralKind::HexFixed(HexLiteralKind::X) | LiteralKind::HexBrace(HexLiteralKind::X) => Ok(()),
-            LiteralKind::HexFixed(_) | LiteralKind::HexBrace(_) => Err(format!(
-                r"{} is not RE2 syntax: write \x{{...}}",
-                self.text(&lit.span)
-            )),
+            LiteralKind::HexFixed(_) | LiteralKind::HexBrace(_) => {
+                Err(format!(r"{} is not RE2 syntax: write \x{{...}}", self.text(&lit.span)))
+            }
             LiteralKind::Octal => {
                 let text = self.text(&lit.span);
                 if text.len() == 2 && !text.ends_with('0') {
@@ -270,11 +407,7 @@ impl Walker<'_> {
             "C" => ["Cc", "Cf", "Co"]
                 .iter()
                 .map(|n| {
-                    ClassSetItem::Unicode(ClassUnicode {
-                        span,
-                        negated: false,
-                        kind: ClassUnicodeKind::Named(n.to_string()),
-                    })
+                    ClassSetItem::Unicode(ClassUnicode { span, negated: false, kind: ClassUnicodeKind::Named(n.to_string()) })
                 })
                 .collect(),
             // Surrogates: the Rust parser has no such class; it matches no char. Write it as

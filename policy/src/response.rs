@@ -22,18 +22,12 @@ pub fn denial(body: BodyInput<'_, '_>, decision: &Decision<'_>, debug_reasons: b
         return header_mismatch(body, decision, header);
     }
     let request_id = match body {
-        BodyInput::Mcp(mcp) if !mcp.is_batch() => mcp
-            .messages()
-            .first()
-            .filter(|m| m.kind() == MessageKind::Request)
-            .and_then(|m| m.id),
+        BodyInput::Mcp(mcp) if !mcp.is_batch() => {
+            mcp.messages().first().filter(|m| m.kind() == MessageKind::Request).and_then(|m| m.id)
+        }
         _ => None,
     };
-    let data = if debug_reasons {
-        format!(",\"data\":{}", serde_json::Value::String(decision.summary()))
-    } else {
-        String::new()
-    };
+    let data = if debug_reasons { format!(",\"data\":{}", serde_json::Value::String(decision.summary())) } else { String::new() };
     let error = format!("{{\"code\":403,\"message\":\"{FORBIDDEN_MESSAGE}\"{data}}}");
     match request_id {
         // The id is raw JSON text the reader validated: a string or a number.

@@ -55,8 +55,7 @@ impl<V> Default for StrMap<V> {
 impl<V> StrMap<V> {
     /// Room for `keys` keys of `key_bytes` bytes in all.
     pub fn with_capacity(keys: usize, key_bytes: usize) -> Self {
-        let mut map =
-            Self { text: String::with_capacity(key_bytes), entries: Vec::with_capacity(keys), ..Self::default() };
+        let mut map = Self { text: String::with_capacity(key_bytes), entries: Vec::with_capacity(keys), ..Self::default() };
         if keys > 0 {
             map.rehash(2 * keys);
         }

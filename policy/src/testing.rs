@@ -23,8 +23,19 @@ pub mod oracle;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Made {
     /// `authority`: of the serialised GrpcService upstream (its cluster is checked to be `cluster`).
-    Grpc { token: u32, cluster: String, authority: String, message: Vec<u8>, timeout_ms: u32 },
-    Http { token: u32, cluster: String, headers: Vec<(String, String)>, body: Vec<u8> },
+    Grpc {
+        token: u32,
+        cluster: String,
+        authority: String,
+        message: Vec<u8>,
+        timeout_ms: u32,
+    },
+    Http {
+        token: u32,
+        cluster: String,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
 }
 
 impl Made {
@@ -147,7 +158,12 @@ impl FakeHost {
             .filter(|c| {
                 matches!(
                     c,
-                    Counter::DenyGateway | Counter::DenyBackend | Counter::DenyMcpHeader | Counter::DenyNoPlan | Counter::DenyDefault | Counter::TooLarge
+                    Counter::DenyGateway
+                        | Counter::DenyBackend
+                        | Counter::DenyMcpHeader
+                        | Counter::DenyNoPlan
+                        | Counter::DenyDefault
+                        | Counter::TooLarge
                 )
             })
             .count()
@@ -286,7 +302,11 @@ impl RootHost for FakeHost {
     }
 
     fn plugin_name(&mut self) -> String {
-        if self.plugin_name.is_empty() { "toolgate:test".into() } else { self.plugin_name.clone() }
+        if self.plugin_name.is_empty() {
+            "toolgate:test".into()
+        } else {
+            self.plugin_name.clone()
+        }
     }
 
     fn shared_get(&mut self, key: &str) -> Option<Vec<u8>> {

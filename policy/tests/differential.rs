@@ -48,7 +48,18 @@ enum J {
 
 const NUMBERS: [&str; 9] = ["0", "1", "-1", "7", "1.5e3", "-0.0", "12345678901234567890", "1E-2", "3.25"];
 const TEXT: [&str; 12] = [
-    "get-sum", "echo", "tools/call", "file:///public/readme", "", "é", "😀", "\u{2028}", "a\"b", "back\\slash", "tab\there", "\u{0}",
+    "get-sum",
+    "echo",
+    "tools/call",
+    "file:///public/readme",
+    "",
+    "é",
+    "😀",
+    "\u{2028}",
+    "a\"b",
+    "back\\slash",
+    "tab\there",
+    "\u{0}",
 ];
 
 fn text(rng: &mut Rng) -> String {
@@ -201,7 +212,11 @@ fn message(rng: &mut Rng) -> (J, Result<Expected, Vec<&'static str>>) {
         fields.push(("result".into(), value(rng, 1)));
         None
     } else {
-        let m = if rng.one_in(3) { text(rng) } else { rng.pick(&["tools/call", "resources/read", "prompts/get", "ping"]).to_string() };
+        let m = if rng.one_in(3) {
+            text(rng)
+        } else {
+            rng.pick(&["tools/call", "resources/read", "prompts/get", "ping"]).to_string()
+        };
         fields.push(("method".into(), J::Str(m.clone())));
         Some(m)
     };
@@ -301,10 +316,7 @@ fn reader_agrees_with_the_generator_and_refuses_what_decoders_read_differently()
         ws(&mut rng, &mut body);
         let got = read_body(body.as_bytes(), ReadOptions::default());
         let mut why: Vec<&str> = vec![];
-        let expected: Vec<Expected> = expected
-            .into_iter()
-            .filter_map(|e| e.map_err(|w| why.extend(w)).ok())
-            .collect();
+        let expected: Vec<Expected> = expected.into_iter().filter_map(|e| e.map_err(|w| why.extend(w)).ok()).collect();
         let expected = if why.is_empty() { Ok(expected) } else { Err(why) };
         match (got, expected) {
             (Ok(b), Ok(expected)) => {

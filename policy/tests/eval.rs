@@ -140,9 +140,7 @@ fn source_whose_type_and_field_disagree_is_rejected_not_any_caller() {
         ),
     ];
     for (source, message) in cases {
-        let json = format!(
-            r#"{{"targetRefs":[],"action":"Allow","rules":[{{"name":"r","source":{source}}}]}}"#
-        );
+        let json = format!(r#"{{"targetRefs":[],"action":"Allow","rules":[{{"name":"r","source":{source}}}]}}"#);
         let err = compile_policy("default", "p", &serde_yaml_like(&json), &CompileOptions::default()).unwrap_err();
         assert_eq!(
             err,
@@ -164,7 +162,15 @@ fn base_protocol_match_and_skip() {
     assert!(!allowed(&ev, &Req::post(Some(A)), call("get-sum")), "base only: no tools/call");
     assert!(!allowed(&ev, &Req::post(Some(A)), msg("prompts/list", Some("1"), None, None)));
     // A client-sent JSON-RPC response is a base-protocol message.
-    let response = McpMessage { method: None, id: Some("4"), name: None, uri: None, subscriptions: vec![], protocol_version: None, params: None };
+    let response = McpMessage {
+        method: None,
+        id: Some("4"),
+        name: None,
+        uri: None,
+        subscriptions: vec![],
+        protocol_version: None,
+        params: None,
+    };
     assert!(allowed(&ev, &Req::post(Some(A)), response.clone()));
     assert!(!allowed(&ev, &Req::post(Some(B)), response));
 
@@ -308,7 +314,8 @@ fn http_matchers_are_enforced() {
 
 #[test]
 fn not_mcp_bodies_only_pass_rules_without_mcp_constraints() {
-    let open = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"r","authorization":{"type":"Inline","methods":["POST"]}}]}"#;
+    let open =
+        r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"r","authorization":{"type":"Inline","methods":["POST"]}}]}"#;
     let err = NotMcp::EmptyBody;
     let ev = plan(vec![policy("p", SA_A_GET_SUM)], vec![]);
     assert!(!ev.route(None).decide(&Req::post(Some(A)).http(), BodyInput::NotMcp(&err)).allowed());
@@ -341,10 +348,7 @@ fn mcp_headers_must_agree_with_the_body() {
     assert!(!allowed(&ev, &req, msg("tools/list", Some("1"), None, None)));
     req.headers.push(("mcp-name", "echo"));
     assert!(allowed(&ev, &req, call("echo")));
-    assert_eq!(
-        decide(&ev, None, &req, call("get-sum")),
-        Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Name" })
-    );
+    assert_eq!(decide(&ev, None, &req, call("get-sum")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Name" }));
     let mut req = Req::post(None);
     req.headers.push(("mcp-name", "x"));
     assert!(!allowed(&ev, &req, msg("ping", Some("1"), None, None)), "Mcp-Name on a message without a name");
@@ -359,10 +363,7 @@ fn mcp_headers_must_agree_with_the_body() {
     // The encoded form is for Mcp-Name and Mcp-Param-* only: an encoded Mcp-Method is compared as sent.
     let mut req = Req::post(None);
     req.headers.push(("mcp-method", "=?base64?dG9vbHMvY2FsbA==?=")); // "tools/call"
-    assert_eq!(
-        decide(&ev, None, &req, call("echo")),
-        Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Method" })
-    );
+    assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Method" }));
     assert_eq!(toolgate_policy::eval::mcp_header_value("mcp-param-region", "=?base64?w6k=?=").as_deref(), Some("é"));
     // A mismatch is answered 400 with -32020 and the request id.
     let body = McpBody::Single(msg("tools/call", Some("5"), Some("echo"), None));
@@ -474,7 +475,15 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
         call("get-env"),
         msg("initialize", Some("1"), None, None),
         msg("prompts/get", Some("1"), Some("greeting"), None),
-        McpMessage { method: None, id: Some("1"), name: None, uri: None, subscriptions: vec![], protocol_version: None, params: None },
+        McpMessage {
+            method: None,
+            id: Some("1"),
+            name: None,
+            uri: None,
+            subscriptions: vec![],
+            protocol_version: None,
+            params: None,
+        },
     ];
     let mut denied_with_reason = 0;
     for principal in [Some(A), Some(B), None] {
@@ -486,8 +495,7 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
                 let allowed = route.decide(&req.http(), BodyInput::Mcp(&body)).allowed();
                 let explained = route.explain(&req.http(), BodyInput::Mcp(&body));
                 assert_eq!(explained.len(), 1);
-                let every_level_has_a_match =
-                    explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
+                let every_level_has_a_match = explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
                 assert_eq!(allowed, every_level_has_a_match, "{principal:?} {path} {:?}", m.method);
                 if !allowed {
                     denied_with_reason += 1;
@@ -547,7 +555,10 @@ fn protocol_version_header_and_meta_must_agree() {
     assert!(allowed(&ev, &req, m.clone()));
     let mut req = Req::post(None);
     req.headers.push(("mcp-protocol-version", "2025-11-25"));
-    assert_eq!(decide(&ev, None, &req, m.clone()), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "MCP-Protocol-Version" }));
+    assert_eq!(
+        decide(&ev, None, &req, m.clone()),
+        Verdict::Deny(DenyReason::McpHeaderMismatch { header: "MCP-Protocol-Version" })
+    );
     // Only one of them: nothing to compare.
     assert!(allowed(&ev, &req, call("echo")));
 }
@@ -572,7 +583,8 @@ fn repeated_mcp_headers_are_a_mismatch() {
     // With several repeated, the denial names the first of Mcp-Method, Mcp-Name, MCP-Protocol-Version,
     // whatever order the headers came in.
     let mut req = Req::post(None);
-    for (name, value) in [("mcp-name", "echo"), ("mcp-name", "echo"), ("mcp-method", "tools/call"), ("mcp-method", "tools/call")] {
+    for (name, value) in [("mcp-name", "echo"), ("mcp-name", "echo"), ("mcp-method", "tools/call"), ("mcp-method", "tools/call")]
+    {
         req.headers.push((name, value));
     }
     assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Method" }));

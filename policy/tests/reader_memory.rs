@@ -61,7 +61,10 @@ fn reader_heap_is_bounded_by_the_body() {
     let shapes: Vec<(&str, Vec<u8>)> = vec![
         // One message struct per 29 bytes.
         ("batch of minimal responses", body("[", |_| r#"{"jsonrpc":"2.0","result":0}"#.into(), "]")),
-        ("batch of tools/call", body("[", |i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"get-sum"}}}}"#), "]")),
+        (
+            "batch of tools/call",
+            body("[", |i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"get-sum"}}}}"#), "]"),
+        ),
         // One URI per 4 bytes.
         (
             "subscriptions/listen, 1-char URIs",
@@ -72,26 +75,27 @@ fn reader_heap_is_bounded_by_the_body() {
             ),
         ),
         // Escaped strings are decoded into owned ones.
-        ("escaped tool name", format!("{}{{}}}}}}", CALL.replace(r#""name":"t""#, &format!(r#""name":"{}""#, "\\u0041".repeat(170_000)))).into_bytes()),
+        (
+            "escaped tool name",
+            format!("{}{{}}}}}}", CALL.replace(r#""name":"t""#, &format!(r#""name":"{}""#, "\\u0041".repeat(170_000))))
+                .into_bytes(),
+        ),
         // Duplicate detection: one entry per key of a wide object.
         ("wide arguments object", body(&format!("{CALL}{{"), |i| format!(r#""{i:x}":0"#), "}}}")),
         // Wide objects at every depth up to the limit.
-        (
-            "deep and wide",
-            {
-                let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"#);
-                for d in 0..61 {
-                    s.push('{');
-                    for k in 0..1000 {
-                        s.push_str(&format!(r#""{d}_{k}":0,"#));
-                    }
-                    s.push_str(r#""next":"#);
+        ("deep and wide", {
+            let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"#);
+            for d in 0..61 {
+                s.push('{');
+                for k in 0..1000 {
+                    s.push_str(&format!(r#""{d}_{k}":0,"#));
                 }
-                s.push('0');
-                s.push_str(&"}".repeat(61 + 2));
-                s.into_bytes()
-            },
-        ),
+                s.push_str(r#""next":"#);
+            }
+            s.push('0');
+            s.push_str(&"}".repeat(61 + 2));
+            s.into_bytes()
+        }),
         ("many arrays in arguments", body(&format!("{CALL}["), |_| "[]".into(), "]}}")),
     ];
     let mut worst = 0.0f64;

@@ -99,16 +99,12 @@ impl<'de> serde::de::Visitor<'de> for ValueSeed {
 
 /// A JSON object as a `google.protobuf.Struct`.
 pub fn to_struct(map: &Map<String, Json>) -> Struct {
-    Struct {
-        fields: map.iter().map(|(k, v)| (k.clone(), to_value(v))).collect(),
-    }
+    Struct { fields: map.iter().map(|(k, v)| (k.clone(), to_value(v))).collect() }
 }
 
 /// A JSON array as a `google.protobuf.ListValue`.
 pub fn to_list(items: &[Json]) -> ListValue {
-    ListValue {
-        values: items.iter().map(to_value).collect(),
-    }
+    ListValue { values: items.iter().map(to_value).collect() }
 }
 
 /// A JSON value as a `Struct` if it is an object, `None` otherwise.
@@ -191,50 +187,20 @@ mod tests {
                        "params": {"name": "echo", "arguments": {"x": [1, 2.5, null, true, "s", {}], "n": -3}}});
         let s = object_to_struct(&j).unwrap();
         assert_eq!(Json::Object(from_struct(&s)), j);
-        let Some(Kind::StructValue(params)) = &s.fields["params"].kind else {
-            panic!()
-        };
+        let Some(Kind::StructValue(params)) = &s.fields["params"].kind else { panic!() };
         assert_eq!(params.fields["name"].kind, Some(Kind::StringValue("echo".into())));
         assert_eq!(s.fields["id"].kind, Some(Kind::NumberValue(7.0)));
     }
 
     #[test]
     fn numbers() {
-        assert_eq!(
-            from_value(&Value {
-                kind: Some(Kind::NumberValue(1.0))
-            }),
-            json!(1)
-        );
-        assert_eq!(
-            from_value(&Value {
-                kind: Some(Kind::NumberValue(0.5))
-            }),
-            json!(0.5)
-        );
-        assert_eq!(
-            from_value(&Value {
-                kind: Some(Kind::NumberValue(1e300))
-            }),
-            json!(1e300)
-        );
-        assert_eq!(
-            from_value(&Value {
-                kind: Some(Kind::NumberValue(f64::NAN))
-            }),
-            json!("NaN")
-        );
-        assert_eq!(
-            from_value(&Value {
-                kind: Some(Kind::NumberValue(f64::NEG_INFINITY))
-            }),
-            json!("-Infinity")
-        );
+        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(1.0)) }), json!(1));
+        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(0.5)) }), json!(0.5));
+        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(1e300)) }), json!(1e300));
+        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(f64::NAN)) }), json!("NaN"));
+        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(f64::NEG_INFINITY)) }), json!("-Infinity"));
         assert_eq!(from_value(&Value { kind: None }), Json::Null);
-        assert_eq!(
-            to_value(&json!(u64::MAX)).kind,
-            Some(Kind::NumberValue(u64::MAX as f64))
-        );
+        assert_eq!(to_value(&json!(u64::MAX)).kind, Some(Kind::NumberValue(u64::MAX as f64)));
         assert!(object_to_struct(&json!([1])).is_none());
     }
 }

@@ -45,8 +45,7 @@ pub const CHECK_METHOD: &str = "Check";
 pub use envoy::config::core::v3::{HeaderValue, HeaderValueOption, Metadata};
 pub use envoy::r#type::v3::{HttpStatus, StatusCode};
 pub use envoy::service::auth::v3::{
-    attribute_context, check_response, AttributeContext, CheckRequest, CheckResponse, DeniedHttpResponse,
-    OkHttpResponse,
+    attribute_context, check_response, AttributeContext, CheckRequest, CheckResponse, DeniedHttpResponse, OkHttpResponse,
 };
 pub use google::protobuf::{ListValue, NullValue, Struct, Value};
 

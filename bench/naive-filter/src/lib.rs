@@ -30,9 +30,26 @@ struct Naive;
 impl Context for Naive {}
 
 const TOOLS: [&str; 20] = [
-    "tool-00000", "tool-00001", "tool-00002", "tool-00003", "tool-00004", "tool-00005", "tool-00006", "tool-00007",
-    "tool-00008", "tool-00009", "tool-00010", "tool-00011", "tool-00012", "tool-00013", "tool-00014", "tool-00015",
-    "tool-00016", "tool-00017", "tool-00018", "tool-00019",
+    "tool-00000",
+    "tool-00001",
+    "tool-00002",
+    "tool-00003",
+    "tool-00004",
+    "tool-00005",
+    "tool-00006",
+    "tool-00007",
+    "tool-00008",
+    "tool-00009",
+    "tool-00010",
+    "tool-00011",
+    "tool-00012",
+    "tool-00013",
+    "tool-00014",
+    "tool-00015",
+    "tool-00016",
+    "tool-00017",
+    "tool-00018",
+    "tool-00019",
 ];
 
 fn allowed(body: &[u8]) -> bool {

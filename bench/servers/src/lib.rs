@@ -36,11 +36,8 @@ fn trim(v: &[u8]) -> &[u8] {
 
 /// A complete response (status line, headers, body) built once.
 pub fn response(status: u16, reason: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
+    let mut out = format!("HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n", body.len())
+        .into_bytes();
     out.extend_from_slice(body);
     out
 }
@@ -108,9 +105,8 @@ where
         };
         let head = &buf[..head_end];
         let chunked = header_in(head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case(b"chunked"));
-        let length: usize = header_in(head, "content-length")
-            .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
-            .unwrap_or(0);
+        let length: usize =
+            header_in(head, "content-length").and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0);
         let close = header_in(head, "connection").is_some_and(|v| v.eq_ignore_ascii_case(b"close"));
         let consumed;
         let reply;

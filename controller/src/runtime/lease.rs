@@ -136,10 +136,7 @@ impl Observer {
         if holder(spec).is_none() {
             return true;
         }
-        let duration = spec
-            .lease_duration_seconds
-            .filter(|s| *s > 0)
-            .map_or(default, |s| Duration::from_secs(s as u64));
+        let duration = spec.lease_duration_seconds.filter(|s| *s > 0).map_or(default, |s| Duration::from_secs(s as u64));
         now.duration_since(*since) >= duration
     }
 }
@@ -251,7 +248,9 @@ impl Elector {
                     }
                 }
                 Ok(Err(e)) => tracing::warn!(lease_namespace = %ns, lease = %name, "Lease {ns}/{name}: {e}"),
-                Err(_) => tracing::warn!(lease_namespace = %ns, lease = %name, "Lease {ns}/{name}: no answer within the renew deadline"),
+                Err(_) => {
+                    tracing::warn!(lease_namespace = %ns, lease = %name, "Lease {ns}/{name}: no answer within the renew deadline")
+                }
             }
             if *leading.borrow() && last_renewal.is_none_or(|t| t.elapsed() >= self.config.renew_deadline) {
                 tracing::warn!(lease_namespace = %ns, lease = %name, "no longer leading: Lease {ns}/{name} not renewed within the renew deadline");

@@ -72,7 +72,11 @@ impl Collector for Exported {
         for (name, help, value) in [
             ("toolgate_controller_reconciles", "Reconcile passes.", reconciles),
             ("toolgate_controller_writes", "API writes (applies, deletes, status).", m.writes.load(Ordering::Relaxed)),
-            ("toolgate_controller_plans_written", "WasmPlugins/TrafficExtensions applied or deleted.", m.plans_written.load(Ordering::Relaxed)),
+            (
+                "toolgate_controller_plans_written",
+                "WasmPlugins/TrafficExtensions applied or deleted.",
+                m.plans_written.load(Ordering::Relaxed),
+            ),
         ] {
             let counter = ConstCounter::new(value);
             counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)?;
@@ -88,15 +92,22 @@ impl Collector for Exported {
         // client has no summary type; `_sum` and `_count` are what they were).
         let sum = m.duration_micros_sum.load(Ordering::Relaxed) as f64 / 1e6;
         encoder
-            .encode_descriptor("toolgate_controller_reconcile_duration_seconds", "Time spent in passes.", None, MetricType::Histogram)?
+            .encode_descriptor(
+                "toolgate_controller_reconcile_duration_seconds",
+                "Time spent in passes.",
+                None,
+                MetricType::Histogram,
+            )?
             .encode_histogram::<NoLabelSet>(sum, reconciles, &[(f64::INFINITY, reconciles)], None)?;
         let errors = m.errors.lock().map(|e| e.clone()).unwrap_or_default();
-        let mut family = encoder.encode_descriptor("toolgate_controller_errors", "Failed passes by cause.", None, MetricType::Counter)?;
+        let mut family =
+            encoder.encode_descriptor("toolgate_controller_errors", "Failed passes by cause.", None, MetricType::Counter)?;
         for (label, n) in errors {
             ConstCounter::new(n).encode(family.encode_family(&[("error", label)])?)?;
         }
         let policies = m.policies.lock().map(|p| p.clone()).unwrap_or_default();
-        let mut family = encoder.encode_descriptor("toolgate_controller_policies", "Policies by status reason.", None, MetricType::Gauge)?;
+        let mut family =
+            encoder.encode_descriptor("toolgate_controller_policies", "Policies by status reason.", None, MetricType::Gauge)?;
         for (reason, n) in policies {
             ConstGauge::new(n as i64).encode(family.encode_family(&[("reason", reason.as_str())])?)?;
         }

@@ -168,10 +168,7 @@ type WrittenKey = (String, String, String);
 
 impl Written {
     fn pending(&self, key: &WrittenKey, content: &serde_json::Value, cached_version: Option<&str>) -> bool {
-        self.0
-            .lock()
-            .map(|m| m.get(key).is_some_and(|(c, v)| c == content && v.as_deref() == cached_version))
-            .unwrap_or(false)
+        self.0.lock().map(|m| m.get(key).is_some_and(|(c, v)| c == content && v.as_deref() == cached_version)).unwrap_or(false)
     }
 
     fn record(&self, key: WrittenKey, content: serde_json::Value, cached_version: Option<String>) {
@@ -265,7 +262,12 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         backends: watch(&client, gvk("agentic.networking.x-k8s.io", "v0alpha0", "XBackend", "xbackends"), changed.clone(), None),
         gateways: watch(&client, gvk("gateway.networking.k8s.io", "v1", "Gateway", "gateways"), changed.clone(), None),
         routes: watch(&client, gvk("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"), changed.clone(), None),
-        grants: watch(&client, gvk("gateway.networking.k8s.io", "v1beta1", "ReferenceGrant", "referencegrants"), changed.clone(), None),
+        grants: watch(
+            &client,
+            gvk("gateway.networking.k8s.io", "v1beta1", "ReferenceGrant", "referencegrants"),
+            changed.clone(),
+            None,
+        ),
         outputs: watch(&client, output_api.clone(), changed.clone(), Some(&managed)),
         holds: watch(&client, hold_api.clone(), changed.clone(), Some(&managed)),
         configmaps: args.plan_configmaps.then(|| watch(&client, configmap_api(), changed.clone(), Some(&managed))),
@@ -504,7 +506,9 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     let desired: Vec<Desired> = topo
         .gateways
         .iter()
-        .flat_map(|gw| output::desired(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(), &module, ctx.args.output))
+        .flat_map(|gw| {
+            output::desired(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(), &module, ctx.args.output)
+        })
         .collect();
     // The EnvoyFilters first: a Gateway holds requests before its filter starts deciding them.
     let holds: Vec<Desired> = topo
@@ -544,7 +548,9 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     let policies = w.policies.state();
     for status in &statuses {
         let Some((ns, name)) = status.policy.split_once('/') else { continue };
-        let Some(obj) = policies.iter().find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name)) else {
+        let Some(obj) =
+            policies.iter().find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name))
+        else {
             continue;
         };
         let key = ("XAccessPolicy/status".to_string(), ns.to_string(), name.to_string());
@@ -570,9 +576,11 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     }
     if let Some(trace) = &ctx.args.trace {
         let line = format!("{{\"writes\":{writes}}}\n");
-        let _ = std::fs::OpenOptions::new().create(true).append(true).open(trace).and_then(|mut f| {
-            std::io::Write::write_all(&mut f, line.as_bytes())
-        });
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(trace)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
     }
     match failures.into_iter().next() {
         None => Ok(writes),

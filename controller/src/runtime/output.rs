@@ -128,9 +128,7 @@ fn enforced(gw: &GatewayOut) -> impl Iterator<Item = &crate::topology::ListenerO
 }
 
 fn owner_references(gateway: &str, gateway_uid: Option<&str>) -> Option<Value> {
-    gateway_uid.map(|uid| {
-        json!([{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid}])
-    })
+    gateway_uid.map(|uid| json!([{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid}]))
 }
 
 /// Istio adds no buffer filter after a WasmPlugin and cannot set `allow_on_headers_stop_iteration`,
@@ -196,7 +194,8 @@ pub fn desired_configmaps(gw: &GatewayOut, gateway_uid: Option<&str>) -> Vec<Des
     enforced(gw)
         .map(|l| {
             let name = format!("toolgate-plan-{gateway}-{}", l.listener.name);
-            let mut metadata = json!({"name": name, "namespace": ns, "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway}});
+            let mut metadata =
+                json!({"name": name, "namespace": ns, "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway}});
             if let Some(owners) = owner_references(gateway, gateway_uid) {
                 metadata["ownerReferences"] = owners;
             }
@@ -215,17 +214,16 @@ pub fn up_to_date(existing: &Value, desired: &Value) -> bool {
     let owner = |v: &Value| v.pointer("/metadata/ownerReferences/0/uid").cloned();
     existing.get("spec") == desired.get("spec")
         && existing.get("data") == desired.get("data")
-        && existing.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL)) == desired.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL))
+        && existing.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL))
+            == desired.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL))
         && owner(existing) == owner(desired)
 }
 
 /// The status to write for a policy, or None when the one it has is already it. Conditions whose
 /// status and reason did not change keep their `lastTransitionTime` (the topology stamps now).
 pub fn status_update(new: &PolicyStatus, existing_status: Option<&Value>) -> Option<Value> {
-    let old: Vec<PolicyAncestorStatus> = existing_status
-        .and_then(|s| s.get("ancestors"))
-        .and_then(|a| serde_json::from_value(a.clone()).ok())
-        .unwrap_or_default();
+    let old: Vec<PolicyAncestorStatus> =
+        existing_status.and_then(|s| s.get("ancestors")).and_then(|a| serde_json::from_value(a.clone()).ok()).unwrap_or_default();
     let mut ancestors = new.ancestors.clone();
     for a in &mut ancestors {
         let Some(before) = old.iter().find(|o| o.ancestor_ref == a.ancestor_ref && o.controller_name == a.controller_name) else {

@@ -120,7 +120,14 @@ impl Carriers {
                 (false, format!("writing failed: {}", failed.join("; ")))
             } else {
                 let outputs: Vec<String> = carriers.iter().map(|(k, ns, n)| format!("{k} {ns}/{n}")).collect();
-                (true, format!("{} by {}", if dry_run { "in dry-run (not enforced), carried" } else { "enforced" }, outputs.join(", ")))
+                (
+                    true,
+                    format!(
+                        "{} by {}",
+                        if dry_run { "in dry-run (not enforced), carried" } else { "enforced" },
+                        outputs.join(", ")
+                    ),
+                )
             };
             a.conditions.push(Condition {
                 condition_type: PROGRAMMED.into(),

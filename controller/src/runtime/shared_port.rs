@@ -194,7 +194,10 @@ mod tests {
     /// docs/semantics.md §6a: a deny-by-default listener without policy judges only its own requests.
     #[test]
     fn deny_by_default_on_a_shared_port_judges_only_the_listeners_own_requests() {
-        let gateway = DISJOINT.replace("metadata: {name: gw, namespace: ns}", "metadata: {name: gw, namespace: ns, annotations: {toolgate.dev/default: deny}}");
+        let gateway = DISJOINT.replace(
+            "metadata: {name: gw, namespace: ns}",
+            "metadata: {name: gw, namespace: ns, annotations: {toolgate.dev/default: deny}}",
+        );
         let p = plans(&gateway, &[policy("pa", "a", "sum")]);
         let passes = |host: &str, tool: &str| ["a", "b", "c"].iter().all(|l| allows(plan(&p, l), host, tool));
         assert!(passes("a.example.com", "sum"), "b's and c's default deny let a's requests through");

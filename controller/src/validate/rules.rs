@@ -232,10 +232,7 @@ mod tests {
             Ok(Value::Bool(false))
         );
         assert_eq!(
-            run(
-                r#"self.value.matches(r"""^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$""")"#,
-                json!({"value": "/a b"})
-            ),
+            run(r#"self.value.matches(r"""^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$""")"#, json!({"value": "/a b"})),
             Ok(Value::Bool(false))
         );
         assert_eq!(
@@ -271,21 +268,15 @@ mod tests {
     fn kubernetes_libraries_are_there() {
         assert_eq!(run("'a,b'.split(',') == ['a', 'b'] && [1, 2].isSorted()", json!({})), Ok(Value::Bool(true)));
         assert_eq!(run("quantity('1Gi').isGreaterThan(quantity('500Mi'))", json!({})), Ok(Value::Bool(true)));
-        assert_eq!(
-            run("isURL('https://a.example/x') && ip('10.0.0.1').family() == 4", json!({})),
-            Ok(Value::Bool(true))
-        );
+        assert_eq!(run("isURL('https://a.example/x') && ip('10.0.0.1').family() == 4", json!({})), Ok(Value::Bool(true)));
     }
 
     #[test]
     fn properties_are_escaped_as_the_api_server_does() {
-        let schema =
-            json!({"properties": {"namespace": {}, "a-b": {}, "labels": {"additionalProperties": {"type": "string"}}}});
+        let schema = json!({"properties": {"namespace": {}, "a-b": {}, "labels": {"additionalProperties": {"type": "string"}}}});
         let this = to_value(&json!({"namespace": "n", "a-b": 1, "labels": {"x-y": "z"}}), &schema);
-        let r = eval_all(
-            std::iter::once("self.__namespace__ == 'n' && self.a__dash__b == 1 && self.labels['x-y'] == 'z'"),
-            &this,
-        );
+        let r =
+            eval_all(std::iter::once("self.__namespace__ == 'n' && self.a__dash__b == 1 && self.labels['x-y'] == 'z'"), &this);
         assert_eq!(r[0], Ok(Value::Bool(true)));
         assert_eq!(field(&this, "namespace"), Some(&Value::String(Arc::new("n".into()))));
     }

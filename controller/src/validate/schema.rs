@@ -219,11 +219,7 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
             push(
                 errs,
                 path,
-                format!(
-                    "Invalid value: {}: {path} in body must be of type {ty}: {}",
-                    go_quote(actual),
-                    go_quote(actual)
-                ),
+                format!("Invalid value: {}: {path} in body must be of type {ty}: {}", go_quote(actual), go_quote(actual)),
                 true,
             );
             return;
@@ -259,12 +255,7 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
             if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
                 match cached_regex(p) {
                     Some(re) if re.is_match(s) => {}
-                    _ => push(
-                        errs,
-                        path,
-                        format!("Invalid value: {}: {path} in body should match '{p}'", go_quote(s)),
-                        false,
-                    ),
+                    _ => push(errs, path, format!("Invalid value: {}: {path} in body should match '{p}'", go_quote(s)), false),
                 }
             }
         }
@@ -289,11 +280,7 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
                     push(
                         errs,
                         path,
-                        format!(
-                            "Invalid value: {}: {path} in body should be less than or equal to {}",
-                            show(v),
-                            show_bound(max)
-                        ),
+                        format!("Invalid value: {}: {path} in body should be less than or equal to {}", show(v), show_bound(max)),
                         false,
                     );
                 }
@@ -397,7 +384,13 @@ pub(super) fn validate_list_types(v: &Value, schema: &Value, path: &FieldPath, e
 
 /// `this` is `v` as a CEL value when an ancestor with rules converted it already: each object is
 /// converted once, at the outermost node with rules, and its descendants share the parts.
-pub(super) fn validate_rules(v: &Value, this: Option<&rules::Value>, schema: &Value, path: &FieldPath, out: &mut Vec<FieldError>) {
+pub(super) fn validate_rules(
+    v: &Value,
+    this: Option<&rules::Value>,
+    schema: &Value,
+    path: &FieldPath,
+    out: &mut Vec<FieldError>,
+) {
     if path.is_metadata() {
         return;
     }
@@ -444,12 +437,8 @@ fn eval_rules(node_rules: &[Value], this: &rules::Value, path: &FieldPath, out: 
     let results = rules::eval_all(node_rules.iter().map(source_of), this);
     for (rule, result) in node_rules.iter().zip(results) {
         let source = source_of(rule);
-        let message = rule
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|m| !m.is_empty())
-            .unwrap_or(source.trim());
+        let message =
+            rule.get("message").and_then(Value::as_str).map(str::trim).filter(|m| !m.is_empty()).unwrap_or(source.trim());
         match result {
             Ok(rules::Value::Bool(true)) => {}
             Ok(rules::Value::Bool(false)) => {
@@ -457,14 +446,11 @@ fn eval_rules(node_rules: &[Value], this: &rules::Value, path: &FieldPath, out: 
             }
             Ok(other) => out.push(FieldError {
                 path: path.to_string(),
-                message: format!(
-                    "Invalid value: rule did not evaluate to a bool ({other:?}) evaluating rule: {message}"
-                ),
+                message: format!("Invalid value: rule did not evaluate to a bool ({other:?}) evaluating rule: {message}"),
             }),
-            Err(e) => out.push(FieldError {
-                path: path.to_string(),
-                message: format!("Invalid value: {e} evaluating rule: {message}"),
-            }),
+            Err(e) => {
+                out.push(FieldError { path: path.to_string(), message: format!("Invalid value: {e} evaluating rule: {message}") })
+            }
         }
     }
 }

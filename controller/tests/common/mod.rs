@@ -52,14 +52,8 @@ pub fn cases() -> Vec<Case> {
 
 fn parse_case(file: PathBuf) -> Case {
     let text = std::fs::read_to_string(&file).unwrap();
-    let mut case = Case {
-        file: file.clone(),
-        title: String::new(),
-        accepted: false,
-        messages: vec![],
-        read_as: None,
-        fields: vec![],
-    };
+    let mut case =
+        Case { file: file.clone(), title: String::new(), accepted: false, messages: vec![], read_as: None, fields: vec![] };
     let mut expect = None;
     for line in text.lines().take_while(|l| l.starts_with('#')) {
         let line = line.trim_start_matches('#').trim();
@@ -108,12 +102,7 @@ impl ValidateOutput {
 }
 
 pub fn toolgate_validate(file: &Path) -> ValidateOutput {
-    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("validate")
-        .arg("-f")
-        .arg(file)
-        .output()
-        .expect("runs toolgate");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate")).arg("validate").arg("-f").arg(file).output().expect("runs toolgate");
     ValidateOutput {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).to_string(),

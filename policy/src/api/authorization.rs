@@ -47,10 +47,7 @@ pub struct AuthorizationRule {
     /// Hosts match the request authority without its port; one of them must match. `*.example.com`
     /// matches any name below example.com. Empty = any host.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(
-        feature = "schema",
-        schemars(length(max = 10), inner(length(min = 1, max = 253), pattern(HOSTNAME_PATTERN)))
-    )]
+    #[cfg_attr(feature = "schema", schemars(length(max = 10), inner(length(min = 1, max = 253), pattern(HOSTNAME_PATTERN))))]
     #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "set")))]
     pub hosts: Vec<String>,
     /// Ports are listener ports; the request must arrive on one of them. Empty = any port.

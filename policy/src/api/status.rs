@@ -27,9 +27,7 @@ pub struct PolicyAncestorStatus {
         feature = "schema",
         schemars(
             length(min = 1, max = 253),
-            pattern(
-                r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$"
-            )
+            pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$")
         )
     )]
     pub controller_name: String,
@@ -104,10 +102,7 @@ pub struct Condition {
     #[cfg_attr(feature = "schema", schemars(extend("format" = "date-time")))]
     pub last_transition_time: String,
     /// Reason is a CamelCase identifier of why the condition has its status.
-    #[cfg_attr(
-        feature = "schema",
-        schemars(length(min = 1, max = 1024), pattern(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"))
-    )]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 1024), pattern(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")))]
     pub reason: String,
     /// Message is a human-readable explanation; it may be empty.
     #[cfg_attr(feature = "schema", schemars(length(max = 32768)))]

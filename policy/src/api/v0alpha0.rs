@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     AccessRule as RuleV1, AccessRuleSource, AuthorizationRule as AuthzV1, AuthorizationRuleType as AuthzTypeV1,
-    BaseProtocolMethodsOption, CelRule as CelV1, HttpExternalAuthFilter, McpAttributes, McpMethod, PolicyAction,
-    PolicyTargetRef, ServiceAccountRef, SourceType,
+    BaseProtocolMethodsOption, CelRule as CelV1, HttpExternalAuthFilter, McpAttributes, McpMethod, PolicyAction, PolicyTargetRef,
+    ServiceAccountRef, SourceType,
 };
 #[cfg(feature = "schema")]
 use super::{DNS_SUBDOMAIN_PATTERN, SPIFFE_PATTERN};
@@ -191,9 +191,7 @@ impl AccessPolicySpec {
                                 rule_type: AuthzTypeV1::Inline,
                                 mcp: Some(McpAttributes {
                                     methods: vec![McpMethod { name: "tools/call".into(), params: tools }],
-                                    mcp_base_protocol_methods_option: Some(
-                                        BaseProtocolMethodsOption::MatchBaseProtocolMethods,
-                                    ),
+                                    mcp_base_protocol_methods_option: Some(BaseProtocolMethodsOption::MatchBaseProtocolMethods),
                                 }),
                                 ..AuthzV1::default()
                             })
@@ -201,9 +199,7 @@ impl AccessPolicySpec {
                     }
                     AuthorizationRuleType::Cel => Some(AuthzV1 {
                         rule_type: AuthzTypeV1::Cel,
-                        cel: Some(CelV1 {
-                            expression: a.cel.as_ref().map(|c| c.expression.clone()).unwrap_or_default(),
-                        }),
+                        cel: Some(CelV1 { expression: a.cel.as_ref().map(|c| c.expression.clone()).unwrap_or_default() }),
                         ..AuthzV1::default()
                     }),
                     AuthorizationRuleType::ExternalAuth => {
@@ -212,11 +208,7 @@ impl AccessPolicySpec {
                                 target_refs: self.target_refs.clone(),
                                 action: PolicyAction::ExternalAuth,
                                 external_auth: a.external_auth.clone(),
-                                rules: vec![RuleV1 {
-                                    name: rule.name.clone(),
-                                    source: source.clone(),
-                                    authorization: None,
-                                }],
+                                rules: vec![RuleV1 { name: rule.name.clone(), source: source.clone(), authorization: None }],
                             });
                         }
                         None

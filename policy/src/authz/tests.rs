@@ -52,9 +52,14 @@ fn check_responses() {
 
 #[test]
 fn http_responses() {
-    let h = |status: &str| vec![(":status".to_string(), status.to_string()), ("x-user".into(), "u".into()), ("date".into(), "d".into())];
+    let h = |status: &str| {
+        vec![(":status".to_string(), status.to_string()), ("x-user".into(), "u".into()), ("date".into(), "d".into())]
+    };
     assert_eq!(read_http_response(&[], h("204"), vec![]), Answer::Allow(vec![HeaderEdit::Set("x-user".into(), "u".into())]));
-    assert_eq!(read_http_response(&["date".into()], h("200"), vec![]), Answer::Allow(vec![HeaderEdit::Set("date".into(), "d".into())]));
+    assert_eq!(
+        read_http_response(&["date".into()], h("200"), vec![]),
+        Answer::Allow(vec![HeaderEdit::Set("date".into(), "d".into())])
+    );
     assert!(matches!(read_http_response(&[], h("302"), vec![]), Answer::Deny(Denied { status: 302, .. })));
     // 1xx: not a final status, never the status of a denial (lifecycle fuzz target).
     for bad in ["", "abc", "99", "100", "101", "135", "199", "600"] {
@@ -79,15 +84,21 @@ fn authorizer(allowed_headers: &[&str], forward_body_bytes: u32) -> AuthorizerPl
 /// protobuf JSON mapping refuses (left out, as before).
 #[test]
 fn hand_written_check_requests_decode_as_prost_ones() {
-    let long = format!(r#"{{"name":"t","arguments":{{"text":"{}","n":[1,2.5,-3e2,true,false,null,{{}},[]]}}}}"#, "x\\u00e9\\n".repeat(3000));
+    let long = format!(
+        r#"{{"name":"t","arguments":{{"text":"{}","n":[1,2.5,-3e2,true,false,null,{{}},[]]}}}}"#,
+        "x\\u00e9\\n".repeat(3000)
+    );
     let bodies: Vec<String> = vec![
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":[true,null,"x"]}}}"#.into(),
-        r#"{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"a\"b\u00e9","z":{},"a":[],"m":{"k\n":-0.0}}}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":[true,null,"x"]}}}"#
+            .into(),
+        r#"{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"a\"b\u00e9","z":{},"a":[],"m":{"k\n":-0.0}}}"#
+            .into(),
         r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#.into(),
         r#"{"jsonrpc":"2.0","id":12345678901234567890,"method":"tools/list","params":{}}"#.into(),
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into(),
         format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{long}}}"#),
-        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}]"#.into(),
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}]"#
+            .into(),
     ];
     let headers: Vec<(&str, &str)> = vec![
         (":method", "POST"),
@@ -120,33 +131,42 @@ fn hand_written_check_requests_decode_as_prost_ones() {
                 (authorizer(&["x-b"], 8), Some(""), b"\xff\xfe not UTF-8".as_slice()),
                 (authorizer(&[], 1024), None, b"".as_slice()),
             ] {
-              for auth in [None, Some(&token)] {
-                let req = HttpRequest {
-                    method: "POST",
-                    path: "/mcp?x=1",
-                    authority: "gw",
-                    port: 8443,
-                    headers: &headers,
-                    principal,
-                    auth,
-                    time_ms: 0,
-                };
-                let input = CallInput { req: &req, scheme: "https", request_id: "rid", protocol: "HTTP/2", message, body };
-                let written = check_request_bytes(&authorizer, &input);
-                let decoded = CheckRequest::decode(written.as_slice()).expect("a CheckRequest");
-                assert_eq!(decoded, check_request(&authorizer, &input), "{body:?} {message:?}");
-                // As many bytes as prost writes (map entries, in another order, and nothing else):
-                // the same message, encoded as compactly.
-                assert_eq!(written.len(), check_request(&authorizer, &input).encode_to_vec().len());
-                cases += 1;
-              }
+                for auth in [None, Some(&token)] {
+                    let req = HttpRequest {
+                        method: "POST",
+                        path: "/mcp?x=1",
+                        authority: "gw",
+                        port: 8443,
+                        headers: &headers,
+                        principal,
+                        auth,
+                        time_ms: 0,
+                    };
+                    let input = CallInput { req: &req, scheme: "https", request_id: "rid", protocol: "HTTP/2", message, body };
+                    let written = check_request_bytes(&authorizer, &input);
+                    let decoded = CheckRequest::decode(written.as_slice()).expect("a CheckRequest");
+                    assert_eq!(decoded, check_request(&authorizer, &input), "{body:?} {message:?}");
+                    // As many bytes as prost writes (map entries, in another order, and nothing else):
+                    // the same message, encoded as compactly.
+                    assert_eq!(written.len(), check_request(&authorizer, &input).encode_to_vec().len());
+                    cases += 1;
+                }
             }
         }
     }
     assert!(cases > 80);
     // JSON text the mapping refuses (a number out of range, not JSON): the field is left out.
     let odd = McpMessage { id: Some("1E4444"), params: Some(r#"{"a":[1,{"b":1E4444}]}"#), ..read_one() };
-    let req = HttpRequest { method: "POST", path: "/", authority: "gw", port: 0, headers: &[], principal: None, auth: None, time_ms: 0 };
+    let req = HttpRequest {
+        method: "POST",
+        path: "/",
+        authority: "gw",
+        port: 0,
+        headers: &[],
+        principal: None,
+        auth: None,
+        time_ms: 0,
+    };
     let input = CallInput { req: &req, scheme: "", request_id: "", protocol: "", message: Some(&odd), body: b"" };
     let decoded = CheckRequest::decode(check_request_bytes(&authorizer(&[], 0), &input).as_slice()).unwrap();
     assert_eq!(decoded, check_request(&authorizer(&[], 0), &input));
@@ -154,7 +174,8 @@ fn hand_written_check_requests_decode_as_prost_ones() {
     assert_eq!(fields.keys().collect::<Vec<_>>(), ["jsonrpc", "method"]);
     // The upstream: prost's bytes.
     let a = authorizer(&[], 0);
-    let prost_upstream = GrpcService { envoy_grpc: Some(EnvoyGrpc { cluster_name: a.cluster.clone(), authority: a.authority.clone() }) };
+    let prost_upstream =
+        GrpcService { envoy_grpc: Some(EnvoyGrpc { cluster_name: a.cluster.clone(), authority: a.authority.clone() }) };
     assert_eq!(grpc_service(&a), prost_upstream.encode_to_vec());
 }
 
@@ -170,15 +191,59 @@ fn read_one() -> McpMessage<'static> {
 #[test]
 fn json_values_are_written_as_serde_json_reads_them() {
     let mut texts: Vec<String> = [
-        "0", "-0", "1", "-1", "7", "123456789012345", "-123456789012345", "1234567890123456", "9007199254740993",
-        "-9223372036854775808", "-9223372036854775809", "18446744073709551615", "18446744073709551616",
-        "1e400", "-1e400", "1E4444", "0e99999", "1e-400", "2.5", "-3e2", "0.1", "-0.0", "123.456e-5",
-        "1.7976931348623157e308", "1.7976931348623158e308", "1.8e308", "4.9e-324", "2e-324",
-        "true", "false", "null", r#""""#, r#""a\"b\u00e9\ud83d\ude00\n""#, r#"{}"#, r#"[]"#,
+        "0",
+        "-0",
+        "1",
+        "-1",
+        "7",
+        "123456789012345",
+        "-123456789012345",
+        "1234567890123456",
+        "9007199254740993",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "18446744073709551615",
+        "18446744073709551616",
+        "1e400",
+        "-1e400",
+        "1E4444",
+        "0e99999",
+        "1e-400",
+        "2.5",
+        "-3e2",
+        "0.1",
+        "-0.0",
+        "123.456e-5",
+        "1.7976931348623157e308",
+        "1.7976931348623158e308",
+        "1.8e308",
+        "4.9e-324",
+        "2e-324",
+        "true",
+        "false",
+        "null",
+        r#""""#,
+        r#""a\"b\u00e9\ud83d\ude00\n""#,
+        r#"{}"#,
+        r#"[]"#,
         r#" { "a" : [ 1 , 2.5 , { } , [ ] ] , "" : null , "\u0041" : "x" , "a\"b" : true } "#,
-        r#"{"k":1,"k":2}"#, r#"{"a":[1,{"b":1E4444}]}"#,
+        r#"{"k":1,"k":2}"#,
+        r#"{"a":[1,{"b":1E4444}]}"#,
         // Not one JSON value.
-        "", " ", "[1,]", r#"{"a"}"#, "1 2", r#""\ud800""#, "01", "[", "{\"a\":1", "tru", "\"\u{1}\"", "-", "1.", "+1",
+        "",
+        " ",
+        "[1,]",
+        r#"{"a"}"#,
+        "1 2",
+        r#""\ud800""#,
+        "01",
+        "[",
+        "{\"a\":1",
+        "tru",
+        "\"\u{1}\"",
+        "-",
+        "1.",
+        "+1",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -228,7 +293,9 @@ fn numbers_reach_authorizers_as_the_nearest_double() {
     // What Go, Python and JavaScript servers read (serde_json's `float_roundtrip`): without it,
     // 9.99999999999999915 was written as 9.999999999999998 while the server ran with 10.
     use toolgate_ext_authz_proto::google::protobuf::value::Kind;
-    for (text, want) in [("9.99999999999999915", 10.0), ("0.999999999999999915e1", 10.0), ("9.9999999999999991", 9.999999999999998)] {
+    for (text, want) in
+        [("9.99999999999999915", 10.0), ("0.999999999999999915e1", 10.0), ("9.9999999999999991", 9.999999999999998)]
+    {
         let mut w = Writer::default();
         w.json_entry(1, "k", text).unwrap();
         let decoded = Struct::decode(w.buf.as_slice()).unwrap();

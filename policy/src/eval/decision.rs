@@ -113,7 +113,11 @@ impl<'p> Decision<'p> {
             Verdict::Allow if !self.under_policy => "allow (no policy)".to_string(),
             Verdict::Allow => {
                 // Built without `format!`: this runs for every allowed request in the filter.
-                let rules: usize = [&self.gateway_rule, &self.backend_rule].iter().flat_map(|r| r.iter()).map(|r| r.policy.len() + r.rule.len()).sum();
+                let rules: usize = [&self.gateway_rule, &self.backend_rule]
+                    .iter()
+                    .flat_map(|r| r.iter())
+                    .map(|r| r.policy.len() + r.rule.len())
+                    .sum();
                 let authorized: usize = self.authorized.iter().flatten().map(|p| p.len() + 1).sum();
                 let mut out = String::with_capacity(32 + rules + authorized + if authorized > 0 { 15 } else { 0 });
                 out.push_str("allow gateway=");
@@ -154,10 +158,9 @@ impl<'p> Decision<'p> {
                         format!("deny {}: the authorizer of {policy} {}{at}", level.as_str(), failure.describe())
                     }
                     DenyReason::DefaultDeny => format!("deny: no policy (default deny){at}"),
-                    DenyReason::TooManyAuthorizerCalls { level } => format!(
-                        "deny {}: the request needs more than {MAX_AUTHZ_CALLS} authorizer calls{at}",
-                        level.as_str()
-                    ),
+                    DenyReason::TooManyAuthorizerCalls { level } => {
+                        format!("deny {}: the request needs more than {MAX_AUTHZ_CALLS} authorizer calls{at}", level.as_str())
+                    }
                 }
             }
         }

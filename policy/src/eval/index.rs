@@ -56,7 +56,8 @@ pub(super) struct IndexedRule {
 
 impl IndexedRule {
     pub(super) fn matches(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> bool {
-        self.http.as_ref().is_none_or(|http| http.matches(req)) && self.cel.as_ref().is_none_or(|cel| cel_matches(cel, req, subject))
+        self.http.as_ref().is_none_or(|http| http.matches(req))
+            && self.cel.as_ref().is_none_or(|cel| cel_matches(cel, req, subject))
     }
 }
 
@@ -179,11 +180,8 @@ impl LevelIndex {
             };
             let ea_index = LevelIndex::build(level, &rules)?;
             index.cel_uses = ea_index.cel_uses;
-            index.external_auth = Some(Box::new(AuthIndex {
-                policy: ea.policy.clone(),
-                authorizer: ea.authorizer.clone(),
-                index: ea_index,
-            }));
+            index.external_auth =
+                Some(Box::new(AuthIndex { policy: ea.policy.clone(), authorizer: ea.authorizer.clone(), index: ea_index }));
         }
         // Each method's params (how many, how many bytes), to size its map up front: growing a
         // map rehashes every key in it.
@@ -196,11 +194,8 @@ impl LevelIndex {
             }
         }
         for (policy_number, policy) in plan.allow.iter().enumerate() {
-            let err = |problem: String| PlanError::Policy {
-                level: level.as_str().to_string(),
-                policy: policy.name.clone(),
-                problem,
-            };
+            let err =
+                |problem: String| PlanError::Policy { level: level.as_str().to_string(), policy: policy.name.clone(), problem };
             if policy.name.is_empty() {
                 return Err(err("policy name is empty".into()));
             }
@@ -212,19 +207,15 @@ impl LevelIndex {
             for rule in &policy.rules {
                 let ordinal = u32::try_from(index.rules.len()).map_err(|_| err("too many rules".into()))?;
                 let rerr = |problem: String| err(format!("rule {:?}: {problem}", rule.name));
-                let http = if rule.http.is_any() {
-                    None
-                } else {
-                    Some(Box::new(CompiledHttp::compile(&rule.http).map_err(rerr)?))
-                };
+                let http =
+                    if rule.http.is_any() { None } else { Some(Box::new(CompiledHttp::compile(&rule.http).map_err(rerr)?)) };
                 let principal = match rule.principal.as_deref() {
                     None => ANY_SOURCE,
                     Some(p) if !p.starts_with("spiffe://") => {
                         return Err(rerr(format!("principal {:?} is not a SPIFFE ID", rule.principal.as_deref())))
                     }
                     Some(p) => {
-                        let next =
-                            u32::try_from(index.principals.len() + 1).map_err(|_| err("too many principals".into()))?;
+                        let next = u32::try_from(index.principals.len() + 1).map_err(|_| err("too many principals".into()))?;
                         *index.principals.get_or_insert_with(p, || next)
                     }
                 };
@@ -232,7 +223,9 @@ impl LevelIndex {
                     None => index.unrestricted.push(principal, ordinal),
                     Some(mcp) => {
                         if !mcp.base_protocol && mcp.methods.is_empty() {
-                            return Err(rerr("mcp matcher with no methods and no base protocol matches nothing; omit it instead".into()));
+                            return Err(rerr(
+                                "mcp matcher with no methods and no base protocol matches nothing; omit it instead".into(),
+                            ));
                         }
                         if mcp.base_protocol {
                             index.base.push(principal, ordinal);
@@ -287,8 +280,7 @@ impl LevelIndex {
     }
 
     pub(super) fn buckets_mut(&mut self) -> impl Iterator<Item = &mut Bucket> {
-        let by_method =
-            self.by_method.values_mut().flat_map(|m| [&mut m.any_param].into_iter().chain(m.by_param.values_mut()));
+        let by_method = self.by_method.values_mut().flat_map(|m| [&mut m.any_param].into_iter().chain(m.by_param.values_mut()));
         [&mut self.unrestricted, &mut self.base].into_iter().chain(self.by_category.values_mut()).chain(by_method)
     }
 
@@ -347,4 +339,3 @@ impl LevelIndex {
         best.and_then(|o| self.rules.get(o as usize))
     }
 }
-

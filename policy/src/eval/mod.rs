@@ -14,17 +14,17 @@ mod explain;
 mod http;
 mod index;
 
-pub use decision::{AuthzFailure, Decision, DenyReason, Level, RuleRef, Verdict};
-pub use explain::{LevelExplanation, MessageExplanation, RuleExplanation};
 /// Compiles an RE2 expression that must match the whole input (policy path and header matchers).
 pub use crate::re2::full_match_regex;
+pub use decision::{AuthzFailure, Decision, DenyReason, Level, RuleRef, Verdict};
+pub use explain::{LevelExplanation, MessageExplanation, RuleExplanation};
 pub use http::{host_suffix_covers, path_prefix_matches};
 use index::LevelIndex;
 
+use crate::cel_rule::Uses;
 use crate::list_filter::ListKind;
 use crate::mcp::{McpBody, McpMessage, NotMcp};
 use crate::plan::{json_content_hash, AuthorizerPlan, CompiledPlan, LevelPlan, McpMatch, PolicyPlan, RulePlan, PLAN_VERSION};
-use crate::cel_rule::Uses;
 use crate::str_map::StrMap;
 
 /// Largest body limit a plan may ask for; the filter buffers the whole body in Envoy's memory.
@@ -42,8 +42,10 @@ pub enum PlanError {
     BodyLimit(u32),
     #[error("{level} level, policy {policy:?}: {problem}")]
     Policy { level: String, policy: String, problem: String },
-    #[error("settings.listFiltering is on, but this module was built without the response callbacks \
-             (toolgate_filter_no_list_filtering.wasm): render with --list-filtering off, or load toolgate_filter.wasm")]
+    #[error(
+        "settings.listFiltering is on, but this module was built without the response callbacks \
+             (toolgate_filter_no_list_filtering.wasm): render with --list-filtering off, or load toolgate_filter.wasm"
+    )]
     ListFilteringUnsupported,
 }
 
@@ -137,7 +139,10 @@ fn default_deny_level() -> LevelPlan {
         mcp: Some(McpMatch { base_protocol: true, methods: Vec::new() }),
         ..RulePlan::default()
     };
-    LevelPlan { external_auth: None, allow: vec![PolicyPlan { name: DEFAULT_DENY_POLICY.into(), rules: vec![rule], dry_run: false }] }
+    LevelPlan {
+        external_auth: None,
+        allow: vec![PolicyPlan { name: DEFAULT_DENY_POLICY.into(), rules: vec![rule], dry_run: false }],
+    }
 }
 
 impl Evaluator {
@@ -257,9 +262,8 @@ impl Evaluator {
             return None;
         }
         let gateway = shadow.gateway.as_ref().or(Some(&self.gateway)).filter(|l| !l.is_empty());
-        let backend = backend_shadow
-            .or_else(|| cluster.and_then(|c| self.backends.get_key_value(c)))
-            .filter(|(_, l)| !l.is_empty());
+        let backend =
+            backend_shadow.or_else(|| cluster.and_then(|c| self.backends.get_key_value(c))).filter(|(_, l)| !l.is_empty());
         Some(Route {
             levels: [gateway, backend.map(|(_, l)| l)],
             plan: &self.plan,
@@ -332,7 +336,10 @@ impl<'e> Route<'e> {
             .zip(self.levels)
             .filter_map(|(plan, index)| index.and(plan))
             .flat_map(|l| {
-                l.external_auth.iter().filter(|ea| ea.dry_run).map(|ea| ea.policy.as_str())
+                l.external_auth
+                    .iter()
+                    .filter(|ea| ea.dry_run)
+                    .map(|ea| ea.policy.as_str())
                     .chain(l.allow.iter().filter(|p| p.dry_run).map(|p| p.name.as_str()))
             })
             .fold(Vec::new(), |mut names, name| {
@@ -700,4 +707,3 @@ mod tests {
         assert_eq!(d.summary(), "allow (no policy)");
     }
 }
-

@@ -34,7 +34,8 @@ impl Request {
             // docs/semantics.md §6a: a dry-run authorizer's answer decides the shadow decision only
             // (its header changes are not made).
             let Some(route) = ev.shadow_route(held.cluster.as_deref()) else { return };
-            let read = route.authorizer(pending.level)
+            let read = route
+                .authorizer(pending.level)
                 .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, timed_out));
             host.count(authz_counter(&read));
             match read {
@@ -47,17 +48,24 @@ impl Request {
                 }
                 denied => {
                     let authorized = held.shadow.as_deref().map_or(0, |s| s.authorized);
-                    let summary = with_request(&held, &loaded, |req, body| match route.step(req, body, authorized) {
-                        Step::Authorize(call) => denial_of(call, denied, body, false).summary,
-                        Step::Decided(d) => d.summary(), // unreachable: the step that made the call makes it again
-                    }, |_| false)
+                    let summary = with_request(
+                        &held,
+                        &loaded,
+                        |req, body| match route.step(req, body, authorized) {
+                            Step::Authorize(call) => denial_of(call, denied, body, false).summary,
+                            Step::Decided(d) => d.summary(), // unreachable: the step that made the call makes it again
+                        },
+                        |_| false,
+                    )
                     .0;
                     self.shadow_decided(host, &loaded, held, false, &summary, Context::Answer);
                 }
             }
             return;
         }
-        let read = ev.route(held.cluster.as_deref()).authorizer(pending.level)
+        let read = ev
+            .route(held.cluster.as_deref())
+            .authorizer(pending.level)
             .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, timed_out));
         if ev.has_dry_run() {
             // For the shadow walk, which asks the same calls (docs/semantics.md §6a).
@@ -71,11 +79,16 @@ impl Request {
         let outcome = match read {
             Answer::Allow(edits) => Ok(edits),
             denied => {
-                with_request(&held, &loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
-                    Step::Authorize(call) => Err(denial_of(call, denied, body, debug_reasons)),
-                    // Unreachable: the step that made the call makes it again.
-                    Step::Decided(d) => Err(Outcome::decided(&d)),
-                }, |_| false)
+                with_request(
+                    &held,
+                    &loaded,
+                    |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+                        Step::Authorize(call) => Err(denial_of(call, denied, body, debug_reasons)),
+                        // Unreachable: the step that made the call makes it again.
+                        Step::Decided(d) => Err(Outcome::decided(&d)),
+                    },
+                    |_| false,
+                )
                 .0
             }
         };

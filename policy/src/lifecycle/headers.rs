@@ -258,10 +258,7 @@ impl RequestHeaders {
 /// that start) of the names and values of the headers `wanted` names, and where the first of each of
 /// the [`FIXED_HEADERS`] is among them.
 #[allow(clippy::type_complexity)]
-fn header_spans(
-    bytes: &[u8],
-    wanted: &WantedHeaders,
-) -> (usize, Vec<(Range<usize>, Range<usize>)>, [u32; FIXED_HEADERS]) {
+fn header_spans(bytes: &[u8], wanted: &WantedHeaders) -> (usize, Vec<(Range<usize>, Range<usize>)>, [u32; FIXED_HEADERS]) {
     let word = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
     let mut own = [ABSENT; FIXED_HEADERS];
     let Some(count) = word(0) else { return (0, Vec::new(), own) };
@@ -348,8 +345,7 @@ pub fn classify(method: &str, content_type: &str, content_encoding: &str, end_of
         (true, true) => Classified::EmptyJsonPost,
         (true, false) => {
             let encoding = if content_encoding.is_empty() { "" } else { content_encoding.trim() };
-            let encoded =
-                (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity")).then(|| encoding.to_string());
+            let encoded = (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity")).then(|| encoding.to_string());
             Classified::JsonBody { encoded }
         }
     }
@@ -391,7 +387,13 @@ mod tests {
         let h = RequestHeaders::from_block(block(pairs), &wanted(&["x-team"]));
         assert_eq!(
             h.pairs(),
-            vec![(":method", "POST"), ("mcp-name", "echo"), ("x-team", "blue"), ("content-type", "application/json"), ("x-team", "red")]
+            vec![
+                (":method", "POST"),
+                ("mcp-name", "echo"),
+                ("x-team", "blue"),
+                ("content-type", "application/json"),
+                ("x-team", "red")
+            ]
         );
         assert_eq!(h.get(METHOD), "POST");
         assert_eq!(h.get(CONTENT_TYPE), "application/json");

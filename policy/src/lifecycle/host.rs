@@ -125,7 +125,6 @@ pub enum CallAnswer {
     Failed,
 }
 
-
 /// What loading a plan and deciding a request both need of the proxy: its log, its counters, its
 /// clock.
 pub trait HostBase {

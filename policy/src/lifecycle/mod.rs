@@ -356,32 +356,37 @@ impl Request {
             Denied(String, Counter, response::Reply),
             Call(authz::Prepared<'p>, Level, Option<usize>),
         }
-        let (next, read) = with_request(&held, loaded, |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
-            Step::Decided(d) if d.allowed() => {
-                // A route without (enforced) policy is read only for the shadow decision: its lists pass.
-                let lists = match body {
-                    BodyInput::Mcp(mcp) if ev.plan().settings.list_filtering && d.under_policy => ListRequests::of(mcp),
-                    _ => ListRequests::default(),
-                };
-                Next::Allowed(d.summary(), if d.under_policy { Counter::Allow } else { Counter::AllowNoPolicy }, lists)
-            }
-            Step::Decided(d) => Next::Denied(d.summary(), deny_counter(&d), response::denial(body, &d, debug_reasons)),
-            Step::Authorize(call) => {
-                let message = match (body, call.message) {
-                    (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
-                    _ => None,
-                };
-                let input = CallInput {
-                    req,
-                    scheme: held.headers.get(headers::SCHEME),
-                    request_id: held.headers.get(headers::REQUEST_ID),
-                    protocol: held.protocol.as_deref().unwrap_or(""),
-                    message,
-                    body: &held.body,
-                };
-                Next::Call(authz::prepare(call.authorizer, &input), call.level, call.message)
-            }
-        }, |next| matches!(next, Next::Call(..)) || shadow);
+        let (next, read) = with_request(
+            &held,
+            loaded,
+            |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+                Step::Decided(d) if d.allowed() => {
+                    // A route without (enforced) policy is read only for the shadow decision: its lists pass.
+                    let lists = match body {
+                        BodyInput::Mcp(mcp) if ev.plan().settings.list_filtering && d.under_policy => ListRequests::of(mcp),
+                        _ => ListRequests::default(),
+                    };
+                    Next::Allowed(d.summary(), if d.under_policy { Counter::Allow } else { Counter::AllowNoPolicy }, lists)
+                }
+                Step::Decided(d) => Next::Denied(d.summary(), deny_counter(&d), response::denial(body, &d, debug_reasons)),
+                Step::Authorize(call) => {
+                    let message = match (body, call.message) {
+                        (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
+                        _ => None,
+                    };
+                    let input = CallInput {
+                        req,
+                        scheme: held.headers.get(headers::SCHEME),
+                        request_id: held.headers.get(headers::REQUEST_ID),
+                        protocol: held.protocol.as_deref().unwrap_or(""),
+                        message,
+                        body: &held.body,
+                    };
+                    Next::Call(authz::prepare(call.authorizer, &input), call.level, call.message)
+                }
+            },
+            |next| matches!(next, Next::Call(..)) || shadow,
+        );
         if read.is_some() {
             held.read = read;
         }
@@ -446,7 +451,14 @@ impl Request {
 
     /// The enforced outcome is known: on a route with dry-run policies, the shadow decision first
     /// (docs/semantics.md §6a), then the outcome is carried out.
-    fn decided(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, mut held: Box<Held>, finish: Finish, context: Context) -> Action {
+    fn decided(
+        &mut self,
+        host: &mut impl Host,
+        loaded: &Rc<Loaded>,
+        mut held: Box<Held>,
+        finish: Finish,
+        context: Context,
+    ) -> Action {
         if loaded.evaluator.shadow_route(held.cluster.as_deref()).is_none() {
             return self.carry_out(host, loaded, held, finish, "", context);
         }
@@ -468,38 +480,47 @@ impl Request {
         loop {
             let Some(shadow) = held.shadow.as_deref() else { return Action::Continue };
             let authorized = shadow.authorized;
-            let (next, read) = with_request(&held, loaded, |req, body| match route.step(req, body, authorized) {
-                Step::Decided(d) => Next::Decided(d.allowed(), d.summary()),
-                Step::Authorize(call) => {
-                    // The enforced walk's answer to the same call (the n-th for this level and message), if it got one.
-                    let key = (call.level, call.message);
-                    let nth = shadow.calls.iter().filter(|c| **c == key).count();
-                    let known = held.answers.iter().filter(|(l, m, _)| (*l, *m) == key).nth(nth).map(|(_, _, f)| *f);
-                    match known {
-                        Some(None) => Next::Reused(call.level, call.message),
-                        Some(Some(failure)) => {
-                            let mut d = call.decision;
-                            d.verdict = Verdict::Deny(DenyReason::ExternalAuth { level: call.level, policy: call.policy.to_string(), failure });
-                            Next::Decided(false, d.summary())
-                        }
-                        None => {
-                            let message = match (body, call.message) {
-                                (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
-                                _ => None,
-                            };
-                            let input = CallInput {
-                                req,
-                                scheme: held.headers.get(headers::SCHEME),
-                                request_id: held.headers.get(headers::REQUEST_ID),
-                                protocol: held.protocol.as_deref().unwrap_or(""),
-                                message,
-                                body: &held.body,
-                            };
-                            Next::Call(authz::prepare(call.authorizer, &input), call.level, call.message)
+            let (next, read) = with_request(
+                &held,
+                loaded,
+                |req, body| match route.step(req, body, authorized) {
+                    Step::Decided(d) => Next::Decided(d.allowed(), d.summary()),
+                    Step::Authorize(call) => {
+                        // The enforced walk's answer to the same call (the n-th for this level and message), if it got one.
+                        let key = (call.level, call.message);
+                        let nth = shadow.calls.iter().filter(|c| **c == key).count();
+                        let known = held.answers.iter().filter(|(l, m, _)| (*l, *m) == key).nth(nth).map(|(_, _, f)| *f);
+                        match known {
+                            Some(None) => Next::Reused(call.level, call.message),
+                            Some(Some(failure)) => {
+                                let mut d = call.decision;
+                                d.verdict = Verdict::Deny(DenyReason::ExternalAuth {
+                                    level: call.level,
+                                    policy: call.policy.to_string(),
+                                    failure,
+                                });
+                                Next::Decided(false, d.summary())
+                            }
+                            None => {
+                                let message = match (body, call.message) {
+                                    (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
+                                    _ => None,
+                                };
+                                let input = CallInput {
+                                    req,
+                                    scheme: held.headers.get(headers::SCHEME),
+                                    request_id: held.headers.get(headers::REQUEST_ID),
+                                    protocol: held.protocol.as_deref().unwrap_or(""),
+                                    message,
+                                    body: &held.body,
+                                };
+                                Next::Call(authz::prepare(call.authorizer, &input), call.level, call.message)
+                            }
                         }
                     }
-                }
-            }, |next| matches!(next, Next::Call(..)));
+                },
+                |next| matches!(next, Next::Call(..)),
+            );
             if read.is_some() {
                 held.read = read;
             }
@@ -534,7 +555,8 @@ impl Request {
         let mut suffix = String::new();
         if allowed != enforced_allowed {
             host.count(if allowed { Counter::ShadowAllow } else { Counter::ShadowDeny });
-            let dry_run = loaded.evaluator.shadow_route(held.cluster.as_deref()).map(|r| r.dry_run_policies()).unwrap_or_default();
+            let dry_run =
+                loaded.evaluator.shadow_route(held.cluster.as_deref()).map(|r| r.dry_run_policies()).unwrap_or_default();
             suffix = format!(" shadow={summary} dry-run={}", dry_run.join(","));
         }
         self.carry_out(host, loaded, held, shadow.finish, &suffix, context)
@@ -542,7 +564,15 @@ impl Request {
 
     /// Carries out the enforced outcome; `shadow`: what the access log adds about the shadow
     /// decision (empty when it agrees).
-    fn carry_out(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, held: Box<Held>, finish: Finish, shadow: &str, context: Context) -> Action {
+    fn carry_out(
+        &mut self,
+        host: &mut impl Host,
+        loaded: &Rc<Loaded>,
+        held: Box<Held>,
+        finish: Finish,
+        shadow: &str,
+        context: Context,
+    ) -> Action {
         let ev = &loaded.evaluator;
         let (method, path) = (held.headers.get(headers::METHOD), held.headers.get(headers::PATH));
         match finish {

@@ -167,8 +167,11 @@ fn a_refused_first_plan_denies_and_a_refused_update_is_rejected() {
     // An update with a refused plan: false (Envoy rejects the update and keeps the configuration in
     // force), never a stored plan, in this root context or a new one.
     assert!(!p.configure(&mut root, b"[]"));
-    assert!(root.logs.last().unwrap().1.contains("REFUSED new plan") && root.logs.last().unwrap().1.contains("update rejected"),
-        "{:?}", root.logs);
+    assert!(
+        root.logs.last().unwrap().1.contains("REFUSED new plan") && root.logs.last().unwrap().1.contains("update rejected"),
+        "{:?}",
+        root.logs
+    );
     assert!(!Plugin::default().configure(&mut root, b"[]"));
     assert_eq!(root.counts, vec![Counter::PlanRejected, Counter::PlanRejected, Counter::PlanRejected]);
     let mut host = post(&call(1, "echo"));
@@ -185,8 +188,13 @@ fn a_module_without_response_callbacks_refuses_plans_that_filter_lists() {
     plan.gateway = allow_level(vec![tools_rule("echo", None, &["echo"])]);
     assert!(plan.settings.list_filtering);
     assert!(p.configure(&mut root, &serde_json::to_vec(&plan.clone().seal()).unwrap()));
-    assert!(root.logs[0].1.contains("REFUSED plan (settings.listFiltering is on, but this module was built without the response callbacks"),
-        "{:?}", root.logs);
+    assert!(
+        root.logs[0]
+            .1
+            .contains("REFUSED plan (settings.listFiltering is on, but this module was built without the response callbacks"),
+        "{:?}",
+        root.logs
+    );
     let mut host = post(&call(1, "echo"));
     assert_eq!(p.request().on_request_headers(&mut host, false), Action::Pause);
     assert_eq!(host.counts, vec![Counter::DenyNoPlan]);
@@ -271,7 +279,14 @@ fn a_body_that_ends_with_trailers_is_decided_at_the_trailers() {
 
 #[test]
 fn requests_without_a_json_body_are_decided_on_their_headers() {
-    let p = plugin(allow_level(vec![RulePlan { name: "gets".into(), http: HttpMatch { methods: vec!["GET".into()], ..HttpMatch::default() }, ..RulePlan::default() }]), None);
+    let p = plugin(
+        allow_level(vec![RulePlan {
+            name: "gets".into(),
+            http: HttpMatch { methods: vec!["GET".into()], ..HttpMatch::default() },
+            ..RulePlan::default()
+        }]),
+        None,
+    );
     let mut host = get();
     assert_eq!(p.request().on_request_headers(&mut host, true), Action::Continue);
     assert_eq!(host.counts, vec![Counter::Allow]);
@@ -290,7 +305,8 @@ fn requests_without_a_json_body_are_decided_on_their_headers() {
 fn a_get_or_delete_with_a_body_is_not_the_base_protocols() {
     // The rule allows the base protocol only: a GET (stream) and a DELETE with a session id pass
     // without a body; with one (the headers do not end the stream), it is not read and they do not.
-    let base = RulePlan { name: "base".into(), mcp: Some(McpMatch { base_protocol: true, methods: vec![] }), ..RulePlan::default() };
+    let base =
+        RulePlan { name: "base".into(), mcp: Some(McpMatch { base_protocol: true, methods: vec![] }), ..RulePlan::default() };
     let p = plugin(allow_level(vec![base]), None);
     for (method, session) in [("GET", None), ("DELETE", Some("s1"))] {
         let with = |stream_open: bool, body_size: usize| {
@@ -311,7 +327,11 @@ fn a_get_or_delete_with_a_body_is_not_the_base_protocols() {
         // Held to the body's end: a body of 5 bytes is denied there, an empty one (an HTTP/2 stream
         // ended by an empty DATA frame) allowed.
         let (action, host, body_action) = with(true, 5);
-        assert_eq!((action, body_action, host.counts.clone()), (Action::Continue, Action::Pause, vec![Counter::DenyGateway]), "{method}");
+        assert_eq!(
+            (action, body_action, host.counts.clone()),
+            (Action::Continue, Action::Pause, vec![Counter::DenyGateway]),
+            "{method}"
+        );
         let (status, _, body) = host.replies.last().cloned().unwrap();
         assert_eq!(status, 403, "{method}: {body:?}");
         assert!(host.records.last().unwrap().contains(&format!("{method} with a body, which is not read")), "{:?}", host.records);
@@ -326,7 +346,8 @@ fn header_rules_see_every_kept_header_however_many() {
     // stack (16), so they are collected in a Vec; the decision must not change with that.
     let names: Vec<String> = (0..20).map(|i| format!("x-h{i}")).collect();
     let matchers = names.iter().map(|n| HeaderMatch { name: n.clone(), value: ValueMatch::Exact("v".into()) }).collect();
-    let rule = RulePlan { name: "twenty".into(), http: HttpMatch { headers: matchers, ..HttpMatch::default() }, ..RulePlan::default() };
+    let rule =
+        RulePlan { name: "twenty".into(), http: HttpMatch { headers: matchers, ..HttpMatch::default() }, ..RulePlan::default() };
     let p = plugin(allow_level(vec![rule]), None);
     let with = |n: usize| names.iter().take(n).fold(post(&call(1, "x")), |host, name| host.header(name, "v"));
     let mut host = with(20);
@@ -337,7 +358,14 @@ fn header_rules_see_every_kept_header_however_many() {
     assert_eq!(send(&p, &mut host).1, Action::Pause);
     assert_eq!(host.counts, vec![Counter::DenyGateway]);
     // A few headers (the pairs on the stack): the same rule, the same answer.
-    let few = RulePlan { name: "one".into(), http: HttpMatch { headers: vec![HeaderMatch { name: "x-h0".into(), value: ValueMatch::Exact("v".into()) }], ..HttpMatch::default() }, ..RulePlan::default() };
+    let few = RulePlan {
+        name: "one".into(),
+        http: HttpMatch {
+            headers: vec![HeaderMatch { name: "x-h0".into(), value: ValueMatch::Exact("v".into()) }],
+            ..HttpMatch::default()
+        },
+        ..RulePlan::default()
+    };
     let p = plugin(allow_level(vec![few]), None);
     assert_eq!(send(&p, &mut with(1)).1, Action::Continue);
     assert_eq!(send(&p, &mut with(0)).1, Action::Pause);
@@ -349,7 +377,10 @@ fn header_rules_on_headers_the_lifecycle_reads_only_for_itself() {
     // them does not collect these, unless a rule names them.
     let on = |name: &str| RulePlan {
         name: name.into(),
-        http: HttpMatch { headers: vec![HeaderMatch { name: name.into(), value: ValueMatch::Exact("v".into()) }], ..HttpMatch::default() },
+        http: HttpMatch {
+            headers: vec![HeaderMatch { name: name.into(), value: ValueMatch::Exact("v".into()) }],
+            ..HttpMatch::default()
+        },
         ..RulePlan::default()
     };
     for (name, list_filtering) in [("x-request-id", true), ("accept-encoding", false), ("accept-encoding", true)] {

@@ -24,19 +24,10 @@ fn list_requests_are_found_with_their_ids() {
     let r = requests(
         r#"[{"jsonrpc":"2.0","id":"a","method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}},{"jsonrpc":"2.0","id":3.0,"method":"resources/list"},{"jsonrpc":"2.0","method":"prompts/list"},{"jsonrpc":"2.0","id":4,"method":"resources/templates/list"}]"#,
     );
-    assert_eq!(
-        r.0,
-        vec![
-            ("\"a\"".to_string(), ListKind::Tools),
-            ("3.0".to_string(), ListKind::Resources)
-        ]
-    );
+    assert_eq!(r.0, vec![("\"a\"".to_string(), ListKind::Tools), ("3.0".to_string(), ListKind::Resources)]);
     assert_eq!(r.kind_of("\"\\u0061\""), Some(ListKind::Tools));
     assert_eq!(r.kind_of("2"), None);
-    assert!(
-        requests(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#)
-            .is_empty()
-    );
+    assert!(requests(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#).is_empty());
 }
 
 #[test]
@@ -53,27 +44,11 @@ fn a_json_list_keeps_only_allowed_entries_and_its_formatting() {
     // Pretty-printed: the spacing between and around entries is the original's.
     let pretty = "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 7,\n  \"result\": {\n    \"tools\": [\n      {\"name\": \"echo\"},\n      {\"name\": \"get-sum\"},\n      {\"name\": \"rm\"}\n    ]\n  }\n}";
     let r = rewrite(pretty, TOOLS_LIST).unwrap();
-    assert_eq!(
-        r.text.unwrap(),
-        pretty
-            .replace("      {\"name\": \"echo\"},\n", "")
-            .replace(",\n      {\"name\": \"rm\"}", "")
-    );
+    assert_eq!(r.text.unwrap(), pretty.replace("      {\"name\": \"echo\"},\n", "").replace(",\n      {\"name\": \"rm\"}", ""));
     // Nothing allowed: an empty array. Nothing removed: no new text.
-    let r = rewrite(
-        r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"echo"}]}}"#,
-        TOOLS_LIST,
-    )
-    .unwrap();
-    assert_eq!(
-        r.text.as_deref(),
-        Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#)
-    );
-    let r = rewrite(
-        r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}]}}"#,
-        TOOLS_LIST,
-    )
-    .unwrap();
+    let r = rewrite(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"echo"}]}}"#, TOOLS_LIST).unwrap();
+    assert_eq!(r.text.as_deref(), Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#));
+    let r = rewrite(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}]}}"#, TOOLS_LIST).unwrap();
     assert_eq!((r.text, r.lists, r.removed), (None, 1, 0));
 }
 
@@ -84,10 +59,7 @@ fn prompts_and_resources_are_filtered_by_name_and_uri() {
         r#"{"jsonrpc":"2.0","id":1,"method":"prompts/list"}"#,
     )
     .unwrap();
-    assert_eq!(
-        r.text.as_deref(),
-        Some(r#"{"jsonrpc":"2.0","id":1,"result":{"prompts":[{"name":"get-x"}]}}"#)
-    );
+    assert_eq!(r.text.as_deref(), Some(r#"{"jsonrpc":"2.0","id":1,"result":{"prompts":[{"name":"get-x"}]}}"#));
     let r = rewrite(
         r#"{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"file:///secret/a","name":"get-a"},{"uri":"file:///pub/b","name":"b"}]}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"resources/list"}"#,
@@ -95,9 +67,7 @@ fn prompts_and_resources_are_filtered_by_name_and_uri() {
     .unwrap();
     assert_eq!(
         r.text.as_deref(),
-        Some(
-            r#"{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"file:///pub/b","name":"b"}]}}"#
-        )
+        Some(r#"{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"file:///pub/b","name":"b"}]}}"#)
     );
 }
 
@@ -105,31 +75,23 @@ fn prompts_and_resources_are_filtered_by_name_and_uri() {
 fn entries_without_a_clear_name_are_removed() {
     let text = r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a","name":"echo"},{"Name":"get-b"},{"name":7},{},"x",{"name":"get-\u0063"}]}}"#;
     let r = rewrite(text, TOOLS_LIST).unwrap();
-    assert_eq!(
-        r.text.as_deref(),
-        Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-\u0063"}]}}"#)
-    );
+    assert_eq!(r.text.as_deref(), Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-\u0063"}]}}"#));
     assert_eq!((r.removed, r.entries), (5, 6));
 }
 
 #[test]
 fn cache_scope_public_becomes_private_even_when_nothing_is_removed() {
-    let r = rewrite(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}],"ttlMs":6000,"cacheScope":"public"}}"#, TOOLS_LIST).unwrap();
-    assert_eq!(
-        r.text.as_deref(),
-        Some(
-            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}],"ttlMs":6000,"cacheScope":"private"}}"#
-        )
-    );
     let r = rewrite(
-        r#"{"jsonrpc":"2.0","id":7,"result":{"cacheScope":"public","tools":[{"name":"x"}]}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}],"ttlMs":6000,"cacheScope":"public"}}"#,
         TOOLS_LIST,
     )
     .unwrap();
     assert_eq!(
         r.text.as_deref(),
-        Some(r#"{"jsonrpc":"2.0","id":7,"result":{"cacheScope":"private","tools":[]}}"#)
+        Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}],"ttlMs":6000,"cacheScope":"private"}}"#)
     );
+    let r = rewrite(r#"{"jsonrpc":"2.0","id":7,"result":{"cacheScope":"public","tools":[{"name":"x"}]}}"#, TOOLS_LIST).unwrap();
+    assert_eq!(r.text.as_deref(), Some(r#"{"jsonrpc":"2.0","id":7,"result":{"cacheScope":"private","tools":[]}}"#));
     let private = r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[],"cacheScope":"private"}}"#;
     assert_eq!(rewrite(private, TOOLS_LIST).unwrap().text, None);
 }
@@ -174,13 +136,7 @@ fn what_cannot_be_read_as_a_client_reads_it_is_refused() {
     let reply: serde_json::Value = serde_json::from_str(&error_reply("7", &e)).unwrap();
     assert_eq!(reply["id"], 7);
     assert_eq!(reply["error"]["code"], -32603);
-    assert!(
-        reply["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not JSON-RPC"),
-        "{reply}"
-    );
+    assert!(reply["error"]["message"].as_str().unwrap().contains("not JSON-RPC"), "{reply}");
 }
 
 fn sse(chunks: &[&str], limit: usize) -> (Result<String, Unreadable>, Rewrite) {
@@ -200,48 +156,34 @@ fn sse(chunks: &[&str], limit: usize) -> (Result<String, Unreadable>, Rewrite) {
 fn an_event_stream_is_filtered_event_by_event_with_its_framing_kept() {
     let note = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n";
     let list = "event: message\nid: 5\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[{\"name\":\"echo\"},{\"name\":\"get-a\"}]}}\n\n";
-    let filtered = "event: message\nid: 5\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[{\"name\":\"get-a\"}]}}\n\n";
+    let filtered =
+        "event: message\nid: 5\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[{\"name\":\"get-a\"}]}}\n\n";
     let whole = format!(": keep-alive\n\n{note}{list}");
     // Whatever the chunking, the same output; events before the list pass untouched.
     for cut in [1, 7, 20, 60, 100, whole.len() - 1] {
         let (a, b) = whole.split_at(cut);
         let (out, done) = sse(&[a, b], 1 << 20);
-        assert_eq!(
-            out.unwrap(),
-            format!(": keep-alive\n\n{note}{filtered}"),
-            "cut at {cut}"
-        );
+        assert_eq!(out.unwrap(), format!(": keep-alive\n\n{note}{filtered}"), "cut at {cut}");
         assert_eq!((done.lists, done.removed), (1, 1));
     }
     // CRLF line endings and JSON split over several data lines.
-    let crlf = "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"tools\":[{\"name\":\"echo\"}]}}\r\n\r\n";
+    let crlf =
+        "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"tools\":[{\"name\":\"echo\"}]}}\r\n\r\n";
     let (out, _) = sse(&[crlf], 1 << 20);
-    assert_eq!(out.unwrap(), "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"tools\":[]}}\r\n\r\n");
-    // The last event without its blank line is still filtered.
-    let (out, _) = sse(
-        &["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[{\"name\":\"echo\"}]}}"],
-        1 << 20,
-    );
     assert_eq!(
         out.unwrap(),
-        "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[]}}\n"
+        "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"tools\":[]}}\r\n\r\n"
     );
+    // The last event without its blank line is still filtered.
+    let (out, _) = sse(&["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[{\"name\":\"echo\"}]}}"], 1 << 20);
+    assert_eq!(out.unwrap(), "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[]}}\n");
 }
 
 #[test]
 fn an_event_stream_that_cannot_be_read_is_refused() {
-    let (out, _) = sse(
-        &["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[],\"tools\":[]}}\n\n"],
-        1 << 20,
-    );
+    let (out, _) = sse(&["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[],\"tools\":[]}}\n\n"], 1 << 20);
     assert!(matches!(out, Err(Unreadable::Ambiguous(_))), "{out:?}");
-    let (out, _) = sse(
-        &[
-            "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[",
-            "{\"name\":\"echo\"}",
-        ],
-        30,
-    );
+    let (out, _) = sse(&["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[", "{\"name\":\"echo\"}"], 30);
     assert_eq!(out, Err(Unreadable::TooLarge(30)));
     let (out, _) = sse(&["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"resu"], 1 << 20);
     assert!(matches!(out, Err(Unreadable::Syntax(_))), "{out:?}");
@@ -380,9 +322,8 @@ fn every_cut_of_a_list_is_refused_as_syntax_never_passed_on() {
 
 #[test]
 fn every_byte_changed_reads_as_serde_json_did() {
-    let replacements: &[&str] = &[
-        "", " ", "\n", "\"", "\\", ",", ":", "[", "]", "{", "}", "0", "-", "e", ".", "n", "x", "\u{1}", "\\u00", "é",
-    ];
+    let replacements: &[&str] =
+        &["", " ", "\n", "\"", "\\", ",", ":", "[", "]", "{", "}", "0", "-", "e", ".", "n", "x", "\u{1}", "\\u00", "é"];
     for text in corpus() {
         for at in 0..=text.len() {
             if !text.is_char_boundary(at) {
@@ -400,7 +341,28 @@ fn every_byte_changed_reads_as_serde_json_did() {
 
 #[test]
 fn numbers_at_the_edges_of_the_grammar() {
-    for n in ["0", "-0", "1E4444", "-1e-4444", "0.0e+0", "1.5E3", "9".repeat(400).as_str(), "01", "1.", "-", ".5", "+1", "1e", "1e+", "0x1", "1.e3", "--1", "1E4444.5", "Infinity", "NaN"] {
+    for n in [
+        "0",
+        "-0",
+        "1E4444",
+        "-1e-4444",
+        "0.0e+0",
+        "1.5E3",
+        "9".repeat(400).as_str(),
+        "01",
+        "1.",
+        "-",
+        ".5",
+        "+1",
+        "1e",
+        "1e+",
+        "0x1",
+        "1.e3",
+        "--1",
+        "1E4444.5",
+        "Infinity",
+        "NaN",
+    ] {
         let text = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","n":{n}}}]}}}}"#);
         let valid = serde_json::from_str::<&serde_json::value::RawValue>(&text).is_ok();
         match same(&text, TOOLS_LIST) {
@@ -416,13 +378,19 @@ fn deep_nesting_is_json_at_any_depth() {
     // serde_json's raw values have no depth limit; neither has the single pass (and no recursion).
     for depth in [1, 64, 65, 128, 129, 100_000] {
         let nested = format!("{}1{}", "[{\"a\":".repeat(depth), "}]".repeat(depth));
-        let text = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","x":{nested}}},{{"name":"get-a"}}],"deep":{nested}}},"more":{nested}}}"#);
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","x":{nested}}},{{"name":"get-a"}}],"deep":{nested}}},"more":{nested}}}"#
+        );
         let r = rewrite(&text, TOOLS_LIST).unwrap();
         assert_eq!((r.removed, r.entries), (1, 2), "{depth}");
         // Unclosed, or closed by the wrong bracket: refused.
         let open = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","x":{}1"#, "[".repeat(depth));
         assert!(matches!(rewrite(&open, TOOLS_LIST), Err(Unreadable::Syntax(_))));
-        let wrong = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","x":{}1{}}}]}}}}"#, "[".repeat(depth), "}".repeat(depth));
+        let wrong = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","x":{}1{}}}]}}}}"#,
+            "[".repeat(depth),
+            "}".repeat(depth)
+        );
         assert!(matches!(rewrite(&wrong, TOOLS_LIST), Err(Unreadable::Syntax(_))));
     }
 }

@@ -180,11 +180,7 @@ impl<'a> Parser<'a> {
                 Some(b'"') => {
                     let (close, escaped) = scan_string(b, pos)?;
                     pos = close + 1;
-                    Val::Str {
-                        content: start + 1,
-                        close,
-                        escaped,
-                    }
+                    Val::Str { content: start + 1, close, escaped }
                 }
                 Some(b'-' | b'0'..=b'9') => {
                     pos = scan_number(b, pos)?;
@@ -339,11 +335,7 @@ impl<'a> Parser<'a> {
                 Field::Jsonrpc => {
                     self.cur.jsonrpc_seen = true;
                     let ok = match val {
-                        Val::Str {
-                            content,
-                            close,
-                            escaped,
-                        } => self.string_value(content, close, escaped) == "2.0",
+                        Val::Str { content, close, escaped } => self.string_value(content, close, escaped) == "2.0",
                         _ => false,
                     };
                     if !ok {
@@ -357,11 +349,7 @@ impl<'a> Parser<'a> {
                 Field::Method => {
                     self.cur.method_seen = true;
                     match val {
-                        Val::Str {
-                            content,
-                            close,
-                            escaped,
-                        } => {
+                        Val::Str { content, close, escaped } => {
                             self.cur.method = Some(self.string_value(content, close, escaped));
                         }
                         _ => self.semantic(NotMcp::MethodNotString),
@@ -377,24 +365,10 @@ impl<'a> Parser<'a> {
                 _ => {}
             },
             Role::Params => match (top.field, val) {
-                (
-                    Field::Name,
-                    Val::Str {
-                        content,
-                        close,
-                        escaped,
-                    },
-                ) => {
+                (Field::Name, Val::Str { content, close, escaped }) => {
                     self.cur.name = Some(self.string_value(content, close, escaped));
                 }
-                (
-                    Field::Uri,
-                    Val::Str {
-                        content,
-                        close,
-                        escaped,
-                    },
-                ) => {
+                (Field::Uri, Val::Str { content, close, escaped }) => {
                     self.cur.uri = Some(self.string_value(content, close, escaped));
                 }
                 (Field::Notifications, Val::Obj) => {}
@@ -521,11 +495,7 @@ impl<'a> Parser<'a> {
                 top.field = field;
                 if field == Field::None {
                     if let Some(field) = folded_field(kb, names) {
-                        return Err(NotMcp::FoldedKey {
-                            key: String::from_utf8_lossy(kb).into_owned(),
-                            field,
-                            offset: pos,
-                        });
+                        return Err(NotMcp::FoldedKey { key: String::from_utf8_lossy(kb).into_owned(), field, offset: pos });
                     }
                 }
             }
@@ -533,13 +503,7 @@ impl<'a> Parser<'a> {
         }
         // Pushed first and checked in place: building a `Key` on the stack and copying it costs a
         // store-forwarding stall per key.
-        self.keys.push(Key {
-            start,
-            end,
-            offset: pos,
-            fp: prefix8(text, start, end),
-            src,
-        });
+        self.keys.push(Key { start, end, offset: pos, fp: prefix8(text, start, end), src });
         self.check_new_key()?;
         let p = skip_ws(b, close + 1);
         if b.get(p) != Some(&b':') {

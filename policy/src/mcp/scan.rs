@@ -60,9 +60,7 @@ pub(crate) fn find_string_special(b: &[u8], mut i: usize) -> usize {
         let bs = w ^ (LO * u64::from(b'\\'));
         // For each of the three tests the lowest flagged byte is exact (false positives only appear
         // above a true one, through borrows), so the lowest bit of the union is the first match.
-        let m = (q.wrapping_sub(LO) & !q)
-            | (bs.wrapping_sub(LO) & !bs)
-            | (w.wrapping_sub(LO * 0x20) & !w);
+        let m = (q.wrapping_sub(LO) & !q) | (bs.wrapping_sub(LO) & !bs) | (w.wrapping_sub(LO * 0x20) & !w);
         let m = m & HI;
         if m != 0 {
             return i + (m.trailing_zeros() / 8) as usize;
@@ -305,12 +303,7 @@ pub(crate) fn scan_number(b: &[u8], mut i: usize) -> Result<usize, NotMcp> {
 }
 
 #[inline]
-pub(crate) fn scan_literal(
-    b: &[u8],
-    i: usize,
-    lit: &'static [u8],
-    expected: &'static str,
-) -> Result<usize, NotMcp> {
+pub(crate) fn scan_literal(b: &[u8], i: usize, lit: &'static [u8], expected: &'static str) -> Result<usize, NotMcp> {
     let end = i + lit.len();
     match b.get(i..end) {
         Some(s) if s == lit => Ok(end),

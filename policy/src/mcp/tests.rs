@@ -15,29 +15,13 @@ thread_local! {
 }
 
 fn naive_special(b: &[u8], i: usize) -> usize {
-    (i..b.len())
-        .find(|&j| matches!(b[j], b'"' | b'\\' | 0..=0x1f))
-        .unwrap_or(b.len())
+    (i..b.len()).find(|&j| matches!(b[j], b'"' | b'\\' | 0..=0x1f)).unwrap_or(b.len())
 }
 
 #[test]
 fn swar_scanner_matches_naive() {
     let mut x: u64 = 0x1234_5678_9abc_def1;
-    let alphabet = [
-        b'a',
-        b'"',
-        b'\\',
-        0x00,
-        0x1f,
-        0x20,
-        0x21,
-        0x7f,
-        0x80,
-        0xff,
-        0x5b,
-        0x5d,
-        0x22 ^ 0x80,
-    ];
+    let alphabet = [b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0xff, 0x5b, 0x5d, 0x22 ^ 0x80];
     for _ in 0..20_000 {
         x ^= x << 13;
         x ^= x >> 7;
@@ -50,27 +34,17 @@ fn swar_scanner_matches_naive() {
             y ^= y >> 7;
             y ^= y << 17;
             // mostly plain bytes so the special one lands anywhere in a word
-            let c = if y >> 61 == 0 {
-                alphabet[(y >> 8) as usize % alphabet.len()]
-            } else {
-                b'a' + (y >> 16) as u8 % 26
-            };
+            let c = if y >> 61 == 0 { alphabet[(y >> 8) as usize % alphabet.len()] } else { b'a' + (y >> 16) as u8 % 26 };
             buf.push(c);
         }
         for i in 0..=len + 1 {
-            assert_eq!(
-                find_string_special(&buf, i),
-                naive_special(&buf, i).max(i.min(buf.len())),
-                "{buf:?} from {i}"
-            );
+            assert_eq!(find_string_special(&buf, i), naive_special(&buf, i).max(i.min(buf.len())), "{buf:?} from {i}");
         }
     }
 }
 
 fn big_object(n: usize, dup_at: Option<(usize, usize)>) -> String {
-    let mut s = String::from(
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"#,
-    );
+    let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"#);
     for i in 0..n {
         if i > 0 {
             s.push(',');
@@ -110,62 +84,31 @@ fn every_duplicate_strategy_finds_the_first_duplicate() {
         let run = |body: &str| read_in_mode(mode, body);
         assert_eq!(run(&big_object(500, None)), Ok(()), "mode {mode}");
         // Escaped spellings (decoded into the arena) among the keys, no duplicate.
-        let escaped = big_object(500, None)
-            .replacen(r#""k5":"#, &escaped_key(5), 1)
-            .replacen(r#""k450":"#, &escaped_key(450), 1);
+        let escaped = big_object(500, None).replacen(r#""k5":"#, &escaped_key(5), 1).replacen(r#""k450":"#, &escaped_key(450), 1);
         assert_eq!(run(&escaped), Ok(()), "mode {mode}");
         // A duplicate found by each phase: linear (both < 16), at the switch (17th key),
         // while hashing / after the fallback (both late), and against an escaped spelling.
         for (from, to) in [(3, 10), (3, 16), (3, 400), (200, 400), (5, 17), (5, 450)] {
             let body = big_object(500, Some((from, to)));
             let k = format!("k{from}");
-            let want = NotMcp::DuplicateKey {
-                key: k.clone(),
-                offset: key_offset(&body, &k, 1),
-            };
-            assert_eq!(
-                run(&body),
-                Err(want.clone()),
-                "mode {mode} dup {from}->{to}"
-            );
+            let want = NotMcp::DuplicateKey { key: k.clone(), offset: key_offset(&body, &k, 1) };
+            assert_eq!(run(&body), Err(want.clone()), "mode {mode} dup {from}->{to}");
             // The first occurrence escaped.
             let body = body.replacen(&format!("\"{k}\":"), &escaped_key(from), 1);
-            let want = NotMcp::DuplicateKey {
-                key: k.clone(),
-                offset: key_offset(&body, &k, 0),
-            };
-            assert_eq!(
-                run(&body),
-                Err(want),
-                "mode {mode} escaped first {from}->{to}"
-            );
+            let want = NotMcp::DuplicateKey { key: k.clone(), offset: key_offset(&body, &k, 0) };
+            assert_eq!(run(&body), Err(want), "mode {mode} escaped first {from}->{to}");
             // The second occurrence escaped.
             let body = big_object(500, Some((from, to)));
             let second = key_offset(&body, &k, 1);
-            let body = format!(
-                "{}{}{}",
-                &body[..second],
-                escaped_key(from),
-                &body[second + k.len() + 3..]
-            );
-            let want = NotMcp::DuplicateKey {
-                key: k.clone(),
-                offset: second,
-            };
-            assert_eq!(
-                run(&body),
-                Err(want),
-                "mode {mode} escaped second {from}->{to}"
-            );
+            let body = format!("{}{}{}", &body[..second], escaped_key(from), &body[second + k.len() + 3..]);
+            let want = NotMcp::DuplicateKey { key: k.clone(), offset: second };
+            assert_eq!(run(&body), Err(want), "mode {mode} escaped second {from}->{to}");
         }
         // Two duplicates: the one that comes first in the body is reported.
         let body = big_object(300, Some((10, 200))).replacen(r#""k100":"#, r#""k50":"#, 1);
         assert_eq!(
             run(&body),
-            Err(NotMcp::DuplicateKey {
-                key: "k50".into(),
-                offset: key_offset(&body, "k50", 1)
-            }),
+            Err(NotMcp::DuplicateKey { key: "k50".into(), offset: key_offset(&body, "k50", 1) }),
             "mode {mode}"
         );
     }
@@ -176,9 +119,8 @@ fn key_stack_is_restored_after_nested_objects() {
     // Inner objects reuse the same key names and the same per-depth hash tables.
     let body = big_object(200, None);
     assert!(read_body(body.as_bytes(), ReadOptions::default()).is_ok());
-    let escaped = big_object(40, None)
-        .replacen(r#""k39":"#, r#""k\u0033\u0039":"#, 1)
-        .replacen(r#""k38":"#, r#""k\u0033\u0039":"#, 1);
+    let escaped =
+        big_object(40, None).replacen(r#""k39":"#, r#""k\u0033\u0039":"#, 1).replacen(r#""k38":"#, r#""k\u0033\u0039":"#, 1);
     assert!(
         matches!(read_body(escaped.as_bytes(), ReadOptions::default()), Err(NotMcp::DuplicateKey { ref key, .. }) if key == "k39")
     );
@@ -191,10 +133,7 @@ fn long_duplicate_keys_are_shortened_in_the_message() {
     let e = read_body(body.as_bytes(), ReadOptions::default()).unwrap_err();
     let msg = e.to_string();
     assert!(msg.len() < 100, "{msg}");
-    assert!(
-        msg.starts_with("duplicate key 'xxxx") && msg.ends_with("at byte 206"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("duplicate key 'xxxx") && msg.ends_with("at byte 206"), "{msg}");
 }
 
 #[test]
@@ -248,7 +187,6 @@ fn captured_params_with_keys_that_fold_together_are_refused() {
     let big = body(r#"{"n":1e400,"city":"Paris","City":"Berlin"}"#);
     assert!(matches!(read_body(big.as_bytes(), capture), Err(NotMcp::ParamsUndecodable { .. })));
 }
-
 
 /// The serde_json walk that `twins::folded_twins` replaced (a HashMap per object), kept as its
 /// reference.
@@ -370,7 +308,24 @@ fn reference_folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
 #[test]
 fn folded_twins_match_the_serde_json_walk() {
     use super::twins::folded_twins;
-    const KEYS: [&str; 16] = ["a", "A", "k", "K", "\\u212a", "\u{212a}", "\\u004b", "s", "\\u017f", "\u{17f}", "S", "city", "City", "\\u0063ity", "\\u00df", "SS"];
+    const KEYS: [&str; 16] = [
+        "a",
+        "A",
+        "k",
+        "K",
+        "\\u212a",
+        "\u{212a}",
+        "\\u004b",
+        "s",
+        "\\u017f",
+        "\u{17f}",
+        "S",
+        "city",
+        "City",
+        "\\u0063ity",
+        "\\u00df",
+        "SS",
+    ];
     const NUMBERS: [&str; 6] = ["1", "-0", "2.5e3", "1e400", "1E4444", "123456789012345678901234567890"];
     let mut x: u64 = 0x1234_5678_9abc_def1;
     let mut next = move || {
@@ -444,7 +399,10 @@ fn folded_twins_match_the_serde_json_walk() {
         twins += usize::from(matches!(verdict, Err(NotMcp::FoldedTwins { .. })));
         undecodable += usize::from(matches!(verdict, Err(NotMcp::ParamsUndecodable { .. })));
     }
-    assert!(checked > 2000 && twins > 300 && undecodable > 300 && checked - twins - undecodable > 300, "{checked} {twins} {undecodable}");
+    assert!(
+        checked > 2000 && twins > 300 && undecodable > 300 && checked - twins - undecodable > 300,
+        "{checked} {twins} {undecodable}"
+    );
 }
 
 #[test]
@@ -456,7 +414,8 @@ fn keys_go_folds_together_are_twins() {
     use super::twins::folded_twins;
     let mut orbits = 0;
     for line in include_str!("go_fold_orbits.txt").lines() {
-        let runes: Vec<char> = line.split(' ').map(|h| u32::from_str_radix(h, 16).ok().and_then(char::from_u32).unwrap()).collect();
+        let runes: Vec<char> =
+            line.split(' ').map(|h| u32::from_str_radix(h, 16).ok().and_then(char::from_u32).unwrap()).collect();
         for other in &runes[1..] {
             let json = format!(r#"{{"k{}":1,"k{other}":2}}"#, runes[0]);
             assert!(matches!(folded_twins(&json, 0), Err(NotMcp::FoldedTwins { .. })), "{line}: {json}");

@@ -30,7 +30,10 @@ enum Frame<'a> {
     Array,
     /// `keys_start`: where the object's keys begin in the key stack; `map`: its keys once it has
     /// more than [`LINEAR_KEYS`] (folded key -> the key).
-    Object { keys_start: usize, map: Option<HashMap<Cow<'a, str>, Cow<'a, str>>> },
+    Object {
+        keys_start: usize,
+        map: Option<HashMap<Cow<'a, str>, Cow<'a, str>>>,
+    },
 }
 
 /// Whether some object in `json` (valid JSON: the reader has read it; at byte `offset` of the body)
@@ -111,7 +114,13 @@ pub(super) fn folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
 
 /// The key at `pos` of the top object: checked against the object's other keys; returns the
 /// offset of its value.
-fn key<'a>(json: &'a str, pos: usize, offset: usize, frames: &mut [Frame<'a>], keys: &mut Vec<Folded<'a>>) -> Result<usize, NotMcp> {
+fn key<'a>(
+    json: &'a str,
+    pos: usize,
+    offset: usize,
+    frames: &mut [Frame<'a>],
+    keys: &mut Vec<Folded<'a>>,
+) -> Result<usize, NotMcp> {
     let b = json.as_bytes();
     if b.get(pos) != Some(&b'"') {
         return Err(expected_at(b, pos, "a string key"));
@@ -138,7 +147,8 @@ fn key<'a>(json: &'a str, pos: usize, offset: usize, frames: &mut [Frame<'a>], k
                 Some(_) => {}
                 None if object.len() < LINEAR_KEYS => keys.push(Folded { fold, key }),
                 None => {
-                    let mut indexed: HashMap<Cow<'a, str>, Cow<'a, str>> = keys.drain(*keys_start..).map(|k| (k.fold, k.key)).collect();
+                    let mut indexed: HashMap<Cow<'a, str>, Cow<'a, str>> =
+                        keys.drain(*keys_start..).map(|k| (k.fold, k.key)).collect();
                     indexed.insert(fold, key);
                     *map = Some(indexed);
                 }

@@ -96,11 +96,7 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
             return Err(bad("head too large"));
         }
         if !fill(stream, buf).await? {
-            return if buf.is_empty() {
-                Ok(None)
-            } else {
-                Err(bad("eof in head"))
-            };
+            return if buf.is_empty() { Ok(None) } else { Err(bad("eof in head")) };
         }
     };
     let mut headers = [httparse::EMPTY_HEADER; 128];
@@ -112,12 +108,7 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
         headers: parsed
             .headers
             .iter()
-            .map(|h| {
-                (
-                    h.name.to_ascii_lowercase(),
-                    String::from_utf8_lossy(h.value).into_owned(),
-                )
-            })
+            .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
             .collect(),
         body: Vec::new(),
         close: parsed.version == Some(0),
@@ -126,9 +117,7 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
     if let Some(c) = req.header("connection") {
         req.close = c.eq_ignore_ascii_case("close");
     }
-    let chunked = req
-        .header("transfer-encoding")
-        .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
+    let chunked = req.header("transfer-encoding").is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
     if chunked {
         loop {
             let line_end = loop {
@@ -140,8 +129,8 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
                 }
             };
             let size_text = String::from_utf8_lossy(&buf[..line_end]).to_string();
-            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-                .map_err(|_| bad("bad chunk size"))?;
+            let size =
+                usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16).map_err(|_| bad("bad chunk size"))?;
             buf.drain(..line_end + 2);
             if size == 0 {
                 // Trailers (ignored) up to the empty line.
@@ -225,17 +214,14 @@ fn response(status: u16, headers: &[(String, String)], body: &[u8]) -> Vec<u8> {
 /// `URI=` of the last element of an `x-forwarded-client-cert` value.
 fn xfcc_uri(xfcc: &str) -> Option<&str> {
     let last = xfcc.rsplit(',').next()?;
-    last.split(';')
-        .find_map(|kv| kv.strip_prefix("URI="))
-        .map(|v| v.trim_matches('"'))
+    last.split(';').find_map(|kv| kv.strip_prefix("URI=")).map(|v| v.trim_matches('"'))
 }
 
 async fn respond(req: &Req, state: &State) -> Reply {
-    let principal = req.header(PRINCIPAL_HEADER).map(str::to_string).or_else(|| {
-        req.header("x-forwarded-client-cert")
-            .and_then(xfcc_uri)
-            .map(str::to_string)
-    });
+    let principal = req
+        .header(PRINCIPAL_HEADER)
+        .map(str::to_string)
+        .or_else(|| req.header("x-forwarded-client-cert").and_then(xfcc_uri).map(str::to_string));
     let mcp: Option<Json> = serde_json::from_slice(&req.body).ok();
     let mut headers = Map::new();
     for (k, v) in &req.headers {
@@ -303,7 +289,5 @@ async fn respond(req: &Req, state: &State) -> Reply {
 
 /// `head` with its `content-length: 0` replaced by `len`.
 fn response_with_length(head: &[u8], len: usize) -> Vec<u8> {
-    String::from_utf8_lossy(head)
-        .replace("content-length: 0\r\n", &format!("content-length: {len}\r\n"))
-        .into_bytes()
+    String::from_utf8_lossy(head).replace("content-length: 0\r\n", &format!("content-length: {len}\r\n")).into_bytes()
 }

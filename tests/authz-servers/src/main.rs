@@ -82,9 +82,7 @@ async fn main() {
     let log = log::Log::open(log_path.as_deref()).unwrap_or_else(|e| fail(&format!("cannot open log file: {e}")));
     let state = Arc::new(State { rule, log });
     let bind = |addr: String| async move {
-        TcpListener::bind(&addr)
-            .await
-            .unwrap_or_else(|e| fail(&format!("cannot listen on {addr}: {e}")))
+        TcpListener::bind(&addr).await.unwrap_or_else(|e| fail(&format!("cannot listen on {addr}: {e}")))
     };
     let mut bound = serde_json::Map::new();
     let mut tasks = Vec::new();

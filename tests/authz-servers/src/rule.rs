@@ -86,19 +86,13 @@ impl Rule {
                     return Decision::deny(format!("tool {tool} in deny_tools"))
                 }
                 Some(tool) if self.allow_tools.iter().any(|t| t == tool) => {
-                    return Decision {
-                        allow: true,
-                        reason: format!("tool {tool} in allow_tools"),
-                    }
+                    return Decision { allow: true, reason: format!("tool {tool} in allow_tools") }
                 }
                 _ => {}
             }
         }
         match self.default {
-            Default_::Allow => Decision {
-                allow: true,
-                reason: "default allow".into(),
-            },
+            Default_::Allow => Decision { allow: true, reason: "default allow".into() },
             Default_::Deny => Decision::deny("default deny".into()),
         }
     }
@@ -138,11 +132,7 @@ mod tests {
         assert!(!rule.decide(Some("spiffe://a"), Some(&call("other"))).allow);
         assert!(!rule.decide(Some("spiffe://b"), Some(&call("echo"))).allow);
         assert!(!rule.decide(None, Some(&call("echo"))).allow);
-        assert!(
-            !rule
-                .decide(Some("spiffe://a"), Some(&json!({"method": "tools/list"})))
-                .allow
-        );
+        assert!(!rule.decide(Some("spiffe://a"), Some(&json!({"method": "tools/list"}))).allow);
         assert!(Rule::default().decide(None, None).allow);
         assert_eq!(Rule::default().deny_status, 403);
         assert!(serde_json::from_value::<Rule>(json!({"alow_tools": []})).is_err());

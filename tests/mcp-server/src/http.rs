@@ -41,20 +41,12 @@ pub struct Request {
 impl Request {
     /// First value of a header (name must be lower-case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
     /// All values of a header joined with ", " (name must be lower-case).
     fn header_joined(&self, name: &str) -> Option<String> {
-        let vals: Vec<&str> = self
-            .headers
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-            .collect();
+        let vals: Vec<&str> = self.headers.iter().filter(|(n, _)| n == name).map(|(_, v)| v.as_str()).collect();
         if vals.is_empty() {
             None
         } else {
@@ -64,8 +56,7 @@ impl Request {
 }
 
 fn has_token(list: &str, token: &str) -> bool {
-    list.split(',')
-        .any(|t| t.trim().eq_ignore_ascii_case(token))
+    list.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
 /// Reads a request and its whole body; the response to send instead when that fails (a body
@@ -82,11 +73,7 @@ pub async fn read(req: hyper::Request<Incoming>) -> Result<Request, Response> {
         .collect();
     let mut req = Request {
         method: parts.method.as_str().to_string(),
-        target: parts
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str().to_string())
-            .unwrap_or_else(|| parts.uri.to_string()),
+        target: parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| parts.uri.to_string()),
         headers,
         body: Vec::new(),
         keep_alive: false,
@@ -98,11 +85,7 @@ pub async fn read(req: hyper::Request<Incoming>) -> Result<Request, Response> {
     };
     let too_large = || Response::text(413, "request body too large");
     // hyper has checked the framing headers (a bad or conflicting content-length is its 400).
-    let declared = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return Err(too_large());
     }
@@ -129,12 +112,7 @@ pub const CHUNK_PAUSE: std::time::Duration = std::time::Duration::from_millis(30
 
 impl Response {
     pub fn new(status: u16) -> Self {
-        Response {
-            status,
-            headers: Vec::new(),
-            body: Vec::new(),
-            chunks: Vec::new(),
-        }
+        Response { status, headers: Vec::new(), body: Vec::new(), chunks: Vec::new() }
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Self {
@@ -144,10 +122,7 @@ impl Response {
 
     /// The first value of a header (name in lower case).
     pub fn header_value(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
     /// Replaces every field of a header (name in lower case) with one.
@@ -162,15 +137,11 @@ impl Response {
     }
 
     pub fn json(status: u16, value: &serde_json::Value) -> Self {
-        Response::new(status)
-            .header("content-type", "application/json")
-            .body(value.to_string())
+        Response::new(status).header("content-type", "application/json").body(value.to_string())
     }
 
     pub fn text(status: u16, text: &str) -> Self {
-        Response::new(status)
-            .header("content-type", "text/plain; charset=utf-8")
-            .body(format!("{text}\n"))
+        Response::new(status).header("content-type", "text/plain; charset=utf-8").body(format!("{text}\n"))
     }
 
     /// The hyper response: `content-length` (hyper's, from the body), or chunked when it has
@@ -200,10 +171,7 @@ impl Response {
                 headers.append(n, v);
             }
         }
-        headers.insert(
-            CONNECTION,
-            HeaderValue::from_static(if keep_alive { "keep-alive" } else { "close" }),
-        );
+        headers.insert(CONNECTION, HeaderValue::from_static(if keep_alive { "keep-alive" } else { "close" }));
         resp
     }
 }
@@ -232,11 +200,7 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
         }
     }
     !crc

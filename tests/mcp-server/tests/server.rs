@@ -35,24 +35,16 @@ impl Server {
             .spawn()
             .expect("spawn server");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr =
+            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_string();
         Server { child, addr, log }
     }
 
     fn connect(&self) -> Conn {
         let s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Conn {
-            r: BufReader::new(s.try_clone().unwrap()),
-            w: s,
-        }
+        Conn { r: BufReader::new(s.try_clone().unwrap()), w: s }
     }
 
     /// One request on a fresh connection.
@@ -61,12 +53,7 @@ impl Server {
     }
 
     fn rpc(&self, body: &Value) -> Resp {
-        self.request(
-            "POST",
-            "/mcp",
-            &[("content-type", "application/json")],
-            &body.to_string(),
-        )
+        self.request("POST", "/mcp", &[("content-type", "application/json")], &body.to_string())
     }
 
     fn log_lines(&self) -> Vec<Value> {
@@ -100,18 +87,11 @@ struct Resp {
 
 impl Resp {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "body not JSON ({e}): {:?}",
-                String::from_utf8_lossy(&self.body)
-            )
-        })
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
     }
 }
 
@@ -121,10 +101,7 @@ impl Conn {
         for (n, v) in headers {
             req.push_str(&format!("{n}: {v}\r\n"));
         }
-        if !headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"))
-        {
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding")) {
             req.push_str(&format!("content-length: {}\r\n", body.len()));
         }
         req.push_str("\r\n");
@@ -140,12 +117,7 @@ impl Conn {
     fn read_response(&mut self) -> Resp {
         let mut line = String::new();
         self.r.read_line(&mut line).unwrap();
-        let status: u16 = line
-            .split(' ')
-            .nth(1)
-            .unwrap_or_else(|| panic!("bad status line {line:?}"))
-            .parse()
-            .unwrap();
+        let status: u16 = line.split(' ').nth(1).unwrap_or_else(|| panic!("bad status line {line:?}")).parse().unwrap();
         let mut headers = Vec::new();
         loop {
             let mut h = String::new();
@@ -157,26 +129,16 @@ impl Conn {
             let (n, v) = h.split_once(':').unwrap();
             headers.push((n.to_ascii_lowercase(), v.trim().to_string()));
         }
-        let chunked = headers
-            .iter()
-            .any(|(n, v)| n == "transfer-encoding" && v == "chunked");
+        let chunked = headers.iter().any(|(n, v)| n == "transfer-encoding" && v == "chunked");
         let body = if chunked {
             self.read_chunks().concat()
         } else {
-            let len = headers
-                .iter()
-                .find(|(n, _)| n == "content-length")
-                .map(|(_, v)| v.parse::<usize>().unwrap())
-                .unwrap_or(0);
+            let len = headers.iter().find(|(n, _)| n == "content-length").map(|(_, v)| v.parse::<usize>().unwrap()).unwrap_or(0);
             let mut body = vec![0; len];
             self.r.read_exact(&mut body).unwrap();
             body
         };
-        Resp {
-            status,
-            headers,
-            body,
-        }
+        Resp { status, headers, body }
     }
 
     /// The chunks of a chunked body, as sent.
@@ -238,10 +200,7 @@ fn initialize_returns_session_id_and_server_info() {
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("application/json"));
     let sid = r.header("mcp-session-id").expect("session id header");
-    assert!(
-        sid.len() >= 16 && sid.bytes().all(|b| b.is_ascii_hexdigit()),
-        "{sid}"
-    );
+    assert!(sid.len() >= 16 && sid.bytes().all(|b| b.is_ascii_hexdigit()), "{sid}");
     let v = r.json();
     assert_eq!(v["jsonrpc"], "2.0");
     assert_eq!(v["id"], 1);
@@ -262,9 +221,7 @@ fn initialize_returns_session_id_and_server_info() {
 #[test]
 fn tools_list_and_calls() {
     let s = Server::start("tools");
-    let v = s
-        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .json();
+    let v = s.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).json();
     let names: Vec<&str> = v["result"]["tools"]
         .as_array()
         .unwrap()
@@ -282,34 +239,14 @@ fn tools_list_and_calls() {
     assert_eq!(v["id"], 2);
     assert_eq!(v["result"]["content"][0]["type"], "text");
     assert_eq!(text_of(&v), "5");
-    assert_eq!(
-        text_of(
-            &s.rpc(&call(json!(3), "get-sum", json!({"a": 1.5, "b": 2})))
-                .json()
-        ),
-        "3.5"
-    );
+    assert_eq!(text_of(&s.rpc(&call(json!(3), "get-sum", json!({"a": 1.5, "b": 2}))).json()), "3.5");
 
-    let v = s
-        .rpc(&call(json!(4), "echo", json!({"message": "hello, wörld"})))
-        .json();
+    let v = s.rpc(&call(json!(4), "echo", json!({"message": "hello, wörld"}))).json();
     assert_eq!(text_of(&v), "hello, wörld");
 
-    let v = s
-        .rpc(&call(
-            json!(5),
-            "get-env",
-            json!({"name": "TOOLGATE_TEST_SECRET"}),
-        ))
-        .json();
+    let v = s.rpc(&call(json!(5), "get-env", json!({"name": "TOOLGATE_TEST_SECRET"}))).json();
     assert_eq!(text_of(&v), "s3cr3t");
-    let v = s
-        .rpc(&call(
-            json!(6),
-            "get-env",
-            json!({"name": "TOOLGATE_DEFINITELY_UNSET"}),
-        ))
-        .json();
+    let v = s.rpc(&call(json!(6), "get-env", json!({"name": "TOOLGATE_DEFINITELY_UNSET"}))).json();
     assert_eq!(text_of(&v), "");
 
     for (tool, args, want) in [
@@ -325,42 +262,28 @@ fn tools_list_and_calls() {
         let v = s.rpc(&call(json!(9), tool, args)).json();
         assert_eq!(text_of(&v), want, "{tool}");
     }
-    let now: u64 = text_of(&s.rpc(&call(json!(9), "get-time", json!({}))).json())
-        .parse()
-        .unwrap();
+    let now: u64 = text_of(&s.rpc(&call(json!(9), "get-time", json!({}))).json()).parse().unwrap();
     assert!(now > 1_600_000_000, "{now}");
-    let v = s
-        .rpc(&call(json!(9), "get-quotient", json!({"a": 1, "b": 0})))
-        .json();
+    let v = s.rpc(&call(json!(9), "get-quotient", json!({"a": 1, "b": 0}))).json();
     assert_eq!(v["error"]["code"], -32602);
 
     let v = s.rpc(&call(json!(7), "rm-rf", json!({}))).json();
     assert_eq!(v["error"]["code"], -32602);
     assert_eq!(v["id"], 7);
-    let v = s
-        .rpc(&call(json!(8), "get-sum", json!({"a": "x", "b": 1})))
-        .json();
+    let v = s.rpc(&call(json!(8), "get-sum", json!({"a": "x", "b": 1}))).json();
     assert_eq!(v["error"]["code"], -32602);
 }
 
 #[test]
 fn id_type_is_preserved() {
     let s = Server::start("ids");
-    let v = s
-        .rpc(&call(json!("abc-1"), "echo", json!({"message": "m"})))
-        .json();
+    let v = s.rpc(&call(json!("abc-1"), "echo", json!({"message": "m"}))).json();
     assert_eq!(v["id"], json!("abc-1"));
-    let v = s
-        .rpc(&call(json!("42"), "echo", json!({"message": "m"})))
-        .json();
+    let v = s.rpc(&call(json!("42"), "echo", json!({"message": "m"}))).json();
     assert_eq!(v["id"], json!("42"), "string id must stay a string");
-    let v = s
-        .rpc(&call(json!(42), "echo", json!({"message": "m"})))
-        .json();
+    let v = s.rpc(&call(json!(42), "echo", json!({"message": "m"}))).json();
     assert_eq!(v["id"], json!(42), "numeric id must stay a number");
-    let v = s
-        .rpc(&json!({"jsonrpc": "2.0", "id": "u", "method": "no/such"}))
-        .json();
+    let v = s.rpc(&json!({"jsonrpc": "2.0", "id": "u", "method": "no/such"})).json();
     assert_eq!(v["id"], json!("u"));
     assert_eq!(v["error"]["code"], -32601);
 }
@@ -389,10 +312,8 @@ fn batch_and_notifications() {
     assert_eq!(r.status, 202);
     assert!(r.body.is_empty());
     // A batch of notifications only -> 202.
-    let r = s.rpc(
-        &json!([{"jsonrpc": "2.0", "method": "notifications/cancelled",
-                           "params": {"requestId": 1}}]),
-    );
+    let r = s.rpc(&json!([{"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": 1}}]));
     assert_eq!(r.status, 202);
     // Client-sent JSON-RPC response -> 202.
     let r = s.rpc(&json!({"jsonrpc": "2.0", "id": 9, "result": {}}));
@@ -404,80 +325,35 @@ fn batch_and_notifications() {
 fn prompts_resources_and_misc_methods() {
     let s = Server::start("misc");
     let rpc = |id: i64, method: &str, params: Value| {
-        s.rpc(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .json()
+        s.rpc(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).json()
     };
     let v = rpc(1, "prompts/list", json!({}));
-    let names: Vec<&str> = v["result"]["prompts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = v["result"]["prompts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["greeting", "summarize", "code-review"]);
     for (name, args, has) in [
         ("summarize", json!({"text": "a long text"}), "a long text"),
-        (
-            "code-review",
-            json!({"code": "fn x() {}", "language": "Rust"}),
-            "Rust code",
-        ),
+        ("code-review", json!({"code": "fn x() {}", "language": "Rust"}), "Rust code"),
     ] {
         let v = rpc(2, "prompts/get", json!({"name": name, "arguments": args}));
-        let text = v["result"]["messages"][0]["content"]["text"]
-            .as_str()
-            .unwrap();
+        let text = v["result"]["messages"][0]["content"]["text"].as_str().unwrap();
         assert!(text.contains(has), "{name}: {text}");
     }
-    let v = rpc(
-        2,
-        "prompts/get",
-        json!({"name": "greeting", "arguments": {"name": "Ada"}}),
-    );
-    let text = v["result"]["messages"][0]["content"]["text"]
-        .as_str()
-        .unwrap();
+    let v = rpc(2, "prompts/get", json!({"name": "greeting", "arguments": {"name": "Ada"}}));
+    let text = v["result"]["messages"][0]["content"]["text"].as_str().unwrap();
     assert!(text.contains("Ada"), "{text}");
     assert!(rpc(3, "prompts/get", json!({"name": "nope"}))["error"]["code"].is_i64());
 
     let v = rpc(4, "resources/list", json!({}));
-    let uris: Vec<&str> = v["result"]["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["uri"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        uris,
-        [
-            "memo://insights",
-            "file:///data/report.txt",
-            "memo://roadmap"
-        ]
-    );
+    let uris: Vec<&str> = v["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    assert_eq!(uris, ["memo://insights", "file:///data/report.txt", "memo://roadmap"]);
     for uri in uris {
         let v = rpc(5, "resources/read", json!({"uri": uri}));
         assert_eq!(v["result"]["contents"][0]["uri"], uri);
-        assert!(!v["result"]["contents"][0]["text"]
-            .as_str()
-            .unwrap()
-            .is_empty());
+        assert!(!v["result"]["contents"][0]["text"].as_str().unwrap().is_empty());
     }
-    assert_eq!(
-        rpc(6, "resources/read", json!({"uri": "file:///etc/passwd"}))["error"]["code"],
-        -32002
-    );
-    for m in [
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "logging/setLevel",
-        "ping",
-    ] {
-        assert_eq!(
-            rpc(7, m, json!({"uri": "memo://insights", "level": "info"}))["result"],
-            json!({}),
-            "{m}"
-        );
+    assert_eq!(rpc(6, "resources/read", json!({"uri": "file:///etc/passwd"}))["error"]["code"], -32002);
+    for m in ["resources/subscribe", "resources/unsubscribe", "logging/setLevel", "ping"] {
+        assert_eq!(rpc(7, m, json!({"uri": "memo://insights", "level": "info"}))["result"], json!({}), "{m}");
     }
     let v = rpc(8, "completion/complete", json!({}));
     assert_eq!(v["result"]["completion"]["values"], json!([]));
@@ -506,11 +382,7 @@ fn delete_requires_session_id() {
     let r = s.request("PUT", "/mcp", &[], "");
     assert_eq!(r.status, 405);
     let log = s.log_lines();
-    assert_eq!(
-        log.len(),
-        1,
-        "only the successful DELETE is executed: {log:?}"
-    );
+    assert_eq!(log.len(), 1, "only the successful DELETE is executed: {log:?}");
     assert_eq!(log[0]["http_method"], "DELETE");
     assert_eq!(log[0]["headers"]["mcp-session-id"], "abc123");
 }
@@ -521,17 +393,11 @@ fn execution_log_has_one_line_per_executed_call() {
     s.request(
         "POST",
         "/rewritten/path?tenant=a&x=1",
-        &[
-            ("content-type", "application/json"),
-            ("X-Forwarded-User", "alice"),
-            ("mcp-session-id", "s1"),
-        ],
+        &[("content-type", "application/json"), ("X-Forwarded-User", "alice"), ("mcp-session-id", "s1")],
         &call(json!("c1"), "get-sum", json!({"a": 2, "b": 3})).to_string(),
     );
-    s.rpc(
-        &json!({"jsonrpc": "2.0", "id": 7, "method": "resources/read",
-                  "params": {"uri": "memo://insights"}}),
-    );
+    s.rpc(&json!({"jsonrpc": "2.0", "id": 7, "method": "resources/read",
+                  "params": {"uri": "memo://insights"}}));
     s.rpc(&json!([
         {"jsonrpc": "2.0", "id": 8, "method": "prompts/get", "params": {"name": "greeting"}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -542,18 +408,7 @@ fn execution_log_has_one_line_per_executed_call() {
     let log = s.log_lines();
     assert_eq!(log.len(), 4, "{log:#?}");
     let keys: Vec<&String> = log[0].as_object().unwrap().keys().collect();
-    for k in [
-        "ts",
-        "server",
-        "http_method",
-        "path",
-        "jsonrpc_method",
-        "id",
-        "tool",
-        "name",
-        "uri",
-        "headers",
-    ] {
+    for k in ["ts", "server", "http_method", "path", "jsonrpc_method", "id", "tool", "name", "uri", "headers"] {
         assert!(log[0].get(k).is_some(), "missing {k}: {keys:?}");
     }
     let l = &log[0];
@@ -586,23 +441,13 @@ fn execution_log_has_one_line_per_executed_call() {
 fn malformed_json_is_400_and_server_keeps_serving() {
     let s = Server::start("malformed");
     let mut c = s.connect();
-    let r = c.send(
-        "POST",
-        "/mcp",
-        &[("content-type", "application/json")],
-        "{\"jsonrpc\": ",
-    );
+    let r = c.send("POST", "/mcp", &[("content-type", "application/json")], "{\"jsonrpc\": ");
     assert_eq!(r.status, 400);
     let v = r.json();
     assert_eq!(v["error"]["code"], -32700);
     assert_eq!(v["id"], Value::Null);
     // Same keep-alive connection still works.
-    let r = c.send(
-        "POST",
-        "/mcp",
-        &[],
-        &call(json!(1), "get-sum", json!({"a": 2, "b": 3})).to_string(),
-    );
+    let r = c.send("POST", "/mcp", &[], &call(json!(1), "get-sum", json!({"a": 2, "b": 3})).to_string());
     assert_eq!(text_of(&r.json()), "5");
     // Structurally invalid JSON-RPC -> 400 invalid request.
     let r = s.request("POST", "/mcp", &[], "42");
@@ -623,16 +468,11 @@ fn malformed_json_is_400_and_server_keeps_serving() {
     assert_eq!(r.status, 400);
     // Truncated request then hang-up.
     let mut c = s.connect();
-    c.w.write_all(b"POST /mcp HTTP/1.1\r\ncontent-length: 100\r\n\r\n{")
-        .unwrap();
+    c.w.write_all(b"POST /mcp HTTP/1.1\r\ncontent-length: 100\r\n\r\n{").unwrap();
     drop(c);
     let r = s.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
     assert_eq!(r.status, 200);
-    assert_eq!(
-        s.log_lines().len(),
-        2,
-        "only the two valid calls were executed"
-    );
+    assert_eq!(s.log_lines().len(), 2, "only the two valid calls were executed");
 }
 
 #[test]
@@ -653,10 +493,7 @@ fn chunked_body_expect_continue_and_keep_alive() {
 
     // Expect: 100-continue on the same connection.
     let body = call(json!(2), "get-sum", json!({"a": 40, "b": 2})).to_string();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: t\r\nexpect: 100-continue\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    );
+    let head = format!("POST /mcp HTTP/1.1\r\nhost: t\r\nexpect: 100-continue\r\ncontent-length: {}\r\n\r\n", body.len());
     c.w.write_all(head.as_bytes()).unwrap();
     let interim = c.read_response();
     assert_eq!(interim.status, 100);
@@ -691,12 +528,7 @@ fn concurrent_clients() {
             scope.spawn(move || {
                 let mut c = s.connect();
                 for i in 0..10i64 {
-                    let r = c.send(
-                        "POST",
-                        "/mcp",
-                        &[],
-                        &call(json!(i), "get-sum", json!({"a": t, "b": i})).to_string(),
-                    );
+                    let r = c.send("POST", "/mcp", &[], &call(json!(i), "get-sum", json!({"a": t, "b": i})).to_string());
                     assert_eq!(text_of(&r.json()), (t + i).to_string());
                 }
             });
@@ -738,86 +570,42 @@ impl Server {
 fn modern_discover_lists_and_calls_with_headers() {
     let s = Server::start("modern");
     let pv = ("mcp-protocol-version", V26);
-    let r = s.post(
-        &[pv, ("mcp-method", "server/discover")],
-        &modern(json!("d"), "server/discover", json!({})),
-    );
+    let r = s.post(&[pv, ("mcp-method", "server/discover")], &modern(json!("d"), "server/discover", json!({})));
     assert_eq!(r.status, 200);
-    assert_eq!(
-        r.header("mcp-session-id"),
-        None,
-        "no sessions in 2026-07-28"
-    );
+    assert_eq!(r.header("mcp-session-id"), None, "no sessions in 2026-07-28");
     let v = r.json()["result"].clone();
     assert_eq!(v["supportedVersions"], json!([V26]));
     assert_eq!(v["resultType"], "complete");
     assert_eq!(v["cacheScope"], "public");
     assert!(v["ttlMs"].as_u64().unwrap() > 0);
-    assert_eq!(
-        v["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
-        "modern"
-    );
+    assert_eq!(v["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "modern");
     assert!(v["capabilities"]["tools"].is_object());
 
-    for (method, key) in [
-        ("tools/list", "tools"),
-        ("prompts/list", "prompts"),
-        ("resources/list", "resources"),
-    ] {
-        let v = s
-            .post(
-                &[pv, ("mcp-method", method)],
-                &modern(json!(1), method, json!({})),
-            )
-            .json();
+    for (method, key) in [("tools/list", "tools"), ("prompts/list", "prompts"), ("resources/list", "resources")] {
+        let v = s.post(&[pv, ("mcp-method", method)], &modern(json!(1), method, json!({}))).json();
         assert!(v["result"][key].is_array(), "{method}: {v}");
         assert_eq!(v["result"]["resultType"], "complete");
         assert_eq!(v["result"]["cacheScope"], "public");
         assert!(v["result"]["ttlMs"].is_u64(), "{method}");
     }
-    let call = modern(
-        json!(2),
-        "tools/call",
-        json!({"name": "get-sum", "arguments": {"a": 2, "b": 5}}),
-    );
-    let r = s.post(
-        &[pv, ("mcp-method", "tools/call"), ("mcp-name", "get-sum")],
-        &call,
-    );
+    let call = modern(json!(2), "tools/call", json!({"name": "get-sum", "arguments": {"a": 2, "b": 5}}));
+    let r = s.post(&[pv, ("mcp-method", "tools/call"), ("mcp-name", "get-sum")], &call);
     assert_eq!(r.status, 200);
     assert_eq!(text_of(&r.json()), "7");
     assert_eq!(r.json()["result"]["resultType"], "complete");
-    assert!(
-        r.json()["result"].get("ttlMs").is_none(),
-        "tool results are not cacheable"
-    );
-    let read = modern(
-        json!(3),
-        "resources/read",
-        json!({"uri": "memo://insights"}),
-    );
-    let v = s
-        .post(
-            &[
-                pv,
-                ("mcp-method", "resources/read"),
-                ("mcp-name", "memo://insights"),
-            ],
-            &read,
-        )
-        .json();
+    assert!(r.json()["result"].get("ttlMs").is_none(), "tool results are not cacheable");
+    let read = modern(json!(3), "resources/read", json!({"uri": "memo://insights"}));
+    let v = s.post(&[pv, ("mcp-method", "resources/read"), ("mcp-name", "memo://insights")], &read).json();
     assert_eq!(v["result"]["contents"][0]["uri"], "memo://insights");
     assert_eq!(v["result"]["cacheScope"], "public");
     // The same endpoint still speaks 2025-11-25.
-    let v = s.rpc(&json!({"jsonrpc": "2.0", "id": 4, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})).json();
+    let v = s
+        .rpc(&json!({"jsonrpc": "2.0", "id": 4, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+        .json();
     assert_eq!(v["result"]["protocolVersion"], "2025-11-25");
     assert!(v["result"].get("resultType").is_none());
-    let logged: Vec<Value> = s
-        .log_lines()
-        .iter()
-        .map(|l| l["jsonrpc_method"].clone())
-        .collect();
+    let logged: Vec<Value> = s.log_lines().iter().map(|l| l["jsonrpc_method"].clone()).collect();
     assert_eq!(logged.len(), 7, "{logged:?}");
 }
 
@@ -825,13 +613,7 @@ fn modern_discover_lists_and_calls_with_headers() {
 fn modern_header_mismatches_are_400_and_not_executed() {
     let s = Server::start("mismatch");
     let pv = ("mcp-protocol-version", V26);
-    let call = |name: &str| {
-        modern(
-            json!(7),
-            "tools/call",
-            json!({"name": name, "arguments": {"message": "x"}}),
-        )
-    };
+    let call = |name: &str| modern(json!(7), "tools/call", json!({"name": name, "arguments": {"message": "x"}}));
     let mismatch = |r: Resp, what: &str| {
         assert_eq!(r.status, 400, "{what}");
         let v = r.json();
@@ -841,88 +623,27 @@ fn modern_header_mismatches_are_400_and_not_executed() {
         assert!(msg.starts_with("Header mismatch: "), "{msg}");
         msg
     };
-    let m = mismatch(
-        s.post(
-            &[pv, ("mcp-method", "tools/call"), ("mcp-name", "get-env")],
-            &call("echo"),
-        ),
-        "name",
-    );
+    let m = mismatch(s.post(&[pv, ("mcp-method", "tools/call"), ("mcp-name", "get-env")], &call("echo")), "name");
     assert!(m.contains("'get-env'") && m.contains("'echo'"), "{m}");
+    mismatch(s.post(&[pv, ("mcp-method", "tools/list"), ("mcp-name", "echo")], &call("echo")), "method");
+    mismatch(s.post(&[pv, ("mcp-method", "tools/call")], &call("echo")), "no Mcp-Name");
+    mismatch(s.post(&[("mcp-method", "tools/call"), ("mcp-name", "echo")], &call("echo")), "no version header");
     mismatch(
-        s.post(
-            &[pv, ("mcp-method", "tools/list"), ("mcp-name", "echo")],
-            &call("echo"),
-        ),
-        "method",
-    );
-    mismatch(
-        s.post(&[pv, ("mcp-method", "tools/call")], &call("echo")),
-        "no Mcp-Name",
-    );
-    mismatch(
-        s.post(
-            &[("mcp-method", "tools/call"), ("mcp-name", "echo")],
-            &call("echo"),
-        ),
-        "no version header",
-    );
-    mismatch(
-        s.post(
-            &[
-                ("mcp-protocol-version", "2025-11-25"),
-                ("mcp-method", "tools/call"),
-                ("mcp-name", "echo"),
-            ],
-            &call("echo"),
-        ),
+        s.post(&[("mcp-protocol-version", "2025-11-25"), ("mcp-method", "tools/call"), ("mcp-name", "echo")], &call("echo")),
         "version header and _meta disagree",
     );
     mismatch(
-        s.post(
-            &[
-                pv,
-                ("mcp-method", "tools/call"),
-                ("mcp-name", "echo"),
-                ("mcp-name", "get-env"),
-            ],
-            &call("echo"),
-        ),
+        s.post(&[pv, ("mcp-method", "tools/call"), ("mcp-name", "echo"), ("mcp-name", "get-env")], &call("echo")),
         "repeated Mcp-Name",
     );
     let list = modern(json!(7), "tools/list", json!({}));
-    mismatch(
-        s.post(
-            &[pv, ("mcp-method", "tools/list"), ("mcp-name", "echo")],
-            &list,
-        ),
-        "Mcp-Name without name",
-    );
-    mismatch(
-        s.post(
-            &[
-                pv,
-                ("mcp-method", "tools/call"),
-                ("mcp-name", "=?base64?ZWNobw?="),
-            ],
-            &call("echo"),
-        ),
-        "malformed base64",
-    );
-    assert!(
-        s.log_lines().is_empty(),
-        "nothing executed: {:?}",
-        s.log_lines()
-    );
+    mismatch(s.post(&[pv, ("mcp-method", "tools/list"), ("mcp-name", "echo")], &list), "Mcp-Name without name");
+    mismatch(s.post(&[pv, ("mcp-method", "tools/call"), ("mcp-name", "=?base64?ZWNobw?=")], &call("echo")), "malformed base64");
+    assert!(s.log_lines().is_empty(), "nothing executed: {:?}", s.log_lines());
 
     // The base64 form of a name matching the body is accepted (decoded before comparison).
     let r = s.post(
-        &[
-            pv,
-            ("mcp-method", "tools/call"),
-            ("mcp-name", "=?base64?ZWNobw==?="),
-            ("mcp-param-region", "us-west1"),
-        ],
+        &[pv, ("mcp-method", "tools/call"), ("mcp-name", "=?base64?ZWNobw==?="), ("mcp-param-region", "us-west1")],
         &call("echo"),
     );
     assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
@@ -933,12 +654,7 @@ fn modern_header_mismatches_are_400_and_not_executed() {
     // method answers "unknown prompt".
     let enc = "=?base64?w7xuw69jw7hkw6k=?="; // "ünïcødé"
     let get = modern(json!(8), "prompts/get", json!({"name": "ünïcødé"}));
-    let v = s
-        .post(
-            &[pv, ("mcp-method", "prompts/get"), ("mcp-name", enc)],
-            &get,
-        )
-        .json();
+    let v = s.post(&[pv, ("mcp-method", "prompts/get"), ("mcp-name", enc)], &get).json();
     assert_eq!(v["error"]["code"], -32602, "{v}");
 }
 
@@ -947,30 +663,17 @@ fn modern_versions_and_removed_methods() {
     let s = Server::start("versions");
     let mut body = modern(json!(1), "tools/list", json!({}));
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
-    let r = s.post(
-        &[
-            ("mcp-protocol-version", "2099-01-01"),
-            ("mcp-method", "tools/list"),
-        ],
-        &body,
-    );
+    let r = s.post(&[("mcp-protocol-version", "2099-01-01"), ("mcp-method", "tools/list")], &body);
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["code"], -32022);
     assert_eq!(r.json()["error"]["data"]["supported"], json!([V26]));
     let pv = ("mcp-protocol-version", V26);
-    let r = s.post(
-        &[pv, ("mcp-method", "ping")],
-        &modern(json!(2), "ping", json!({})),
-    );
+    let r = s.post(&[pv, ("mcp-method", "ping")], &modern(json!(2), "ping", json!({})));
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["error"]["code"], -32601);
     let r = s.request("GET", "/mcp", &[pv], "");
     assert_eq!(r.status, 405);
-    assert_eq!(
-        s.request("GET", "/mcp", &[], "").status,
-        200,
-        "2025-11-25 GET stream"
-    );
+    assert_eq!(s.request("GET", "/mcp", &[], "").status, 200, "2025-11-25 GET stream");
 }
 
 /// Reads SSE events (`data:` lines, JSON) from a chunked stream until `n` arrived.
@@ -997,8 +700,11 @@ fn modern_listen_is_an_sse_stream() {
     );
     let mut c = s.connect();
     let text = body.to_string();
-    let req = format!("POST /mcp HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\nmcp-protocol-version: {V26}\r\n\
-                       mcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n{text}", text.len());
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\nmcp-protocol-version: {V26}\r\n\
+                       mcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n{text}",
+        text.len()
+    );
     c.w.write_all(req.as_bytes()).unwrap();
     let mut status = String::new();
     c.r.read_line(&mut status).unwrap();
@@ -1012,45 +718,24 @@ fn modern_listen_is_an_sse_stream() {
         }
         head.push(h.trim().to_ascii_lowercase());
     }
-    assert!(
-        head.contains(&"content-type: text/event-stream".to_string()),
-        "{head:?}"
-    );
+    assert!(head.contains(&"content-type: text/event-stream".to_string()), "{head:?}");
     let ack = &read_events(&mut c, 1)[0];
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
-    assert_eq!(
-        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-        9
-    );
-    assert_eq!(
-        ack["params"]["notifications"],
-        json!({"toolsListChanged": true, "resourceSubscriptions": ["memo://insights"]})
-    );
-    let notify = |what: Value| {
-        s.request("POST", "/notify", &[], &what.to_string()).json()["delivered"].clone()
-    };
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 9);
+    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true, "resourceSubscriptions": ["memo://insights"]}));
+    let notify = |what: Value| s.request("POST", "/notify", &[], &what.to_string()).json()["delivered"].clone();
     assert_eq!(notify(json!({"tools": true, "uri": "memo://insights"})), 2);
-    assert_eq!(
-        notify(json!({"prompts": true, "uri": "file:///data/report.txt"})),
-        0,
-        "not asked for"
-    );
+    assert_eq!(notify(json!({"prompts": true, "uri": "file:///data/report.txt"})), 0, "not asked for");
     let ev = read_events(&mut c, 2);
     assert_eq!(ev[0]["method"], "notifications/tools/list_changed");
     assert_eq!(ev[1]["method"], "notifications/resources/updated");
     assert_eq!(ev[1]["params"]["uri"], "memo://insights");
-    assert_eq!(
-        ev[1]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-        9
-    );
+    assert_eq!(ev[1]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 9);
     // Closing the stream ends the subscription.
     drop(c);
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while notify(json!({"tools": true})) != 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "listener not removed after close"
-        );
+        assert!(std::time::Instant::now() < deadline, "listener not removed after close");
         std::thread::sleep(Duration::from_millis(200));
     }
     // Without headers, a listen is a header mismatch.
@@ -1063,11 +748,7 @@ fn modern_listen_is_an_sse_stream() {
 
 /// `data` decoded from a gzip member of stored deflate blocks (what the server writes).
 fn gunzip_stored(data: &[u8]) -> Vec<u8> {
-    assert_eq!(
-        &data[..4],
-        &[0x1f, 0x8b, 8, 0],
-        "a gzip member without optional fields"
-    );
+    assert_eq!(&data[..4], &[0x1f, 0x8b, 8, 0], "a gzip member without optional fields");
     let mut i = 10;
     let mut out = Vec::new();
     loop {
@@ -1089,10 +770,7 @@ fn gunzip_stored(data: &[u8]) -> Vec<u8> {
 }
 
 fn list(s: &Server, id: i64, method: &str, params: Value, headers: &[(&str, &str)]) -> Resp {
-    s.post(
-        headers,
-        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-    )
+    s.post(headers, &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
 }
 
 fn names(v: &Value, key: &str, field: &str) -> Vec<String> {
@@ -1132,14 +810,7 @@ fn pages_follow_cursors_to_every_entry() {
     assert_eq!(pages, 3);
     assert_eq!(seen, ALL_TOOLS);
     // Prompts and resources page the same way, in both revisions.
-    let v = list(
-        &s,
-        3,
-        "prompts/list",
-        json!({}),
-        &[("x-test-page-size", "2")],
-    )
-    .json();
+    let v = list(&s, 3, "prompts/list", json!({}), &[("x-test-page-size", "2")]).json();
     assert_eq!(names(&v, "prompts", "name"), ["greeting", "summarize"]);
     let c = v["result"]["nextCursor"].as_str().unwrap().to_string();
     let v = list(&s, 4, "prompts/list", json!({"cursor": c}), &[]).json();
@@ -1147,25 +818,13 @@ fn pages_follow_cursors_to_every_entry() {
     assert!(v["result"].get("nextCursor").is_none());
     let pv = ("mcp-protocol-version", V26);
     let v = s
-        .post(
-            &[
-                pv,
-                ("mcp-method", "resources/list"),
-                ("x-test-page-size", "1"),
-            ],
-            &modern(json!(5), "resources/list", json!({})),
-        )
+        .post(&[pv, ("mcp-method", "resources/list"), ("x-test-page-size", "1")], &modern(json!(5), "resources/list", json!({})))
         .json();
     assert_eq!(names(&v, "resources", "uri"), ["memo://insights"]);
     assert_eq!(v["result"]["cacheScope"], "public");
     assert!(v["result"]["nextCursor"].is_string(), "{v}");
     // A cursor this server did not make: invalid params.
-    for bad in [
-        json!("nope"),
-        json!("page:x:1"),
-        json!("page:99:1"),
-        json!(3),
-    ] {
+    for bad in [json!("nope"), json!("page:x:1"), json!("page:99:1"), json!(3)] {
         let v = list(&s, 6, "tools/list", json!({"cursor": bad}), &[]).json();
         assert_eq!(v["error"]["code"], -32602, "{bad}");
     }
@@ -1194,20 +853,10 @@ fn sse_answers_come_chunked_after_a_notification() {
         }
         head.push(h.trim_end().to_ascii_lowercase());
     }
-    assert!(
-        head.contains(&"content-type: text/event-stream".to_string()),
-        "{head:?}"
-    );
-    assert!(
-        head.contains(&"transfer-encoding: chunked".to_string()),
-        "{head:?}"
-    );
+    assert!(head.contains(&"content-type: text/event-stream".to_string()), "{head:?}");
+    assert!(head.contains(&"transfer-encoding: chunked".to_string()), "{head:?}");
     let chunks = c.read_chunks();
-    assert_eq!(
-        chunks.len(),
-        3,
-        "a notification, the response in two pieces"
-    );
+    assert_eq!(chunks.len(), 3, "a notification, the response in two pieces");
     let text = String::from_utf8(chunks.concat()).unwrap();
     let events: Vec<&str> = text.split_terminator("\n\n").collect();
     assert_eq!(events.len(), 2, "{text}");
@@ -1221,12 +870,7 @@ fn sse_answers_come_chunked_after_a_notification() {
     assert_eq!(names(&v, "tools", "name"), ALL_TOOLS[..4]);
     assert!(v["result"]["nextCursor"].is_string());
     // The connection stays usable.
-    let r = c.send(
-        "POST",
-        "/mcp",
-        &[],
-        &call(json!(8), "echo", json!({"message": "m"})).to_string(),
-    );
+    let r = c.send("POST", "/mcp", &[], &call(json!(8), "echo", json!({"message": "m"})).to_string());
     assert_eq!(text_of(&r.json()), "m");
     // A batch: one event per response.
     let r = s.request(
@@ -1247,24 +891,12 @@ fn gzip_when_accepted_or_forced_and_broken_lists() {
     let plain = list(&s, 1, "tools/list", json!({}), &[]);
     assert_eq!(plain.header("content-encoding"), None);
     for accept in ["gzip", "deflate, gzip;q=0.5", "br, x-gzip"] {
-        let r = list(
-            &s,
-            1,
-            "tools/list",
-            json!({}),
-            &[("accept-encoding", accept)],
-        );
+        let r = list(&s, 1, "tools/list", json!({}), &[("accept-encoding", accept)]);
         assert_eq!(r.header("content-encoding"), Some("gzip"), "{accept}");
         assert_eq!(gunzip_stored(&r.body), plain.body, "{accept}");
     }
     for refuse in ["identity", "gzip;q=0", "br"] {
-        let r = list(
-            &s,
-            1,
-            "tools/list",
-            json!({}),
-            &[("accept-encoding", refuse)],
-        );
+        let r = list(&s, 1, "tools/list", json!({}), &[("accept-encoding", refuse)]);
         assert_eq!(r.header("content-encoding"), None, "{refuse}");
     }
     // Forced: whatever accept-encoding says; any response.
@@ -1272,35 +904,19 @@ fn gzip_when_accepted_or_forced_and_broken_lists() {
     assert_eq!(r.header("content-encoding"), Some("gzip"));
     let v: Value = serde_json::from_slice(&gunzip_stored(&r.body)).unwrap();
     assert_eq!(names(&v, "prompts", "name").len(), 3);
-    let r = list(
-        &s,
-        1,
-        "tools/list",
-        json!({}),
-        &[("x-test-gzip", "1"), ("x-test-sse", "1")],
-    );
+    let r = list(&s, 1, "tools/list", json!({}), &[("x-test-gzip", "1"), ("x-test-sse", "1")]);
     let text = String::from_utf8(gunzip_stored(&r.body)).unwrap();
     assert!(text.starts_with("event: message\ndata: {"), "{text}");
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
     // Broken: the list response loses its last byte; other methods are untouched.
-    let r = list(
-        &s,
-        1,
-        "resources/list",
-        json!({}),
-        &[("x-test-broken-list", "1")],
-    );
+    let r = list(&s, 1, "resources/list", json!({}), &[("x-test-broken-list", "1")]);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert!(serde_json::from_slice::<Value>(&r.body).is_err());
     let whole = list(&s, 1, "resources/list", json!({}), &[]);
     assert_eq!(r.body, whole.body[..whole.body.len() - 1]);
-    let r = s.request(
-        "POST",
-        "/mcp",
-        &[("x-test-broken-list", "1")],
-        &call(json!(2), "echo", json!({"message": "ok"})).to_string(),
-    );
+    let r =
+        s.request("POST", "/mcp", &[("x-test-broken-list", "1")], &call(json!(2), "echo", json!({"message": "ok"})).to_string());
     assert_eq!(text_of(&r.json()), "ok");
     // The execution log has every header the server got.
     let log = s.log_lines();
@@ -1312,8 +928,5 @@ fn gzip_when_accepted_or_forced_and_broken_lists() {
 fn templates_are_listed() {
     let s = Server::start("templates");
     let v = list(&s, 1, "resources/templates/list", json!({}), &[]).json();
-    assert_eq!(
-        v["result"]["resourceTemplates"][0]["uriTemplate"],
-        "file:///data/{name}"
-    );
+    assert_eq!(v["result"]["resourceTemplates"][0]["uriTemplate"], "file:///data/{name}");
 }

@@ -26,7 +26,9 @@ struct Params<'a> {
 /// `URI=...` of the (last) element of an XFCC header value.
 fn xfcc_uri(xfcc: &[u8]) -> Option<&[u8]> {
     let last = xfcc.rsplit(|&b| b == b',').next()?;
-    last.split(|&b| b == b';').find_map(|kv| kv.strip_prefix(b"URI=")).map(|v| v.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\"")).unwrap_or(v))
+    last.split(|&b| b == b';')
+        .find_map(|kv| kv.strip_prefix(b"URI="))
+        .map(|v| v.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\"")).unwrap_or(v))
 }
 
 fn main() -> std::io::Result<()> {

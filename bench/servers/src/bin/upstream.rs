@@ -21,10 +21,7 @@ fn main() -> std::io::Result<()> {
         }
     };
     let list_reply: Option<&'static [u8]> = LIST_REPLY
-        .get_or_init(|| {
-            list_file
-                .map(|body| toolgate_bench_servers::response(200, "OK", "application/json", &body))
-        })
+        .get_or_init(|| list_file.map(|body| toolgate_bench_servers::response(200, "OK", "application/json", &body)))
         .as_deref();
     toolgate_bench_servers::serve(&listen, move |req| match list_reply {
         Some(list) if is_tools_list(req) => list,

@@ -23,7 +23,10 @@ fn grpc_allow_resumes_once_with_the_authorizers_headers() {
     let attributes = check.attributes.unwrap();
     assert_eq!(attributes.source.unwrap().principal, A);
     let http = attributes.request.unwrap().http.unwrap();
-    assert_eq!((http.method.as_str(), http.path.as_str(), http.host.as_str(), http.protocol.as_str()), ("POST", "/mcp", "gw", "HTTP/1.1"));
+    assert_eq!(
+        (http.method.as_str(), http.path.as_str(), http.host.as_str(), http.protocol.as_str()),
+        ("POST", "/mcp", "gw", "HTTP/1.1")
+    );
     assert_eq!(http.headers.get("x-any").map(String::as_str), Some("1"), "no allowedHeaders: all headers");
     assert!(http.body.is_empty(), "no forwardBody");
     let mcp = &attributes.metadata_context.unwrap().filter_metadata["mcp_proxy"];
@@ -76,7 +79,12 @@ fn grpc_failures_deny_and_are_counted_each_in_its_own_stat() {
         (CallAnswer::Failed, 600, Counter::AuthzTimeout, "did not answer in time"),
         (CallAnswer::Failed, 10, Counter::AuthzUnavailable, "could not be reached"),
         (CallAnswer::Grpc { status: 14, message: vec![] }, 0, Counter::AuthzUnavailable, "could not be reached"),
-        (CallAnswer::Grpc { status: 0, message: b"\xff\xff garbage".to_vec() }, 0, Counter::AuthzMalformed, "answered something unreadable"),
+        (
+            CallAnswer::Grpc { status: 0, message: b"\xff\xff garbage".to_vec() },
+            0,
+            Counter::AuthzMalformed,
+            "answered something unreadable",
+        ),
         (CallAnswer::Http { headers: vec![], body: vec![] }, 0, Counter::AuthzMalformed, "answered something unreadable"),
     ];
     for (answer, elapsed, counter, said) in cases {
@@ -126,10 +134,16 @@ fn a_request_without_a_body_pauses_its_headers_for_the_call() {
 fn levels_run_in_order_and_only_matching_rules_call() {
     // Backend: Allow {a: echo, get-sum; b: echo, get-sum, get-env} + ExternalAuth for b only.
     let backend = LevelPlan {
-        external_auth: ea(vec![RulePlan { name: "b".into(), principal: Some(B.into()), ..RulePlan::default() }], grpc_authorizer()),
+        external_auth: ea(
+            vec![RulePlan { name: "b".into(), principal: Some(B.into()), ..RulePlan::default() }],
+            grpc_authorizer(),
+        ),
         allow: vec![PolicyPlan {
             name: "default/tools".into(),
-            rules: vec![tools_rule("a", Some(A), &["echo", "get-sum"]), tools_rule("b", Some(B), &["echo", "get-sum", "get-env"])],
+            rules: vec![
+                tools_rule("a", Some(A), &["echo", "get-sum"]),
+                tools_rule("b", Some(B), &["echo", "get-sum", "get-env"]),
+            ],
             dry_run: false,
         }],
     };
@@ -156,7 +170,10 @@ fn levels_run_in_order_and_only_matching_rules_call() {
     assert_eq!((host.calls.len(), host.counts.clone()), (0, vec![Counter::DenyGateway]));
     // The authorizer allows, Allow denies: denied.
     let mut host = post(&call(5, "delete-all")).caller(B);
-    let gateway = LevelPlan { external_auth: ea(vec![any_rule()], grpc_authorizer()), ..allow_level(vec![tools_rule("x", None, &["echo"])]) };
+    let gateway = LevelPlan {
+        external_auth: ea(vec![any_rule()], grpc_authorizer()),
+        ..allow_level(vec![tools_rule("x", None, &["echo"])])
+    };
     let p2 = plugin(gateway, None);
     let (mut r, _) = send(&p2, &mut host);
     r.on_call_answer(&mut host, 101, grpc_ok(&[]));
@@ -240,7 +257,10 @@ fn http_calls_carry_the_request_and_a_2xx_allows() {
     for (status, expected) in [("403", 200), ("401", 401), ("302", 302), ("500", 200), ("503", 200)] {
         let mut host = post(&body);
         let (mut r, _) = send(&p, &mut host);
-        let answer = CallAnswer::Http { headers: pairs(&[(":status", status), ("www-authenticate", "Basic"), ("content-length", "2")]), body: b"no".to_vec() };
+        let answer = CallAnswer::Http {
+            headers: pairs(&[(":status", status), ("www-authenticate", "Basic"), ("content-length", "2")]),
+            body: b"no".to_vec(),
+        };
         r.on_call_answer(&mut host, 101, answer);
         assert_eq!(host.reply().0, expected);
         if expected != 200 {

@@ -130,7 +130,11 @@ fn a_list_response_that_cannot_be_read_is_replaced_by_an_error() {
     let p = two_agents();
     type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
     let cases: [Case; 4] = [
-        (&[(":status", "200"), ("content-type", "application/json"), ("content-encoding", "gzip")], "\u{1f}binary", "encoded (gzip)"),
+        (
+            &[(":status", "200"), ("content-type", "application/json"), ("content-encoding", "gzip")],
+            "\u{1f}binary",
+            "encoded (gzip)",
+        ),
         (&JSON, "{not json", "not JSON-RPC"),
         (&[(":status", "200"), ("content-type", "text/plain")], "tools", "content type"),
         (&JSON, r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[],"tools":[{"name":"echo"}]}}"#, "ambiguous"),

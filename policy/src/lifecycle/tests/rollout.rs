@@ -88,7 +88,9 @@ fn a_dry_run_policy_beside_an_enforced_one() {
     assert_eq!(host.counts, vec![Counter::ShadowAllow, Counter::DenyGateway]);
     assert_eq!(
         host.records,
-        vec!["deny gateway: no rule of 1 allow policy matched shadow=allow gateway=default/dry:sum backend=- dry-run=default/dry"]
+        vec![
+            "deny gateway: no rule of 1 allow policy matched shadow=allow gateway=default/dry:sum backend=- dry-run=default/dry"
+        ]
     );
     assert_eq!(host.reply().0, 200);
     // Enforced allows echo; the backend's dry run would deny it.
@@ -173,19 +175,24 @@ fn deny_by_default_passes_only_the_base_protocol_where_no_policy_applies() {
     let p = plan_plugin(with_levels(LevelPlan::default(), Some(allow_level(vec![tools_rule("echo", None, &["echo"])])), true));
     // Off CLUSTER: no policy applies.
     let off = |body: &str| Fake::post(body.as_bytes(), Some("service/default/other/80"));
-    for tool in [call(1, "echo"), r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p"}}"#.into(),
+    for tool in [
+        call(1, "echo"),
+        r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p"}}"#.into(),
         r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}"#.into(),
-        r#"{"jsonrpc":"2.0","id":1,"method":"x/custom"}"#.into()]
-    {
+        r#"{"jsonrpc":"2.0","id":1,"method":"x/custom"}"#.into(),
+    ] {
         let mut host = off(&tool);
         assert_eq!(send(&p, &mut host).1, Action::Pause, "{tool}");
         assert_eq!(host.reply(), (200, format!(r#"{{"jsonrpc":"2.0","id":1,{FORBIDDEN}}}"#)));
         assert_eq!(host.counts, vec![Counter::DenyDefault]);
         assert_eq!(host.records, vec!["deny: no policy (default deny)"]);
     }
-    for base in [r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#, r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#]
-    {
+    for base in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#,
+    ] {
         let mut host = off(base);
         assert_eq!(send(&p, &mut host).1, Action::Continue, "{base}");
         assert_eq!(host.counts, vec![Counter::Allow]);
@@ -267,7 +274,16 @@ fn the_shadow_route_exists_only_where_a_dry_run_policy_applies() {
     assert_eq!(shadow.dry_run_policies(), vec![DRY]);
     let body = call(1, "echo");
     let mcp = crate::mcp::read_body(body.as_bytes(), crate::mcp::ReadOptions::default()).unwrap();
-    let req = HttpRequest { method: "POST", path: "/mcp", authority: "gw", port: 80, headers: &[], principal: None, auth: None, time_ms: 0 };
+    let req = HttpRequest {
+        method: "POST",
+        path: "/mcp",
+        authority: "gw",
+        port: 80,
+        headers: &[],
+        principal: None,
+        auth: None,
+        time_ms: 0,
+    };
     // The enforced route does not see the dry-run policy; the shadow route does (explain too).
     assert!(ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp)).allowed());
     assert_eq!(ev.route(Some(CLUSTER)).explain(&req, BodyInput::Mcp(&mcp))[0].levels.len(), 1);
@@ -283,7 +299,16 @@ fn explain_shows_the_default_deny_level() {
     let ev = Evaluator::from_plan(with_levels(LevelPlan::default(), None, true)).unwrap();
     let route = ev.route(None);
     assert!(route.under_policy() && route.is_default_deny());
-    let req = HttpRequest { method: "POST", path: "/mcp", authority: "gw", port: 80, headers: &[], principal: None, auth: None, time_ms: 0 };
+    let req = HttpRequest {
+        method: "POST",
+        path: "/mcp",
+        authority: "gw",
+        port: 80,
+        headers: &[],
+        principal: None,
+        auth: None,
+        time_ms: 0,
+    };
     let body = call(1, "echo");
     let mcp = crate::mcp::read_body(body.as_bytes(), crate::mcp::ReadOptions::default()).unwrap();
     let d = route.decide(&req, BodyInput::Mcp(&mcp));
