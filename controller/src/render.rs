@@ -407,7 +407,11 @@ impl Ctx<'_> {
                 json!({ "name": format!("vh{i}"), "domains": domains, "routes": entries.into_iter().map(|e| e.1).collect::<Vec<_>>() })
             })
             .collect();
-        let mut config = json!({ "name": id, "virtual_hosts": virtual_hosts });
+        // Envoy reads lds.json and cds.json as two subscriptions, in no set order: a render that adds a
+        // cluster and a route to it could have its listener update rejected ("unknown cluster") when the
+        // listeners arrive first, and never applied. Without the check the listener is taken at once; a
+        // request routed to a cluster not there yet gets Envoy's 503 until it is.
+        let mut config = json!({ "name": id, "virtual_hosts": virtual_hosts, "validate_clusters": false });
         if !removed.is_empty() {
             // Token headers jwt_authn kept for the filter (docs/semantics.md §6b), not forwarded.
             config["request_headers_to_remove"] = json!(removed);
