@@ -1,0 +1,142 @@
+//! Tests of the topology: tenancy, ReferenceGrant, route selection, transition times.
+
+use super::*;
+
+fn topology(yaml: &str, clusters: ClusterNaming) -> Topology {
+    let inv = Inventory::from_yaml(yaml);
+    let opts =
+        TopologyOptions { compile: CompileOptions { clusters, ..CompileOptions::default() }, ..TopologyOptions::default() };
+    build(&inv, &opts)
+}
+
+fn istio() -> ClusterNaming {
+    ClusterNaming::Istio { cluster_domain: "cluster.local".into() }
+}
+
+/// A tenant: a Gateway, a route to its Service, an XBackend naming the Service, a policy on it.
+fn tenant(ns: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {ns}}}\n\
+         spec: {{gatewayClassName: istio, listeners: [{{name: http, port: 8080, protocol: HTTP}}]}}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: {ns}}}\n\
+         spec: {{parentRefs: [{{name: gw}}], rules: [{{backendRefs: [{{name: mcp, port: 8080}}]}}]}}\n---\n\
+         apiVersion: agentic.networking.x-k8s.io/v0alpha0\nkind: XBackend\nmetadata: {{name: tools, namespace: {ns}}}\n\
+         spec: {{mcp: {{serviceName: mcp, port: 8080}}}}\n---\n\
+         apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {{name: p, namespace: {ns}}}\n\
+         spec: {{targetRefs: [{{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}}], action: Allow}}\n"
+    )
+}
+
+fn keys(topo: &Topology, ns: &str) -> Vec<String> {
+    let gw = topo.gateways.iter().find(|g| g.gateway.namespace == ns).unwrap();
+    gw.listeners[0].plan.backends.keys().cloned().collect()
+}
+
+#[test]
+fn a_gateways_plan_keys_only_the_backends_its_routes_reach() {
+    let yaml = ["a", "b", "c"].map(tenant).join("---\n");
+    let topo = topology(&yaml, istio());
+    for ns in ["a", "b", "c"] {
+        assert_eq!(keys(&topo, ns), vec![format!("outbound|8080||mcp.{ns}.svc.cluster.local")], "{ns}");
+    }
+    // A Gateway whose routes reach no backend with policies: an empty plan (no outputs).
+    let lonely = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: d}\n\
+                  spec: {gatewayClassName: istio, listeners: [{name: http, port: 8080, protocol: HTTP}]}\n";
+    let topo = topology(&format!("{}---\n{lonely}", tenant("a")), istio());
+    assert!(keys(&topo, "d").is_empty());
+    assert!(crate::runtime::output::desired_hold(&topo.gateways[1], None).is_none(), "nothing enforced: no EnvoyFilter");
+}
+
+fn cross_namespace_route(grant: &str) -> String {
+    format!(
+        "{}---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: x, namespace: a}}\n\
+         spec: {{parentRefs: [{{name: gw}}], rules: [{{matches: [{{path: {{value: /other}}}}], backendRefs: [{{name: mcp, namespace: b, port: 8080}}]}}]}}\n\
+         ---\n{}{grant}",
+        tenant("a"),
+        tenant("b")
+    )
+}
+
+const GRANT_ROUTES: &str =
+    "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g, namespace: b}\n\
+    spec: {from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: a}], to: [{group: '', kind: Service}]}\n";
+
+#[test]
+fn a_route_into_another_namespace_needs_a_reference_grant() {
+    let topo = topology(&cross_namespace_route(""), istio());
+    assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local"], "b's backend level stays out of a's plan");
+    let rule = &topo.gateways[0].listeners[0].routes.iter().find(|r| r.name == "a/x").unwrap().rules[0];
+    assert!(rule.backends.is_empty(), "the rule has no usable backend (500)");
+    assert!(topo.warnings.iter().any(|w| w.contains("HTTPRoute a/x") && w.contains("RefNotPermitted")), "{:?}", topo.warnings);
+
+    let topo = topology(&cross_namespace_route(GRANT_ROUTES), istio());
+    assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local", "outbound|8080||mcp.b.svc.cluster.local"]);
+    assert!(topo.warnings.is_empty(), "{:?}", topo.warnings);
+    // Rendered (plain Envoy): the granted rule routes to b's Service.
+    let topo = topology(&cross_namespace_route(GRANT_ROUTES), ClusterNaming::Rendered);
+    let rule = &topo.gateways[0].listeners[0].routes.iter().find(|r| r.name == "a/x").unwrap().rules[0];
+    assert_eq!(rule.backends[0].0, Upstream::Service { namespace: "b".into(), name: "mcp".into(), port: 8080 });
+}
+
+fn external_auth(grant: &str) -> String {
+    format!(
+        "{}---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {{name: ea, namespace: a}}\n\
+         spec: {{targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}], action: ExternalAuth,\n\
+         externalAuth: {{protocol: HTTP, http: {{}}, backendRef: {{name: authz, namespace: security, port: 9000}}}}}}\n{grant}",
+        tenant("a")
+    )
+}
+
+#[test]
+fn an_authorizer_in_another_namespace_needs_a_reference_grant() {
+    let reason = |topo: &Topology| {
+        let s = topo.statuses.iter().find(|s| s.policy == "a/ea").unwrap();
+        (s.ancestors[0].conditions[0].reason.clone(), s.ancestors[0].conditions[0].message.clone())
+    };
+    let topo = topology(&external_auth(""), istio());
+    let (r, message) = reason(&topo);
+    assert_eq!(r, "Invalid");
+    assert!(message.contains("Service security/authz") && message.contains("ReferenceGrant"), "{message}");
+    assert!(topo.gateways[0].listeners[0].plan.gateway.external_auth.is_none(), "not accepted: not in the plan");
+
+    let grant = |from_kind: &str| {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: security}}\n\
+             spec: {{from: [{{group: agentic.networking.x-k8s.io, kind: {from_kind}, namespace: a}}], to: [{{group: '', kind: Service, name: authz}}]}}\n"
+        )
+    };
+    let topo = topology(&external_auth(&grant("XAccessPolicy")), istio());
+    assert_eq!(reason(&topo).0, "Accepted");
+    assert!(topo.gateways[0].listeners[0].plan.gateway.external_auth.is_some());
+    let topo = topology(&external_auth(&grant("XBackend")), istio());
+    assert_eq!(reason(&topo).0, "Invalid", "a grant for another kind does not count");
+}
+
+#[test]
+fn route_selection_honours_query_parameter_matches() {
+    let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: a}\n\
+        spec: {gatewayClassName: x, listeners: [{name: http, port: 8080, protocol: HTTP}]}\n---\n\
+        apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: a}\n\
+        spec:\n  parentRefs: [{name: gw}]\n  rules:\n  - matches: [{path: {value: /mcp}, queryParams: [{name: v, value: '2'}]}]\n    backendRefs: [{name: two, port: 80}]\n\
+        \x20 - matches: [{path: {value: /mcp}, queryParams: [{type: RegularExpression, name: v, value: '[3-4]'}]}]\n    backendRefs: [{name: three, port: 80}]\n\
+        \x20 - matches: [{path: {value: /mcp}}]\n    backendRefs: [{name: one, port: 80}]\n";
+    let topo = topology(yaml, ClusterNaming::Rendered);
+    let listener = &topo.gateways[0].listeners[0];
+    let to = |path: &str| match &listener.select_route("h", path, "POST", &[]).unwrap().backends[0].0 {
+        Upstream::Service { name, .. } => name.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(to("/mcp"), "one");
+    assert_eq!(to("/mcp?v=2"), "two");
+    assert_eq!(to("/mcp?x=1&v=2"), "two");
+    assert_eq!(to("/mcp?v=4"), "three");
+    assert_eq!(to("/mcp?v=1&v=2"), "one", "the first value decides");
+    assert_eq!(to("/mcp?v=%32"), "one", "not percent-decoded");
+}
+
+#[test]
+fn transition_times_are_whole_utc_seconds() {
+    let now = now_rfc3339();
+    assert_eq!(now.len(), "2026-01-02T03:04:05Z".len(), "{now}");
+    assert!(now.parse::<jiff::Timestamp>().is_ok() && now.ends_with('Z'), "{now}");
+}
