@@ -42,27 +42,43 @@ cargo build --release --manifest-path fuzz/Cargo.toml --target "$HOST" --target-
 
 # max_len per target: bodies up to 64 KiB for the reader (the realistic plan's limit), plans up to 64 KiB.
 declare -A MAX_LEN=([mcp_reader]=65536 [plan_load]=65536 [plan_structured]=4096 [request_eval]=16384 [lifecycle]=8192 [list_filter]=8192)
-status=0
-for t in "${TARGETS[@]}"; do
-    corpus=${FUZZ_CORPUS:-.work/fuzz/corpus}/$t
-    artifacts=.work/fuzz/artifacts/$t/
-    log=.work/fuzz/logs/$t.log
+# One target per core at a time (each is single-threaded; FUZZ_JOBS overrides), results in target order.
+run_target() {
+    local t=$1
+    local corpus=${FUZZ_CORPUS:-.work/fuzz/corpus}/$t
+    local artifacts=.work/fuzz/artifacts/$t/
+    local log=.work/fuzz/logs/$t.log
     mkdir -p "$corpus" "$artifacts" "$(dirname "$log")" "fuzz/corpus/$t"
-    dict=()
+    local dict=()
     [ -f "fuzz/dict/$t.dict" ] && dict=(-dict="fuzz/dict/$t.dict")
-    cmd=(nice -n "${FUZZ_NICE:-10}" "$BIN/$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048
+    local cmd=(nice -n "${FUZZ_NICE:-10}" "$BIN/$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048
          -max_len="${MAX_LEN[$t]}" -print_final_stats=1 -artifact_prefix="$artifacts" "${dict[@]}"
          ${FUZZ_ARGS:-} "$corpus" "fuzz/corpus/$t")
-    echo "fuzz: $t for ${SECONDS_PER_TARGET}s: ${cmd[*]}"
-    if "${cmd[@]}" >"$log" 2>&1; then
-        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-        rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-        cov=$(grep -E '^#[0-9]+.*cov:' "$log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9/]+[a-zA-Z]*' || true)
-        echo "fuzz: $t: ok, ${execs:-?} executions, ${rate:-?} execs/s, ${cov}, 0 crashes"
-    else
-        status=1
-        echo "fuzz: $t: FAILED (log $log, inputs in $artifacts):"
-        grep -vE '^#[0-9]+' "$log" | tail -60
-    fi
+    {
+        echo "fuzz: $t for ${SECONDS_PER_TARGET}s: ${cmd[*]}"
+        if "${cmd[@]}" >"$log" 2>&1; then
+            execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+            rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+            cov=$(grep -E '^#[0-9]+.*cov:' "$log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9/]+[a-zA-Z]*' || true)
+            echo "fuzz: $t: ok, ${execs:-?} executions, ${rate:-?} execs/s, ${cov}, 0 crashes"
+        else
+            echo "fuzz: $t: FAILED (log $log, inputs in $artifacts):"
+            grep -vE '^#[0-9]+' "$log" | tail -60
+            return 1
+        fi
+    } >".work/fuzz/logs/$t.summary" 2>&1
+}
+mkdir -p .work/fuzz/logs
+jobs_max=${FUZZ_JOBS:-$(nproc)}
+declare -A PID
+for t in "${TARGETS[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+    run_target "$t" &
+    PID[$t]=$!
+done
+status=0
+for t in "${TARGETS[@]}"; do
+    wait "${PID[$t]}" || status=1
+    cat ".work/fuzz/logs/$t.summary"
 done
 exit $status
