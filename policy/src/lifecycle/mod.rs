@@ -370,19 +370,7 @@ impl Request {
                 }
                 Step::Decided(d) => Next::Denied(d.summary(), deny_counter(&d), response::denial(body, &d, debug_reasons)),
                 Step::Authorize(call) => {
-                    let message = match (body, call.message) {
-                        (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
-                        _ => None,
-                    };
-                    let input = CallInput {
-                        req,
-                        scheme: held.headers.get(headers::SCHEME),
-                        request_id: held.headers.get(headers::REQUEST_ID),
-                        protocol: held.protocol.as_deref().unwrap_or(""),
-                        message,
-                        body: &held.body,
-                    };
-                    Next::Call(authz::prepare(call.authorizer, &input), call.level, call.message)
+                    Next::Call(prepare_call(call.authorizer, &held, req, body, call.message), call.level, call.message)
                 }
             },
             |next| matches!(next, Next::Call(..)) || shadow,
@@ -501,21 +489,11 @@ impl Request {
                                 });
                                 Next::Decided(false, d.summary())
                             }
-                            None => {
-                                let message = match (body, call.message) {
-                                    (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
-                                    _ => None,
-                                };
-                                let input = CallInput {
-                                    req,
-                                    scheme: held.headers.get(headers::SCHEME),
-                                    request_id: held.headers.get(headers::REQUEST_ID),
-                                    protocol: held.protocol.as_deref().unwrap_or(""),
-                                    message,
-                                    body: &held.body,
-                                };
-                                Next::Call(authz::prepare(call.authorizer, &input), call.level, call.message)
-                            }
+                            None => Next::Call(
+                                prepare_call(call.authorizer, &held, req, body, call.message),
+                                call.level,
+                                call.message,
+                            ),
                         }
                     }
                 },
@@ -628,6 +606,30 @@ fn deny_counter(d: &Decision<'_>) -> Counter {
 /// read from the held bytes the first time, and rebuilt from what that read found afterwards (it
 /// keeps nothing borrowed across callbacks). Returns what `f` gave and, when the body was read now
 /// and `keep` says a later step needs it, the read to keep in `held`.
+/// The authorizer call a walk asks for, about the JSON-RPC message it names (the enforced and the
+/// shadow walk alike).
+fn prepare_call<'p>(
+    authorizer: &'p crate::plan::AuthorizerPlan,
+    held: &Held,
+    req: &HttpRequest<'_>,
+    body: BodyInput<'_, '_>,
+    message: Option<usize>,
+) -> authz::Prepared<'p> {
+    let message = match (body, message) {
+        (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
+        _ => None,
+    };
+    let input = CallInput {
+        req,
+        scheme: held.headers.get(headers::SCHEME),
+        request_id: held.headers.get(headers::REQUEST_ID),
+        protocol: held.protocol.as_deref().unwrap_or(""),
+        message,
+        body: &held.body,
+    };
+    authz::prepare(authorizer, &input)
+}
+
 fn with_request<T>(
     held: &Held,
     loaded: &Loaded,
