@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from istio_stack import BIN, CLUSTER_SH, KEEP, Cluster
+from istio_stack import BIN, CLUSTER_SH, KEEP, Cluster, XdsShim, envoy_bootstrap, services
 import harness
 
 
@@ -30,3 +30,26 @@ def cluster(request, tmp_path_factory):
         if request.session.testsfailed and logs.exists():
             for f in sorted(logs.iterdir()):
                 sys.stderr.write(f"--- {f} (tail)\n{harness.tail(f, 15)}\n")
+
+
+@pytest.fixture(scope="module")
+def stack(cluster: Cluster, tmp_path_factory, wasm_path):
+    """cluster + the sample MCP server + the shim + the gateway's Envoy + the Services, as the router of default/gw."""
+    work = tmp_path_factory.mktemp("istio-gw")
+    mcp = harness.McpServer.start("mcp", work / "mcp")
+    shim = XdsShim(cluster.xds_port, work)
+    envoy = None
+    try:
+        port = harness.free_port()
+        cluster.apply(services(port, mcp))
+        config = harness.write_json(work / "envoy-bootstrap.json", envoy_bootstrap(shim.port))
+        envoy = harness.Envoy.start(config, work, "gateway", timeout=60)
+        yield {"cluster": cluster, "mcp": mcp, "shim": shim, "envoy": envoy, "port": port, "work": work,
+               "wasm": wasm_path}
+    finally:
+        if KEEP:
+            return
+        if envoy:
+            envoy.stop()
+        shim.stop()
+        mcp.stop()

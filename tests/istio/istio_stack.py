@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO / "tests/e2e"))
 sys.path.insert(0, str(REPO / "tests/k8s"))  # istio_chain: the ArrivalLog upstream (test_istio.py)
 
 import harness  # noqa: E402
+from harness import assert_allowed, assert_denied  # noqa: E402
 
 CACHE = Path(os.environ.get("TOOLGATE_ISTIO_CACHE")
              or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolgate/istio")
@@ -177,3 +178,139 @@ def envoy_bootstrap(xds_port: int, ip: str = GATEWAY_IP) -> dict:
                 "address": {"socket_address": {"address": "127.0.0.1", "port_value": xds_port}}}}]}]}}]},
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
     }
+
+
+# The test objects and calls shared by the test files (the `stack` fixture in conftest.py applies services()).
+
+ISTIO_SVC = "outbound|8080||mcp-server.default.svc.cluster.local"
+
+
+
+def gateway(port: int) -> str:
+    """The Gateway's listener port is also its Service's port and targetPort, the port Envoy listens on."""
+    return f"""
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  gatewayClassName: istio
+  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
+"""
+ROUTE_AND_BACKEND = """
+apiVersion: agentic.networking.x-k8s.io/v0alpha0
+kind: XBackend
+metadata: {name: tools, namespace: default}
+spec: {mcp: {serviceName: mcp-server, port: 8080}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{matches: [{path: {type: PathPrefix, value: /mcp}}], backendRefs: [{name: mcp-server, port: 8080}]}]
+"""
+
+
+def allow_policy(name: str, tools: list[str], target: str = "gw") -> str:
+    ref = ("{group: gateway.networking.k8s.io, kind: Gateway, name: %s}" % target if target.startswith("gw")
+           else "{group: agentic.networking.x-k8s.io, kind: XBackend, name: %s}" % target)
+    return f"""
+apiVersion: agentic.networking.x-k8s.io/v1alpha1
+kind: XAccessPolicy
+metadata: {{name: {name}, namespace: default}}
+spec:
+  targetRefs: [{ref}]
+  action: Allow
+  rules:
+  - name: tools
+    authorization: {{type: Inline, mcp: {{methods: [{{name: tools/call, params: {json.dumps(tools)}}}]}}}}
+"""
+
+
+def services(gateway_port: int, mcp: harness.McpServer) -> str:
+    """The gateway's Service (what istiod binds gw's listeners to: `<gateway>-<class>`, selecting the labels of
+    the Envoy's node metadata) and
+    the MCP server's Service with its one endpoint. No kube-controller-manager runs, and EndpointSlices may
+    not hold loopback addresses (API validation), so the endpoint is a WorkloadEntry at 127.0.0.1 that the
+    Service selects (Istio's Kubernetes-Services-select-WorkloadEntries). The gateway's Envoy is likewise a
+    WorkloadEntry at the IP its node id names (istiod finds a proxy's workload by its IP: this is what a
+    gateway pod would be), which gives gw-istio an endpoint, so istiod reports the Gateway Programmed."""
+    return f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: gw-istio, namespace: default}}
+spec:
+  selector: {json.dumps(GATEWAY_LABELS)}
+  ports: [{{name: http, port: {gateway_port}, targetPort: {gateway_port}, appProtocol: http}}]
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: gw-istio-0, namespace: default, labels: {json.dumps(GATEWAY_LABELS)}}}
+spec:
+  address: {GATEWAY_IP}
+  labels: {json.dumps(GATEWAY_LABELS)}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: mcp-server, namespace: default}}
+spec:
+  selector: {{app: mcp-server}}
+  ports: [{{name: http, port: 8080, targetPort: {mcp.port}, appProtocol: http}}]
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: mcp-server-0, namespace: default, labels: {{app: mcp-server}}}}
+spec:
+  address: {mcp.host}
+  labels: {{app: mcp-server}}
+"""
+
+
+def call(port: int, tool: str, mcp: harness.McpServer) -> harness.Sent:
+    tag = f"tg={time.monotonic_ns()}"
+    body = harness.jsonrpc("tools/call", {"name": tool, "arguments": {"a": 2, "b": 3, "message": "m"}}, id=7)
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    try:
+        r = harness.request("POST", f"http://127.0.0.1:{port}/mcp?{tag}", body, headers, timeout=5)
+    except OSError as exc:
+        return harness.Sent(None, tag, 7, [], 0, exc)
+    executed = [e for e in mcp.executed() if str(e.get("path", "")).endswith(tag)]
+    return harness.Sent(r, tag, 7, executed, len(executed))
+
+
+def allowed(s: harness.Sent) -> bool:
+    try:
+        assert_allowed(s)
+        return True
+    except AssertionError:
+        return False
+
+
+def denied(s: harness.Sent) -> bool:
+    try:
+        assert_denied(s)
+        return True
+    except AssertionError:
+        return False
+
+
+def listener_http_filters(envoy: harness.Envoy) -> list[str]:
+    """The names of the HTTP filters of Envoy's active listeners (ECDS-provided ones by their config name)."""
+    names = []
+    for ls in envoy.config_dump("dynamic_listeners").get("configs", []):
+        for chain in ls.get("active_state", {}).get("listener", {}).get("filter_chains", []):
+            for f in chain.get("filters", []):
+                for hf in f.get("typed_config", {}).get("http_filters", []):
+                    names.append(hf["name"])
+    return names
+
+
+def wasm_filters(envoy: harness.Envoy) -> list[dict]:
+    """The wasm filter configurations Envoy got over ECDS (the WasmPlugins istiod translated)."""
+    dump = envoy.config_dump("ecds_filters")
+    out = []
+    for c in dump.get("configs", []):
+        tc = c.get("ecds_filter", {}).get("typed_config", {})
+        if tc.get("@type", "").endswith("envoy.extensions.filters.http.wasm.v3.Wasm"):
+            out.append(tc)
+    return out
