@@ -8,7 +8,10 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+
+mod hash;
+
+pub(crate) use hash::json_content_hash;
 
 /// Bumped on any incompatible change of the plan's shape or meaning.
 pub const PLAN_VERSION: u32 = 1;
@@ -332,34 +335,6 @@ impl CompiledPlan {
             backends: BTreeMap::new(),
         }
     }
-
-    /// The hash of the plan's content (everything but `hash` itself): hex SHA-256 of the plan's
-    /// compact serde_json serialisation with `hash` empty.
-    pub fn content_hash(&self) -> String {
-        // The same fields, in the same order, as the derived `Serialize`, with `hash` empty: cloning
-        // the plan to clear it would copy every policy. Destructuring keeps the two in step when a
-        // field is added (`content_hash_ignores_only_the_hash` pins the result).
-        #[derive(Serialize)]
-        struct Unhashed<'p> {
-            version: u32,
-            hash: &'static str,
-            listener: &'p str,
-            settings: &'p PlanSettings,
-            gateway: &'p LevelPlan,
-            backends: &'p BTreeMap<String, LevelPlan>,
-        }
-        let CompiledPlan { version, hash: _, listener, settings, gateway, backends } = self;
-        let unhashed = Unhashed { version: *version, hash: "", listener, settings, gateway, backends };
-        // Serialising plain data cannot fail; an empty string would only make the hash weaker.
-        let bytes = serde_json::to_vec(&unhashed).unwrap_or_default();
-        hex(&Sha256::digest(&bytes))
-    }
-
-    /// Sets `hash` to the content hash.
-    pub fn seal(mut self) -> Self {
-        self.hash = self.content_hash();
-        self
-    }
 }
 
 /// Integers that may arrive as JSON doubles. Istio hands a WasmPlugin's `pluginConfig` (a protobuf
@@ -421,187 +396,5 @@ fn exact_vec<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Res
     d.deserialize_seq(Exact(std::marker::PhantomData))
 }
 
-/// [`CompiledPlan::content_hash`] of the plan `json` holds, computed from the text instead of a
-/// re-serialisation: SHA-256 of `json` without whitespace between tokens and with the top-level
-/// `hash` value emptied. serde_json's pretty output is its compact output plus such whitespace, so
-/// for a plan serde_json wrote (the controller writes plans compact or pretty) this is the content
-/// hash. Any other rendering of the same plan (keys reordered, other escapes, `null` for an absent
-/// field) gives another value: callers fall back to `content_hash` when it does not match.
-///
-/// `json` must have parsed as a plan: for other input the result is meaningless (never a panic).
-pub(crate) fn json_content_hash(json: &[u8]) -> String {
-    let mut sha = Sha256::new();
-    // json[hashed..i] is still to be fed to `sha`.
-    let mut hashed = 0;
-    let mut depth = 0u32;
-    // The last token was the top-level key `"hash"` / the `:` after it.
-    let (mut after_hash_key, mut before_hash_value) = (false, false);
-    let mut i = 0;
-    while let Some(&b) = json.get(i) {
-        match b {
-            b' ' | b'\t' | b'\n' | b'\r' => {
-                if hashed < i {
-                    sha.update(json.get(hashed..i).unwrap_or_default());
-                }
-                hashed = i + 1;
-            }
-            b'"' => {
-                let end = string_end(json, i + 1);
-                if before_hash_value {
-                    // Hash the opening quote, skip the value up to the closing one.
-                    sha.update(json.get(hashed..=i).unwrap_or_default());
-                    hashed = end;
-                    before_hash_value = false;
-                } else {
-                    after_hash_key = depth == 1 && json.get(i + 1..end) == Some(&b"hash"[..]);
-                }
-                i = end;
-            }
-            _ => {
-                match b {
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => depth = depth.saturating_sub(1),
-                    _ => {}
-                }
-                before_hash_value = after_hash_key && b == b':';
-                after_hash_key = false;
-            }
-        }
-        i += 1;
-    }
-    sha.update(json.get(hashed..).unwrap_or_default());
-    hex(&sha.finalize())
-}
-
-/// Index of the quote closing the JSON string whose content starts at `start` (`json.len()` if none).
-fn string_end(json: &[u8], start: usize) -> usize {
-    const ONES: u64 = u64::from_le_bytes([1; 8]);
-    /// The high bit of each zero byte of `word`, and maybe of bytes after the first zero one: the
-    /// lowest set bit is exact.
-    fn zero_bytes(word: u64) -> u64 {
-        word.wrapping_sub(ONES) & !word & (ONES << 7)
-    }
-    let mut i = start;
-    loop {
-        // Skip eight bytes at a time to the next quote or backslash.
-        while let Some(Ok(chunk)) = json.get(i..i + 8).map(<[u8; 8]>::try_from) {
-            let word = u64::from_le_bytes(chunk);
-            let special = zero_bytes(word ^ (ONES * u64::from(b'"'))) | zero_bytes(word ^ (ONES * u64::from(b'\\')));
-            if special != 0 {
-                i += (special.trailing_zeros() / 8) as usize;
-                break;
-            }
-            i += 8;
-        }
-        match json.get(i) {
-            None => return json.len(),
-            Some(b'"') => return i,
-            Some(b'\\') => i += 2,
-            Some(_) => i += 1,
-        }
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    out
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A sealed plan with what could trip a text scan: whitespace, quotes, backslashes, escapes and
-    /// non-ASCII in strings, and `hash` as a name at other depths.
-    fn tricky_plan() -> CompiledPlan {
-        let rule = |name: &str| RulePlan {
-            name: name.into(),
-            principal: Some("spiffe://td/ns/a b/sa/\"q\"".into()),
-            mcp: Some(McpMatch {
-                base_protocol: false,
-                methods: vec![McpMethodMatch {
-                    method: MethodPattern::Exact("tools/call".into()),
-                    params: vec!["hash".into(), "a\\\"b\n\t\u{1}é😀".into(), " ".into()],
-                }],
-            }),
-            ..RulePlan::default()
-        };
-        let mut plan = CompiledPlan::empty("ns/gw/l \"hash\":\"x\"");
-        plan.gateway.allow.push(PolicyPlan {
-            name: "ns/p".into(),
-            rules: vec![rule(IMPLICIT_RULE), rule("hash")],
-            dry_run: false,
-        });
-        let backend = PolicyPlan { name: "hash".into(), rules: vec![rule("r")], dry_run: false };
-        plan.backends.insert("hash".into(), LevelPlan { allow: vec![backend], ..Default::default() });
-        plan.seal()
-    }
-
-    /// Istio's rendering of a plan: keys in another order, numbers as doubles.
-    #[test]
-    fn whole_numbers_written_as_doubles_load() {
-        let mut plan = tricky_plan();
-        plan.gateway.allow[0].rules[0].http.ports = vec![8443, 80];
-        let plan = plan.seal();
-        let json = serde_json::to_string(&plan).unwrap();
-        let doubled = json
-            .replace(r#""version":1"#, r#""version":1.0"#)
-            .replace(r#""maxBodyBytes":1048576"#, r#""maxBodyBytes":1.048576e+06"#)
-            .replace(r#""ports":[8443,80]"#, r#""ports":[8443.0,8e1]"#);
-        assert_ne!(doubled, json);
-        assert_eq!(crate::eval::Evaluator::load(doubled.as_bytes()).unwrap().plan(), &plan);
-        for bad in [r#""version":1.5"#, r#""version":-1"#, r#""version":4294967296"#] {
-            let text = json.replace(r#""version":1"#, bad);
-            assert!(crate::eval::Evaluator::load(text.as_bytes()).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn content_hash_ignores_only_the_hash() {
-        let plan = tricky_plan();
-        let mut unhashed = plan.clone();
-        unhashed.hash.clear();
-        let expected = hex(&Sha256::digest(serde_json::to_vec(&unhashed).unwrap()));
-        assert_eq!(plan.hash, expected);
-        assert_eq!(unhashed.content_hash(), expected);
-        unhashed.listener.push('x');
-        assert_ne!(unhashed.content_hash(), expected);
-    }
-
-    #[test]
-    fn the_text_hash_of_serde_json_output_is_the_content_hash() {
-        for plan in [tricky_plan(), CompiledPlan::empty("l").seal()] {
-            for json in [serde_json::to_vec(&plan).unwrap(), serde_json::to_vec_pretty(&plan).unwrap()] {
-                assert_eq!(json_content_hash(&json), plan.hash, "{}", String::from_utf8_lossy(&json));
-            }
-        }
-        let plan = tricky_plan();
-        // Equal with or without a hash, whatever its value.
-        let mut unhashed = plan.clone();
-        unhashed.hash = "0".repeat(64);
-        assert_eq!(json_content_hash(&serde_json::to_vec(&unhashed).unwrap()), plan.hash);
-        unhashed.hash.clear();
-        assert_eq!(json_content_hash(&serde_json::to_vec(&unhashed).unwrap()), plan.hash);
-    }
-
-    #[test]
-    fn the_text_hash_of_other_renderings_differs() {
-        let plan = tricky_plan();
-        let compact = serde_json::to_string(&plan).unwrap();
-        // Keys reordered (serde_json::Value sorts them), `/` escaped, a field spelled out.
-        let value: serde_json::Value = serde_json::from_str(&compact).unwrap();
-        let reordered = serde_json::to_string(&value).unwrap();
-        let escaped = compact.replace("ns/", "ns\\/");
-        let spelled_out = compact.replace(r#""name":"r","#, r#""name":"r","http":{},"#);
-        let tampered = compact.replace("ns/p", "ns/q");
-        for json in [reordered, escaped, spelled_out, tampered] {
-            assert_ne!(compact, json);
-            assert_ne!(json_content_hash(json.as_bytes()), plan.hash, "{json}");
-        }
-    }
-}
+mod tests;
