@@ -11,7 +11,8 @@
 #
 # Files in $ISTIO_TEST_RUN: admin.kubeconfig (client certificate in system:masters),
 # controller.kubeconfig (a token of ServiceAccount toolgate-system/toolgate-controller, so RBAC from
-# deploy/rbac.yaml is what the controller gets), pki/, logs/{etcd,apiserver,istiod}.log.
+# deploy/rbac.yaml is what the controller gets), gateway.token (a token of default/gw-istio, audience
+# istio-ca: what the gateway's Envoy sends istiod), pki/, logs/{etcd,apiserver,istiod}.log.
 #
 # Settings (environment): TOOLGATE_ISTIO_CACHE (see gobuild.sh); ISTIO_TEST_RUN (default
 # $TOOLGATE_ISTIO_CACHE/run): this instance's files; ports on 127.0.0.1: ISTIO_TEST_APISERVER_PORT
@@ -124,7 +125,12 @@ users: [{name: toolgate-controller, user: {token: "$token"}}]
 contexts: [{name: test, context: {cluster: test, user: toolgate-controller, namespace: toolgate-system}}]
 current-context: test
 EOF
-  log "CRDs, namespaces, RBAC and the controller's kubeconfig in $(ms_since "$t0") ms"
+  # The gateway's identity towards istiod: a token of ServiceAccount default/gw-istio (audience istio-ca),
+  # sent by its Envoy as gRPC metadata. istiod serves a proxy Secrets (the Gateway's TLS credentials,
+  # over SDS on the ADS stream) only when it has verified the proxy's identity (XDS_AUTH, istiod-start).
+  kc create serviceaccount gw-istio -n default >/dev/null
+  kc create token gw-istio -n default --audience istio-ca --duration 24h > "$RUN/gateway.token"
+  log "CRDs, namespaces, RBAC and the controller's and the gateway's tokens in $(ms_since "$t0") ms"
   echo "export KUBECONFIG=$RUN/admin.kubeconfig"
 }
 
@@ -145,9 +151,13 @@ EOF
   # Out of cluster: no CA (ENABLE_CA_SERVER=false: no certificates at all, no secure gRPC), no webhooks
   # (no injector, no validation webhook controller, webhooks multiplexed on the plain HTTP port), no
   # gateway Deployments/Services (PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false), Gateway API on,
-  # xDS clients not authenticated (XDS_AUTH=false), one istiod (no leader election).
+  # one istiod (no leader election). xDS clients are authenticated on the plaintext port too
+  # (XDS_AUTH=true XDS_AUTH_PLAINTEXT=true: a ServiceAccount token in the stream's `authorization`
+  # metadata, checked with a TokenReview): istiod's SDS generator serves no Secret to a proxy without a
+  # verified identity ("is not authorized to receive" in its log), so a Gateway's TLS listener would
+  # never get its certificate (tests/istio/README.md).
   (cd "$RUN/istiod" && exec env POD_NAMESPACE=istio-system POD_NAME=istiod-test CLUSTER_ID=Kubernetes \
-    ENABLE_CA_SERVER=false PILOT_CERT_PROVIDER=none XDS_AUTH=false INJECT_ENABLED=false \
+    ENABLE_CA_SERVER=false PILOT_CERT_PROVIDER=none XDS_AUTH=true XDS_AUTH_PLAINTEXT=true INJECT_ENABLED=false \
     VALIDATION_WEBHOOK_CONFIG_NAME= PILOT_ENABLE_GATEWAY_API=true PILOT_ENABLE_GATEWAY_API_STATUS=true \
     PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER=true \
     ENABLE_LEADER_ELECTION=false KUBECONFIG="$RUN/admin.kubeconfig" \

@@ -42,7 +42,7 @@ def stack(cluster: Cluster, tmp_path_factory, wasm_path):
     try:
         port = harness.free_port()
         cluster.apply(services(port, mcp))
-        config = harness.write_json(work / "envoy-bootstrap.json", envoy_bootstrap(shim.port))
+        config = harness.write_json(work / "envoy-bootstrap.json", envoy_bootstrap(shim.port, cluster.gateway_token()))
         envoy = harness.Envoy.start(config, work, "gateway", timeout=60)
         yield {"cluster": cluster, "mcp": mcp, "shim": shim, "envoy": envoy, "port": port, "work": work,
                "wasm": wasm_path}

@@ -85,6 +85,10 @@ class Cluster:
             return None
         return json.loads(out.stdout)
 
+    def gateway_token(self) -> str:
+        """A token of ServiceAccount default/gw-istio for istiod (cluster.sh start): the gateway's identity."""
+        return (self.run / "gateway.token").read_text().strip()
+
     def istiod_debug(self, path: str) -> dict | list:
         r = harness.request("GET", f"http://127.0.0.1:{self.istiod_http_port}{path}", timeout=10)
         assert r.status == 200, (path, r.status, r.body[:300])
@@ -146,12 +150,14 @@ class XdsShim:
                 self.proc.wait()
 
 
-def envoy_bootstrap(xds_port: int, ip: str = GATEWAY_IP) -> dict:
+def envoy_bootstrap(xds_port: int, token: str, ip: str = GATEWAY_IP) -> dict:
     """What istio-agent would give Envoy, reduced to what istiod reads: a router node of the gateway's
     Service in `default` (id `router~IP~POD.NS~NS.svc.cluster.local`, metadata NAMESPACE, LABELS,
     CLUSTER_ID, ISTIO_VERSION, INSTANCE_IPS...), ADS over plaintext gRPC. The node's IP is only a name
     for istiod (nothing is sent to it), and must not be 127.0.0.1: istiod looks proxies up by IP first,
-    and the MCP server's WorkloadEntry has that address."""
+    and the MCP server's WorkloadEntry has that address. `token` (Cluster.gateway_token()) goes in the
+    stream's `authorization` metadata, as istio-agent sends it: istiod authenticates the proxy with it
+    and only then serves it the Gateway's TLS credentials over SDS."""
     return {
         "node": {
             "id": f"router~{ip}~gw-istio-0.default~default.svc.cluster.local",
@@ -165,7 +171,9 @@ def envoy_bootstrap(xds_port: int, ip: str = GATEWAY_IP) -> dict:
         },
         "dynamic_resources": {
             "ads_config": {"api_type": "GRPC", "transport_api_version": "V3", "set_node_on_first_message_only": True,
-                           "grpc_services": [{"envoy_grpc": {"cluster_name": "xds-grpc"}}]},
+                           "grpc_services": [{"envoy_grpc": {"cluster_name": "xds-grpc"},
+                                             "initial_metadata": [{"key": "authorization",
+                                                                   "value": f"Bearer {token}"}]}]},
             "cds_config": {"ads": {}, "resource_api_version": "V3"},
             "lds_config": {"ads": {}, "resource_api_version": "V3"},
         },
@@ -266,10 +274,10 @@ spec:
 """
 
 
-def call(port: int, tool: str, mcp: harness.McpServer) -> harness.Sent:
+def call(port: int, tool: str, mcp: harness.McpServer, headers: dict | None = None) -> harness.Sent:
     tag = f"tg={time.monotonic_ns()}"
     body = harness.jsonrpc("tools/call", {"name": tool, "arguments": {"a": 2, "b": 3, "message": "m"}}, id=7)
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **(headers or {})}
     try:
         r = harness.request("POST", f"http://127.0.0.1:{port}/mcp?{tag}", body, headers, timeout=5)
     except OSError as exc:

@@ -1,0 +1,214 @@
+"""Authorization features on the real Istio stack (conftest.py `stack`: kube-apiserver with RBAC, istiod, the
+gateway's Envoy fed over ADS, `toolgate controller` with deploy/'s permissions):
+
+- ExternalAuth to an authorizer Service: toolgate-test-authz on loopback behind the Service `authz` (a
+  WorkloadEntry at 127.0.0.1, like the MCP server); the plan names the cluster istiod gives that Service
+  (`outbound|9000||authz.default.svc.cluster.local`), and the authorizer allows and denies;
+- SPIFFE identities at both levels: a Gateway API HTTPS listener with client-certificate validation
+  (`gateway.istio.io/tls-terminate-mode: MUTUAL`, the CA in the Secret's `ca.crt`), whose certificate
+  and CA istiod serves the gateway's Envoy over SDS on its ADS stream; a Gateway-level and an XBackend-level
+  policy allow and deny by the client certificate's URI SAN;
+- list filtering: tools/list filtered per caller (per identity) through that listener.
+
+    .venv/bin/pytest tests/istio/test_istio_authz.py -q -x
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+
+import harness
+from harness import assert_allowed, assert_denied, external_auth_policy, mcp_match, policy, rule, sa, spiffe
+from istio_stack import (GATEWAY_LABELS, ROUTE_AND_BACKEND, Cluster, Controller, allowed, call, denied,
+                         listener_http_filters)
+
+SA_A = "spiffe://cluster.local/ns/default/sa/a"
+AUTHZ_CLUSTER = "outbound|9000||authz.default.svc.cluster.local"
+
+
+def yaml(*objects: dict | str) -> str:
+    return harness.to_yaml(*objects)
+
+
+def tls_gateway(http_port: int, https_port: int) -> str:
+    """default/gw with its plain listener and an HTTPS one that requires a client certificate from ca.crt
+    (Istio's listener option; the CA is the Secret's ca.crt, which istiod serves as `<secret>-cacert`)."""
+    return f"""
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {{name: http, port: {http_port}, protocol: HTTP}}
+  - name: https
+    port: {https_port}
+    protocol: HTTPS
+    tls:
+      mode: Terminate
+      certificateRefs: [{{name: gw-cert}}]
+      options: {{gateway.istio.io/tls-terminate-mode: MUTUAL}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: gw-istio, namespace: default}}
+spec:
+  selector: {json.dumps(GATEWAY_LABELS)}
+  ports:
+  - {{name: http, port: {http_port}, targetPort: {http_port}, appProtocol: http}}
+  - {{name: https, port: {https_port}, targetPort: {https_port}}}
+"""
+
+
+def tls_secret(certs) -> dict:
+    def b64(name: str) -> str:
+        return base64.b64encode((certs / name).read_bytes()).decode()
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "gw-cert", "namespace": "default"},
+            "data": {"tls.crt": b64("server.crt"), "tls.key": b64("server.key"), "ca.crt": b64("ca.crt")}}
+
+
+@pytest.fixture(scope="module")
+def gw(stack):
+    """The stack with default/gw (HTTP and mutual-TLS HTTPS listeners), its route and the XBackend `tools`."""
+    cluster: Cluster = stack["cluster"]
+    certs = harness.gen_certs(stack["work"] / "certs")
+    https_port = harness.free_port()
+    harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
+    cluster.apply(yaml(tls_secret(certs), tls_gateway(stack["port"], https_port), ROUTE_AND_BACKEND))
+    return {**stack, "certs": certs, "https_port": https_port}
+
+
+def tls_call(gw, tool: str, agent: str | None, method: str = "tools/call") -> harness.Sent:
+    """A call through the HTTPS listener with agent's client certificate (gen-certs.sh)."""
+    tag = f"tg={time.monotonic_ns()}"
+    params = {"name": tool, "arguments": {"a": 2, "b": 3, "message": "m"}} if method == "tools/call" else {}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    cert = harness.client_cert(gw["certs"], agent) if agent else None
+    try:
+        r = harness.request("POST", f"https://127.0.0.1:{gw['https_port']}/mcp?{tag}", harness.jsonrpc(method, params, id=7),
+                            headers, cert=cert, ca=gw["certs"] / "ca.crt", server_hostname="localhost", timeout=5)
+    except OSError as exc:
+        return harness.Sent(None, tag, 7, [], 0, exc)
+    executed = [e for e in gw["mcp"].executed() if str(e.get("path", "")).endswith(tag)]
+    return harness.Sent(r, tag, 7, executed, len(executed))
+
+
+def ok(check, sent: harness.Sent) -> bool:
+    try:
+        check(sent)
+        return True
+    except AssertionError:
+        return False
+
+
+def listed(sent: harness.Sent) -> list[str] | None:
+    if sent.response is None or sent.response.status != 200:
+        return None
+    return sorted(t["name"] for t in sent.json().get("result", {}).get("tools", []))
+
+
+def test_external_auth_to_an_authorizer_service(gw, tmp_path):
+    """action: ExternalAuth naming the Service `authz`: the plan's authorizer cluster is the one istiod builds
+    for that Service, istiod gives it to the gateway's Envoy, and the authorizer decides: get-sum allowed,
+    echo denied, each asked once over gRPC."""
+    cluster, mcp, envoy, port = gw["cluster"], gw["mcp"], gw["envoy"], gw["port"]
+    az = harness.Authorizer.start("authz", tmp_path / "authz", rule={"allow_tools": ["get-sum"], "deny_tools": ["echo"]})
+    grpc_port = int(az.grpc_address.rsplit(":", 1)[1])
+    controller = Controller(cluster, tmp_path, gw["wasm"])
+    try:
+        cluster.apply(f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: authz, namespace: default}}
+spec:
+  selector: {{app: authz}}
+  ports: [{{name: grpc, port: 9000, targetPort: {grpc_port}, appProtocol: grpc}}]
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: authz-0, namespace: default, labels: {{app: authz}}}}
+spec:
+  address: 127.0.0.1
+  labels: {{app: authz}}
+""")
+        cluster.apply(yaml(external_auth_policy("ea", grpc={})))
+        wp = harness.wait_for(lambda: cluster.get("wasmplugin", "toolgate-gw-http"), timeout=30, what="WasmPlugin")
+        assert wp["spec"]["pluginConfig"]["gateway"]["externalAuth"]["authorizer"]["cluster"] == AUTHZ_CLUSTER
+        harness.wait_for(lambda: AUTHZ_CLUSTER in [c["cluster"]["name"] for c in
+                                                   envoy.config_dump("dynamic_active_clusters").get("configs", [])],
+                         timeout=60, what=f"istiod's cluster {AUTHZ_CLUSTER} at the gateway")
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
+                         timeout=60, what=f"the authorizer's decisions at the gateway\n{az.log_tail()}")
+        for tool, want in (("get-sum", assert_allowed), ("echo", assert_denied)):
+            before = len(az.requests())
+            want(call(port, tool, mcp))
+            asked = harness.wait_for(lambda: az.requests()[before:] or None, timeout=5, what="the authorizer asked")
+            assert [r["kind"] for r in asked] == ["grpc"], asked
+        cluster.kubectl("delete", "xaccesspolicy", "ea", "-n", "default")
+        harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
+    finally:
+        controller.stop()
+        az.stop()
+
+
+def identity_policies() -> str:
+    """Gateway level: a (SPIFFE) get-sum and echo, b (ServiceAccount) get-sum and get-env; XBackend level:
+    a get-sum, b get-sum, echo and get-env; both list tools. So a's echo is denied by the XBackend level
+    only, b's echo by the Gateway level only, and a caller without a SPIFFE ID matches no rule."""
+    lists = mcp_match("tools/list")
+    return yaml(
+        policy("callers", rule("a", spiffe(SA_A), mcp=mcp_match(("tools/call", ["get-sum", "echo"]))),
+               rule("b", sa("b"), mcp=mcp_match(("tools/call", ["get-sum", "get-env"]))),
+               rule("lists-a", spiffe(SA_A), mcp=lists), rule("lists-b", sa("b"), mcp=lists)),
+        policy("tools-callers", rule("a", spiffe(SA_A), mcp=mcp_match(("tools/call", ["get-sum"]))),
+               rule("b", sa("b"), mcp=mcp_match(("tools/call", ["get-sum", "echo", "get-env"]))),
+               rule("lists", mcp=lists), target="backend"))
+
+
+def test_spiffe_identities_at_both_levels(gw, tmp_path):
+    """The HTTPS listener verifies client certificates against ca.crt (istiod's SDS); the filter decides by
+    the certificate's URI SAN at the Gateway level and at the XBackend level (keyed by istiod's cluster of
+    the Service), and filters tools/list per caller."""
+    cluster, envoy, port = gw["cluster"], gw["envoy"], gw["https_port"]
+    controller = Controller(cluster, tmp_path, gw["wasm"])
+    try:
+        cluster.apply(identity_policies())
+        harness.wait_for(lambda: cluster.get("wasmplugin", "toolgate-gw-https"), timeout=30, what="WasmPlugin of https")
+        harness.wait_for(lambda: ("0.0.0.0", port) in envoy.listener_addresses() or None, timeout=60,
+                         what=f"the HTTPS listener on {port}\n{envoy.log_tail(30)}")
+        harness.wait_for(lambda: ok(assert_allowed, tls_call(gw, "get-sum", "agent-a"))
+                         and ok(assert_denied, tls_call(gw, "echo", "agent-a")), timeout=60,
+                         what=f"the identity policies at the HTTPS listener\n{envoy.log_tail(30)}")
+        filters = listener_http_filters(envoy)
+        assert [n for n in filters if "toolgate-gw-https" in n], filters
+        # The listener's certificate and client CA came from istiod over SDS (the Secret gw-cert).
+        secrets = sorted(s["name"] for s in envoy.config_dump("dynamic_active_secrets").get("configs", []))
+        assert secrets == ["kubernetes-gateway://default/gw-cert", "kubernetes-gateway://default/gw-cert-cacert"], secrets
+        # Both levels decide by the certificate's URI SAN.
+        assert_allowed(tls_call(gw, "get-sum", "agent-a"))
+        assert_denied(tls_call(gw, "echo", "agent-a"))       # the XBackend level denies a's echo
+        assert_allowed(tls_call(gw, "get-sum", "agent-b"))
+        assert_allowed(tls_call(gw, "get-env", "agent-b"))
+        assert_denied(tls_call(gw, "echo", "agent-b"))       # the Gateway level denies b's echo
+        assert_denied(tls_call(gw, "get-env", "agent-a"))
+        # A certificate from the CA without a SPIFFE URI SAN: no identity, no rule matches.
+        assert_denied(tls_call(gw, "get-sum", "agent-nospiffe"))
+        # No client certificate, or one from another CA claiming a's ID: refused in the handshake.
+        url = f"https://127.0.0.1:{port}/mcp"
+        assert harness.handshake_rejected(url, ca=gw["certs"] / "ca.crt")
+        assert harness.handshake_rejected(url, cert=harness.client_cert(gw["certs"], "other-agent-a"),
+                                          ca=gw["certs"] / "ca.crt")
+        # tools/list per caller: what a tools/call by the same caller may call at both levels.
+        a_list, b_list = tls_call(gw, "", "agent-a", "tools/list"), tls_call(gw, "", "agent-b", "tools/list")
+        assert listed(a_list) == ["get-sum"], a_list
+        assert listed(b_list) == ["get-env", "get-sum"], b_list
+        cluster.kubectl("delete", "xaccesspolicies", "callers", "tools-callers", "-n", "default")
+        harness.wait_for(lambda: ok(assert_allowed, tls_call(gw, "echo", "agent-nospiffe")), timeout=60,
+                         what="no policy: any verified caller passes")
+    finally:
+        controller.stop()
