@@ -12,10 +12,18 @@ tests/e2e/harness.py).
 
 Processes are stopped after each test; when a test fails, the tail of every process log it started
 is added to the failure report.
+
+The filter's host is the run's parameter: `pytest --host wasm` (the default) or `--host native` (the
+dynamic module of `make module`; TOOLGATE_E2E_HOST=native is the same). Every test runs on the host
+of the run, except those marked `@pytest.mark.host("native", reason=...)` (or "wasm"): about one
+host only, they run in that host's run and are skipped, with their reason, in the other's. `make
+test` runs the whole of tests/e2e and tests/bypass once per host, in parallel (suite-e2e,
+suite-e2e-native).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +34,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 import harness  # noqa: E402
 
 _PROCS = pytest.StashKey[list]()
+
+HOSTS = ("wasm", "native")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--host", choices=HOSTS, default=None,
+                     help="the filter's host for tests/e2e and tests/bypass: wasm (default; or TOOLGATE_E2E_HOST) or native")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "host(name, reason): the test is about that filter host only (wasm or native); "
+                                       "it runs in that host's run and is skipped in the other's")
+    host = config.getoption("--host")
+    if host:
+        # harness.filter_host() reads it (also at import time, e.g. test_tokens.py): one source.
+        os.environ["TOOLGATE_E2E_HOST"] = host
+    harness.filter_host()  # a bad TOOLGATE_E2E_HOST fails the run here
+
+
+def pytest_report_header(config):
+    return f"toolgate filter host: {harness.filter_host()}"
+
+
+def pytest_collection_modifyitems(config, items):
+    host = harness.filter_host()
+    for item in items:
+        marker = item.get_closest_marker("host")
+        if marker is None:
+            continue
+        want = marker.args[0] if marker.args else marker.kwargs.get("name")
+        if want not in HOSTS:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.host({want!r}): wasm or native")
+        if want != host:
+            why = marker.kwargs.get("reason", "")
+            item.add_marker(pytest.mark.skip(reason=f"{want} host only{': ' + why if why else ''} (this run: --host {host})"))
+
+
+@pytest.fixture(scope="session")
+def host() -> str:
+    """The filter's host of this run: "wasm" or "native"."""
+    return harness.filter_host()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -124,9 +173,9 @@ def gateway(request, tmp_path, certs, wasm_path, start_mcp_server):
     --strict (a policy that is not accepted fails the test instead of silently not applying).
     `before_start(gw)` runs between render and Envoy's start; `envoy_args` are added to Envoy's command
     line; `wasm` is another module than toolgate_filter.wasm. Envoy is stopped after the test.
-    The filter runs on the host TOOLGATE_E2E_HOST names (wasm, the default, or native: the dynamic
-    module of `make module`); a test that passes `wasm` runs on Wasm, one that passes `native_module`
-    (another .so) on that module."""
+    The filter runs on the run's host (--host: wasm, the default, or native: the dynamic module of
+    `make module`); a test that passes `wasm` runs on Wasm, one that passes `native_module` (another
+    .so) on that module."""
     started: list[harness.ToolgateGateway] = []
 
     def make(*policies, listeners=None, https_client_ca=True, render_args=(), before_start=None,

@@ -1076,7 +1076,8 @@ class ToolgateGateway:
 
 
 def filter_host() -> str:
-    """The host the e2e gateways run the filter on: TOOLGATE_E2E_HOST=wasm (default) or native."""
+    """The host the e2e gateways run the filter on: TOOLGATE_E2E_HOST=wasm (default) or native, which
+    pytest's `--host` sets (tests/conftest.py)."""
     host = os.environ.get("TOOLGATE_E2E_HOST", "wasm")
     if host not in ("wasm", "native"):
         raise HarnessError(f"TOOLGATE_E2E_HOST={host!r}: wasm or native")

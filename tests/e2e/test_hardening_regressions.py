@@ -1,6 +1,7 @@
 """Regression tests for the known holes of the hardening issue, each in a real Envoy: case-folded keys
 (Go's encoding/json reads them as the field), access-log fields a client could forge through the
-decision summary, the debug-log line per decision, and header matchers in a plan with many names."""
+decision summary, the debug-log line per decision, and header matchers in a plan with many names. On
+both hosts (`--host`): none of them is about the Wasm VM."""
 
 from __future__ import annotations
 
@@ -97,10 +98,15 @@ def test_clients_cannot_forge_access_log_fields(gateway):
     assert all(l.startswith("[") for l in lines), lines
 
 
+# Envoy's logger the filter writes to: the Wasm VM's, or the dynamic modules'.
+LOGGER = {"wasm": "wasm", "native": "dynamic_modules"}
+
+
 def test_one_debug_line_per_decision(gateway):
     gw = gateway(policy("sum", tools_call_rule("sum", ["get-sum"])), listeners={"http": "HTTP"})
     env = gw.envoy
     log = env.log_path
+    logger = LOGGER[gw.host]
 
     def debug_lines(tag: str) -> list[str]:
         return [l for l in log.read_text(errors="replace").splitlines() if "toolgate: 'POST'" in l and tag in l]
@@ -108,13 +114,13 @@ def test_one_debug_line_per_decision(gateway):
     # At info level (the default) no decision line is written.
     quiet = gw.call("get-sum", **HTTP)
     assert_allowed(quiet)
-    # Switching Envoy's wasm logger to debug at run time takes effect within a second (the filter
-    # reads the level once a second, not per request).
-    status, _, _ = env.admin_post("/logging?wasm=debug")
+    # Switching the filter's logger to debug at run time takes effect within a second (the Wasm filter
+    # reads the level once a second, not per request; the module asks Envoy per decision).
+    status, _, _ = env.admin_post(f"/logging?{logger}=debug")
     assert status == 200
     probes = []
     wait_for(lambda: probes.append(gw.call("get-sum", **HTTP).tag) or any(debug_lines(f"?{t}'") for t in probes) or None,
-             timeout=10, interval=0.2, what="debug lines after /logging?wasm=debug")
+             timeout=10, interval=0.2, what=f"debug lines after /logging?{logger}=debug")
     allowed = gw.call("get-sum", **HTTP)
     denied = gw.call("echo", **HTTP)
     too_large = gw.post(raw('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"get-sum","pad":"'
@@ -129,15 +135,15 @@ def test_one_debug_line_per_decision(gateway):
         assert want in lines[0], lines
     assert debug_lines(f"?{quiet.tag}'") == []
 
-    # Back at info, the filter writes no decision line once it has read the level again (at its next
-    # tick). A line's absence is read only once a later line is in the log, which Envoy writes in
+    # Back at info, the filter writes no decision line once it has read the level again (the Wasm
+    # filter: at its next tick). A line's absence is read only once a later line is in the log, which Envoy writes in
     # order: the admin's own line for setting the level the logger already has (a change of nothing).
     def set_info_line_count() -> int:
-        return log.read_text(errors="replace").count("change log level: name='wasm' level='info'")
+        return log.read_text(errors="replace").count(f"change log level: name='{logger}' level='info'")
 
     def wrote_decision_line(sent) -> bool:
         before = set_info_line_count()
-        env.admin_post("/logging?wasm=info")
+        env.admin_post(f"/logging?{logger}=info")
         wait_for(lambda: set_info_line_count() > before, timeout=5, what="the admin's log line")
         return bool(debug_lines(f"?{sent.tag}'"))
 
@@ -145,7 +151,7 @@ def test_one_debug_line_per_decision(gateway):
         sent = gw.call("get-sum", **HTTP)
         return None if wrote_decision_line(sent) else sent
 
-    env.admin_post("/logging?wasm=info")
+    env.admin_post(f"/logging?{logger}=info")
     after = wait_for(quiet_call, timeout=10, interval=0.1, what="a call without a decision line at info")
     assert_allowed(after)
     assert debug_lines(f"?{after.tag}'") == []

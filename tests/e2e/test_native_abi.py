@@ -27,6 +27,8 @@ import harness
 
 ABI_RS = harness.REPO / "module/src/abi.rs"
 
+pytestmark = pytest.mark.host("native", reason="the dynamic module's symbols")
+
 
 def _symbols(binary: Path, *flags: str) -> dict[str, str]:
     """name -> nm type letter of a binary's dynamic symbols."""

@@ -5,11 +5,13 @@
   request-headers hook panics on the header `x-toolgate-panic-probe`; module/Cargo.toml).
 - Failing closed: a module Envoy cannot load (a missing or corrupt .so) gets the listener update
   rejected, at start (no listener, nothing reaches the MCP server) and later (the configuration in
-  force stays); a plan the module refuses denies every request when it is the first, and is an
-  update Envoy rejects (the last good plan stays in force) when one was loaded before, as on the
-  Wasm host (test_plan_updates.py, test_resilience.py).
+  force stays); a plan the module refuses is an update Envoy rejects (the last good plan stays in
+  force) when one was loaded before, as on the Wasm host (test_plan_updates.py). A refused first
+  plan denies every request on both hosts (test_resilience.py).
+- What `toolgate render --native-module` writes, as Envoy runs it.
 
-Runs whatever TOOLGATE_E2E_HOST says: these gateways always run the native module."""
+The native counterparts of test_resilience.py's tests about the Wasm VM. Marked `host("native")`:
+they run once, in the native run (`--host native`, make suite-e2e-native)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import pytest
 
 from harness import (ENVOY_START_TIMEOUT, REPO, Envoy, ToolgateGateway, assert_allowed, assert_denied, free_port, native_module_path, policy, sa,
                      tcp_open, toolgate_plans, tools_call_rule, wait_for, write_json)
+
+pytestmark = pytest.mark.host("native", reason="the dynamic module itself")
 
 HTTP = dict(listener="http", agent=None)
 BOTH = {"https": "HTTPS", "http": "HTTP"}
@@ -192,17 +196,7 @@ def test_an_update_with_a_truncated_module_stops_envoy(gateway, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
-# A plan the module refuses
-
-def first_plan(value: str):
-    """before_start: every listener's plan (the filter_config) replaced by `value`."""
-    def set_plan(gw):
-        lds = json.loads((gw.dir / "lds.json").read_text())
-        for conf in toolgate_plans(lds):
-            conf["value"] = value
-        write_json(gw.dir / "lds.json", lds)
-    return set_plan
-
+# A plan update the module refuses
 
 def push_plan(gw, make_plan, base: str) -> None:
     """Every listener's plan replaced with `make_plan(plan)`, `plan` being the one in `base` (an
@@ -230,37 +224,6 @@ def tampered(plan):
     """Content that does not match the plan's hash."""
     plan["gateway"]["allow"] = []
     return json.dumps(plan)
-
-
-@pytest.mark.parametrize("plan", ["", '{"version": 1, "listener": "default/gw/https", "gateway": {"allow": [',
-                                  "\u0000\u00ff not a plan", '{"version": 99}'],
-                         ids=["empty", "truncated", "garbage", "unknown-version"])
-def test_a_refused_first_plan_denies_every_request(gateway, plan):
-    gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH,
-                 native_module=MODULE, before_start=first_plan(plan))
-    assert gw.host == "native"
-    # Envoy took the configuration (the module accepted it, to deny): both listeners serve.
-    assert gw.envoy.stat("listener_manager.lds.update_rejected") == 0
-    assert gw.envoy.stat("listener_manager.total_listeners_active") == 2
-    sent = [gw.call("get-sum"), gw.call("echo"), gw.call("get-sum", agent="agent-b"), gw.send("GET"),
-            gw.rpc("initialize", {}), gw.rpc("tools/list", {}), gw.call("get-sum", **HTTP)]
-    for r in sent:
-        assert_denied(r, id=None)  # 403, "id": null: without a plan nothing is read
-        assert gw.decision(r) == "deny: no valid plan loaded"
-    counters = gw.counters()
-    assert counters.get("toolgate.decision.deny.no_plan", 0) >= len(sent), counters
-    assert counters.get("toolgate.plan.rejected", 0) >= 2, counters  # both listeners
-    log = gw.envoy.log_path.read_text(errors="replace")
-    for plugin in PLUGINS:
-        assert f"plugin {plugin}: REFUSED plan (" in log
-    assert "no good plan yet: denying every request" in log
-    assert gw.server.executed() == []
-    # A good plan later applies normally.
-    gw.rerender()
-    wait_for(lambda: gw.call("get-sum").executed, timeout=10, interval=0.1, what="the first good plan")
-    assert_denied(gw.call("echo"))
-    assert_denied(gw.call("get-sum", agent="agent-b"))
-    assert_denied(gw.call("get-sum", **HTTP))
 
 
 def old_decisions_hold(gw):
@@ -298,3 +261,29 @@ def test_a_refused_update_keeps_the_last_good_plan(gateway):
     assert_allowed(gw.call("echo"))
     assert_denied(gw.call("echo", agent="agent-b"))
     assert gw.envoy.proc.pid == pid
+
+
+# --------------------------------------------------------------------------------------------------
+# The rendered configuration (the Wasm host's: test_resilience.py::test_rendered_configuration_fails_closed)
+
+def test_rendered_configuration_loads_the_module(gateway):
+    """Every listener runs the module `render --native-module` named, with its plan, kept loaded
+    across updates (do_not_close: the last good plans live in the module). There is no fail-open
+    setting to check: a module that cannot load rejects the listener (above), a panic denies."""
+    gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH,
+                 native_module=MODULE)
+    lds = json.loads((gw.dir / "lds.json").read_text())
+    dump = gw.envoy.config_dump("dynamic_listeners")
+    running = {"resources": [c["active_state"]["listener"] for c in dump["configs"] if "active_state" in c]}
+    for doc in (lds, running):
+        confs = list(module_filters(doc))
+        assert len(confs) == 2, confs
+        for conf in confs:
+            module = conf["dynamic_module_config"]
+            assert module["module"]["local"]["filename"] == str(MODULE)
+            assert module.get("do_not_close") is True
+            assert conf["filter_name"] in PLUGINS
+            assert json.loads(conf["filter_config"]["value"])["version"] == 1
+    assert sorted(c["filter_name"] for c in module_filters(running)) == sorted(PLUGINS)
+    assert_allowed(gw.call("get-sum"))
+    assert_denied(gw.call("echo"))

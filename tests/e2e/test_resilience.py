@@ -1,6 +1,10 @@
 """Resilience in a real Envoy (hardening issue): plan reloads under a steady load, failing closed when
-the VM has no plan or cannot run, and many slow clients against Envoy's memory and other clients.
-Figures measured here are printed (run with -s to see them) and recorded in docs/security.md."""
+the filter has no plan or cannot run, and many slow clients against Envoy's memory and other clients.
+Figures measured here are printed (run with -s to see them) and recorded in docs/security.md.
+
+On both hosts (`--host`), except the four tests about the Wasm VM itself (a .wasm that cannot be
+compiled, a VM that traps, the Wasm filter's fail_open/failure_policy), marked `host("wasm")`; each
+names its native counterpart in test_native_module.py."""
 
 from __future__ import annotations
 
@@ -415,9 +419,9 @@ def test_slow_clients_bounded_memory_no_stall(gateway):
 #
 # The filter never traps on input (no panics: its own proxy-wasm ABI, fuzzed; a 64 MiB body of the
 # reader's worst shape at the highest limit was decided without one), so no client can crash the VM
-# from outside. What is tested: the VM refusing its first plan, a VM that cannot be created, and
-# that the rendered configuration fails closed (Envoy's answer for a VM that did crash: every request
-# on it gets a local 503 instead of passing unfiltered).
+# from outside. What is tested: the filter refusing its first plan (both hosts), a VM that cannot be
+# created, and that the rendered configuration fails closed (Envoy's answer for a VM that did crash:
+# every request on it gets a local 503 instead of passing unfiltered).
 
 BOTH = {"https": "HTTPS", "http": "HTTP"}
 
@@ -443,10 +447,14 @@ def first_plan(value: str):
 
 
 @pytest.mark.parametrize("plan", ["", '{"version": 1, "listener": "default/gw/https", "gateway": {"allow": [',
-                                  "\u0000\u00ff not a plan"], ids=["empty", "truncated", "garbage"])
+                                  "\u0000\u00ff not a plan", '{"version": 99}'],
+                         ids=["empty", "truncated", "garbage", "unknown-version"])
 def test_refused_first_plan_denies_everything(gateway, plan):
     gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH,
                  before_start=first_plan(plan))
+    # Envoy took the configuration (the filter accepted it, to deny): both listeners serve.
+    assert gw.envoy.stat("listener_manager.lds.update_rejected") == 0
+    assert gw.envoy.stat("listener_manager.total_listeners_active") == 2
     sent = [gw.call("get-sum"), gw.call("echo"), gw.call("get-sum", agent="agent-b"), gw.send("GET"),
             gw.rpc("initialize", {}), gw.rpc("tools/list", {}), gw.call("get-sum", listener="http", agent=None)]
     for r in sent:
@@ -456,8 +464,15 @@ def test_refused_first_plan_denies_everything(gateway, plan):
     assert gw.counters().get("toolgate.plan.rejected", 0) >= 2  # both listeners
     log = gw.envoy.log_path.read_text(errors="replace")
     for name in gw.ports:
-        assert f"plugin toolgate:default/gw/{name}: REFUSED plan" in log
+        assert f"plugin toolgate:default/gw/{name}: REFUSED plan (" in log
+    assert "no good plan yet: denying every request" in log
     assert gw.server.executed() == []
+    # A good plan later applies normally.
+    gw.rerender()
+    wait_for(lambda: gw.call("get-sum").executed, timeout=10, interval=0.1, what="the first good plan")
+    assert_denied(gw.call("echo"))
+    assert_denied(gw.call("get-sum", agent="agent-b"))
+    assert_denied(gw.call("get-sum", listener="http", agent=None))
 
 
 def broken_module(wasm_path: Path, tmp_path: Path) -> Path:
@@ -476,9 +491,11 @@ def with_module(lds_text: str, module: Path) -> dict:
     return lds
 
 
+@pytest.mark.host("wasm", reason="a .wasm no VM can be created from; native: "
+                  "test_native_module.py::test_a_module_that_cannot_load_serves_nothing")
 def test_vm_that_cannot_be_created_serves_nothing(tmp_path, certs, wasm_path, start_mcp_server, start_envoy):
     server = start_mcp_server("mcp", workdir=tmp_path)
-    gw = ToolgateGateway(tmp_path / "gw", certs, wasm_path, server, listeners=BOTH)
+    gw = ToolgateGateway(tmp_path / "gw", certs, wasm_path, server, listeners=BOTH, host="wasm")
     gw.policies = [policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a")))]
     gw.ports = {name: free_port() for name in gw.listener_protocols}
     gw.render()
@@ -542,11 +559,13 @@ def trapping_module(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.host("wasm", reason="a VM that traps (V8); native: "
+                  "test_native_module.py::test_a_panic_denies_the_request_and_envoy_serves_on")
 def test_a_vm_that_crashes_denies_every_request(tmp_path, certs, wasm_path, start_mcp_server, start_envoy):
     """The rendered configuration with a VM that traps on every request: Envoy answers each request
     itself (fail_open false), nothing reaches the MCP server, and the VM stays failed."""
     server = start_mcp_server("mcp", workdir=tmp_path)
-    gw = ToolgateGateway(tmp_path / "gw", certs, wasm_path, server, listeners=BOTH)
+    gw = ToolgateGateway(tmp_path / "gw", certs, wasm_path, server, listeners=BOTH, host="wasm")
     gw.policies = [policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a")))]
     gw.ports = {name: free_port() for name in gw.listener_protocols}
     gw.render()
@@ -563,6 +582,8 @@ def test_a_vm_that_crashes_denies_every_request(tmp_path, certs, wasm_path, star
              what="the trap in Envoy's log")
 
 
+@pytest.mark.host("wasm", reason="a .wasm no VM can be created from; native: "
+                  "test_native_module.py::test_an_update_with_a_module_that_cannot_load_keeps_the_plan")
 def test_update_with_a_module_that_cannot_load_keeps_the_plan(gateway, wasm_path, tmp_path):
     gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH)
     pid = gw.envoy.proc.pid
@@ -585,6 +606,8 @@ def test_update_with_a_module_that_cannot_load_keeps_the_plan(gateway, wasm_path
     assert gw.envoy.stat("listener_manager.lds.update_rejected") >= rejected + 1
 
 
+@pytest.mark.host("wasm", reason="the Wasm filter's fail_open/failure_policy and VM runtime; native: "
+                  "test_native_module.py::test_rendered_configuration_loads_the_module")
 def test_rendered_configuration_fails_closed(gateway):
     gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH)
     rendered = list(wasm_filter_configs(json.loads((gw.dir / "lds.json").read_text())))
