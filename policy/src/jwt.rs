@@ -12,7 +12,9 @@
 //! `envoy.config.core.v3.Metadata` ([`crate::lifecycle::Host::dynamic_metadata`]); this decodes
 //! the namespace's entries. Exactly one verified payload gives the caller's claims; none, or more
 //! than one (two tokens of different issuers in one request: which one is "the caller" would be
-//! the client's choice), give no claims.
+//! the client's choice), give no claims. The native host, which cannot read the payload's Struct,
+//! hands over the same `Metadata`, made by [`metadata_from_payload_header`] from the header
+//! `jwt_authn` writes for it.
 
 use serde_json::{Map, Number, Value};
 
@@ -65,10 +67,43 @@ impl Auth {
 /// payload, keyed by its `iss` claim (or ""): what Envoy's `jwt_authn` leaves, for simulated hosts
 /// (`toolgate explain`'s `claims:`, tests).
 pub fn metadata_with_claims(claims: &Value) -> Vec<u8> {
-    let issuer = claims.get("iss").and_then(Value::as_str).unwrap_or("");
+    metadata_of(claims.get("iss").and_then(Value::as_str).unwrap_or(""), claims)
+}
+
+fn metadata_of(issuer: &str, claims: &Value) -> Vec<u8> {
     let payload = message(|b| value(b, claims));
     let namespace = message(|b| entry(b, 1, issuer, &payload));
     message(|b| entry(b, 1, JWT_METADATA_NAMESPACE, &namespace))
+}
+
+/// The request header `jwt_authn` writes the verified payload to for the native host
+/// (`forward_payload_header`, base64url of the payload's JSON), which `toolgate render
+/// --native-module` configures, removes from the client's request before `jwt_authn` and removes
+/// again before the upstream (docs/semantics.md §6b).
+pub const JWT_PAYLOAD_HEADER: &str = "x-toolgate-jwt-payload";
+
+/// For a host that cannot read the payload's `Struct` (the dynamic module: Envoy 1.40's ABI reads a
+/// metadata namespace's keys and top-level scalars only): the serialised `Metadata` the Wasm host
+/// would hand over, made from what `jwt_authn` wrote where that host can read it. `issuers` are the
+/// keys of the [`JWT_METADATA_NAMESPACE`] namespace (only Envoy's filters write dynamic metadata),
+/// `payloads` the values of every [`JWT_PAYLOAD_HEADER`] field of the request.
+///
+/// The header counts only beside the metadata: exactly one verified issuer, exactly one header
+/// field, a base64url JSON object whose `iss` is that issuer. A header a client sent without a
+/// verified token (no issuer in the metadata), or beside one (two fields, or another `iss`), gives
+/// no claims, whether or not the configuration removed it first.
+pub fn metadata_from_payload_header(issuers: &[Vec<u8>], payloads: &[Vec<u8>]) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let ([issuer], [payload]) = (issuers, payloads) else { return None };
+    let issuer = std::str::from_utf8(issuer).ok()?;
+    // Envoy writes it unpadded unless `pad_forward_payload_header`; both are read.
+    let trimmed = payload.strip_suffix(b"==").or_else(|| payload.strip_suffix(b"=")).unwrap_or(payload);
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(trimmed).ok()?;
+    let claims: Value = serde_json::from_slice(&json).ok().filter(Value::is_object)?;
+    if claims.get("iss").and_then(Value::as_str) != Some(issuer) {
+        return None;
+    }
+    Some(metadata_of(issuer, &claims))
 }
 
 fn message(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
@@ -358,5 +393,38 @@ mod tests {
         for cut in 0..good.len() {
             let _ = Auth::from_metadata(&good[..cut]);
         }
+    }
+
+    #[test]
+    fn the_payload_header_counts_only_beside_one_verified_issuer() {
+        use base64::Engine as _;
+        let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string()).into_bytes();
+        let claims = serde_json::json!({"iss": "https://issuer.test", "sub": "agent-7", "exp": 1_900_000_000, "scope": "a b"});
+        let issuer = b"https://issuer.test".to_vec();
+        let read = |issuers: &[Vec<u8>], payloads: &[Vec<u8>]| {
+            metadata_from_payload_header(issuers, payloads).and_then(|m| Auth::from_metadata(&m))
+        };
+        // What the Wasm host reads from the metadata, and the same namespace for an authorizer.
+        let auth = read(&[issuer.clone()], &[b64(&claims)]).expect("claims");
+        let wasm = Auth::from_metadata(&metadata_with_claims(&claims)).expect("claims");
+        assert_eq!(auth, wasm);
+        assert_eq!(auth.principal, "https://issuer.test/agent-7");
+        // Padded, as with `pad_forward_payload_header`.
+        let mut padded = base64::engine::general_purpose::URL_SAFE.encode(claims.to_string()).into_bytes();
+        assert_eq!(read(&[issuer.clone()], &[padded.clone()]), Some(wasm.clone()));
+        padded.extend_from_slice(b"===");
+        assert_eq!(read(&[issuer.clone()], &[padded]), None);
+        // A client's header without a verified token, or beside one.
+        assert_eq!(read(&[], &[b64(&claims)]), None);
+        assert_eq!(read(&[issuer.clone()], &[b64(&claims), b64(&claims)]), None);
+        assert_eq!(read(&[issuer.clone(), b"other".to_vec()], &[b64(&claims)]), None);
+        let other = serde_json::json!({"iss": "https://forged.test", "sub": "agent-7"});
+        assert_eq!(read(&[issuer.clone()], &[b64(&other)]), None);
+        assert_eq!(read(&[issuer.clone()], &[b64(&serde_json::json!({"sub": "agent-7"}))]), None);
+        // Not base64url, not JSON, not an object: none, no panic.
+        for bad in [&b"%%%"[..], b"", b"e30", b"WzFd", b"bm90IGpzb24"] {
+            assert_eq!(read(&[issuer.clone()], &[bad.to_vec()]), None, "{bad:?}");
+        }
+        assert_eq!(read(&[issuer], &[]), None);
     }
 }
