@@ -201,8 +201,8 @@ def measure_istio(work: Path) -> dict[str, str]:
     """Step 5: policy change -> new decision at the gateway Envoy, through the controller, the API server
     and istiod (the stack of tests/istio)."""
     sys.path.insert(0, str(REPO / "tests/istio"))
-    from istio_stack import Cluster, Controller as IstioController, XdsShim, envoy_bootstrap  # noqa: E402
-    from test_istio import ROUTE_AND_BACKEND, allow_policy as istio_policy, allowed, call, denied, gateway, services  # noqa: E402
+    from istio_stack import (ROUTE_AND_BACKEND, Cluster, Controller as IstioController, XdsShim,  # noqa: E402
+                             allow_policy as istio_policy, allowed, call, denied, envoy_bootstrap, gateway, services)
 
     wasm = REPO / "target/wasm32-wasip1/release/toolgate_filter.wasm"
     cluster = Cluster(work / "istio")
@@ -214,8 +214,9 @@ def measure_istio(work: Path) -> dict[str, str]:
     try:
         port = harness.free_port()
         cluster.apply(services(port, mcp))
-        envoy = harness.Envoy.start(harness.write_json(work / "istio-envoy.json", envoy_bootstrap(shim.port)), work,
-                                    "istio-gateway", timeout=60)
+        bootstrap = envoy_bootstrap(shim.port, cluster.gateway_token())
+        envoy = harness.Envoy.start(harness.write_json(work / "istio-envoy.json", bootstrap), work, "istio-gateway",
+                                    timeout=60)
         controller = IstioController(cluster, work, wasm)
         harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
         cluster.apply(gateway(port) + "---" + ROUTE_AND_BACKEND + "---" + istio_policy("m", ["get-sum"]))
