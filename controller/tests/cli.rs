@@ -70,9 +70,75 @@ fn read_json(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
 }
 
+/// One test's folder, with the topology and the test's documents as its input (`in.yaml`).
+struct Case {
+    dir: PathBuf,
+    input: PathBuf,
+}
+
+impl Case {
+    fn new(name: &str, docs: &[String]) -> Case {
+        let dir = tmp(name);
+        let input = write_inputs(&dir, docs);
+        Case { dir, input }
+    }
+
+    fn input(&self) -> &str {
+        self.input.to_str().unwrap()
+    }
+
+    /// `name` in the test's folder.
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_str().unwrap().to_string()
+    }
+
+    /// `toolgate explain` of the request `req` (YAML), with `extra` arguments.
+    fn explain_output(&self, req: &str, extra: &[&str]) -> Output {
+        let request = self.path("req.yaml");
+        std::fs::write(&request, req).unwrap();
+        toolgate(&[&["explain", "-f", self.input(), "--request", &request][..], extra].concat())
+    }
+
+    /// What `toolgate explain` prints for `req`; it must succeed.
+    fn explain(&self, req: &str, extra: &[&str]) -> String {
+        let o = self.explain_output(req, extra);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    /// A stand-in for the .wasm (render checks only that the file is there).
+    fn wasm(&self) -> String {
+        let wasm = self.path("filter.wasm");
+        std::fs::write(&wasm, b"\0asm").unwrap();
+        wasm
+    }
+
+    /// `toolgate render` of the input into `out` (in the test's folder), the sample server's Service
+    /// resolved to 127.0.0.1:7001, with `extra` arguments (the filter's among them).
+    fn render(&self, out: &str, extra: &[&str]) -> Output {
+        let out = self.path(out);
+        let args = ["render", "-f", self.input(), "-o", &out, "--resolve", "mcp-server.default=127.0.0.1:7001"];
+        toolgate(&[&args[..], extra].concat())
+    }
+
+    /// [`Case::render`] with the stand-in .wasm.
+    fn render_wasm(&self, out: &str, extra: &[&str]) -> Output {
+        self.render(out, &[&["--wasm", &self.wasm()][..], extra].concat())
+    }
+}
+
+/// The HTTP connection manager of the first listener in a rendered Gateway folder.
+fn first_hcm(gateway_dir: &Path) -> Value {
+    read_json(&gateway_dir.join("lds.json"))["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"].clone()
+}
+
+/// The plan the Wasm filter (the first HTTP filter) of a connection manager carries.
+fn wasm_plan(hcm: &Value) -> Value {
+    serde_json::from_str(hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap()).unwrap()
+}
+
 #[test]
 fn compile_orders_limits_and_reports_status() {
-    let dir = tmp("compile");
     let sum =
         "  rules:\n  - name: r\n    authorization: {type: Inline, mcp: {methods: [{name: tools/call, params: [get-sum]}]}}\n";
     let mut docs = vec![
@@ -89,9 +155,9 @@ fn compile_orders_limits_and_reports_status() {
     for i in 0..3 {
         docs.push(policy(&format!("more{i}"), "2026-01-03T00:00:00Z", GW, sum));
     }
-    let input = write_inputs(&dir, &docs);
-    let out = dir.join("out");
-    let o = toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let case = Case::new("compile", &docs);
+    let out = case.dir.join("out");
+    let o = toolgate(&["compile", "-f", case.input(), "-o", out.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     assert!(stderr.contains("default/missing not accepted") && stderr.contains("TargetNotFound"), "{stderr}");
@@ -117,32 +183,16 @@ fn compile_orders_limits_and_reports_status() {
     assert_eq!(find("default/early")["ancestors"][0]["controllerName"], "toolgate.dev/controller");
 
     // --strict turns a policy that is not accepted into exit 1.
-    let o = toolgate(&["compile", "--strict", "-f", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let o = toolgate(&["compile", "--strict", "-f", case.input(), "-o", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
 }
 
 #[test]
 fn render_writes_a_runnable_configuration() {
-    let dir = tmp("render");
-    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
-    let wasm = dir.join("filter.wasm");
-    std::fs::write(&wasm, b"\0asm").unwrap();
-    let out = dir.join("out");
-    let o = toolgate(&[
-        "render",
-        "-f",
-        input.to_str().unwrap(),
-        "--wasm",
-        wasm.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--resolve",
-        "mcp-server.default=127.0.0.1:7001",
-        "--bind",
-        "127.0.0.1",
-    ]);
+    let case = Case::new("render", &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
+    let o = case.render_wasm("out", &["--bind", "127.0.0.1"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let gw = out.join("default.gw");
+    let gw = case.dir.join("out/default.gw");
     let lds = read_json(&gw.join("lds.json"));
     let cds = read_json(&gw.join("cds.json"));
     let listeners = lds["resources"].as_array().unwrap();
@@ -153,9 +203,7 @@ fn render_writes_a_runnable_configuration() {
     // Paths are normalised before routing and the filter, so path rules see what the upstream gets.
     assert_eq!((&hcm["normalize_path"], &hcm["merge_slashes"]), (&Value::Bool(true), &Value::Bool(true)));
     assert_eq!(hcm["path_with_escaped_slashes_action"], "UNESCAPE_AND_REDIRECT");
-    let plan: Value =
-        serde_json::from_str(hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap())
-            .unwrap();
+    let plan = wasm_plan(hcm);
     assert!(plan["backends"]["xbackend/default/tools"]["allow"][0]["name"] == "default/p");
     let routes = &hcm["route_config"]["virtual_hosts"][0]["routes"];
     let rewrite = routes.as_array().unwrap().iter().find(|r| r["match"]["path_separated_prefix"] == "/plain").unwrap();
@@ -172,22 +220,15 @@ fn render_writes_a_runnable_configuration() {
     assert!(envoy["dynamic_resources"]["lds_config"]["path_config_source"]["path"].as_str().unwrap().ends_with("lds.json"));
 
     // A missing wasm file is a usage error.
-    let o = toolgate(&["render", "-f", input.to_str().unwrap(), "--wasm", "/nonexistent.wasm", "-o", out.to_str().unwrap()]);
+    let o = case.render("out", &["--wasm", "/nonexistent.wasm"]);
     assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
 fn explain_names_the_level_policy_rule_and_matcher() {
-    let dir = tmp("explain");
     let rules = "  rules:\n  - name: only-sum\n    source: {type: ServiceAccount, serviceAccount: {name: a}}\n    authorization: {type: Inline, mcp: {methods: [{name: tools/call, params: [get-sum]}]}}\n";
-    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", GW, rules)]);
-    let request = dir.join("req.yaml");
-    let explain = |req: &str| {
-        std::fs::write(&request, req).unwrap();
-        let o = toolgate(&["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let case = Case::new("explain", &[policy("p", "2026-01-01T00:00:00Z", GW, rules)]);
+    let explain = |req: &str| case.explain(req, &[]);
     let body =
         |tool: &str| format!(r#"body: {{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {{"name": "{tool}"}}}}"#);
     let a = "principal: spiffe://cluster.local/ns/default/sa/a\n";
@@ -200,24 +241,15 @@ fn explain_names_the_level_policy_rule_and_matcher() {
     let out = explain(&format!("listener: http\n{}\n", body("get-sum")));
     assert!(out.contains("source: the caller has no identity"), "{out}");
     // Two listeners: without `listener:` the request is ambiguous.
-    std::fs::write(&request, body("get-sum")).unwrap();
-    let o = toolgate(&["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(case.explain_output(&body("get-sum"), &[]).status.code(), Some(1));
 }
 
 #[test]
 fn explain_runs_the_filters_lifecycle() {
-    let dir = tmp("explain-lifecycle");
     let rules = "  rules:\n  - name: posts\n    authorization: {type: Inline, methods: [POST]}\n";
     let ea = "---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: ea, namespace: default, creationTimestamp: \"2026-01-01T00:00:00Z\"}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n  action: ExternalAuth\n  externalAuth: {protocol: GRPC, grpc: {}, backendRef: {name: authz, port: 9000}}\n".to_string();
-    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", GW, rules), ea]);
-    let request = dir.join("req.yaml");
-    let explain = |req: &str| {
-        std::fs::write(&request, req).unwrap();
-        let o = toolgate(&["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let case = Case::new("explain-lifecycle", &[policy("p", "2026-01-01T00:00:00Z", GW, rules), ea]);
+    let explain = |req: &str| case.explain(req, &[]);
     let call = r#"body: {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo"}}"#;
     let out = explain(&format!("listener: http\n{call}\n"));
     assert!(out.contains("authorizer call 1: gRPC Check to cluster authz/default/authz/9000 (assumed: it allows)"), "{out}");
@@ -240,11 +272,13 @@ fn validate_rejects_regular_expressions_re2_rejects() {
     // `a)|(b` used to validate (the ^(?:...)$ wrapper balanced it) and then match any value starting
     // with a; RE2 rejects it, and so does Toolgate (docs/semantics.md §3).
     let dir = tmp("validate-re2");
-    let header = |re: &str| {
-        format!("  rules:\n  - name: r\n    authorization:\n      type: Inline\n      headers: [{{name: x-team, type: RegularExpression, value: '{re}'}}]\n")
+    // `toolgate validate` of a policy `name` whose rule matches a header against `re`.
+    let validate = |name: &str, re: &str| {
+        let header = format!("  rules:\n  - name: r\n    authorization:\n      type: Inline\n      headers: [{{name: x-team, type: RegularExpression, value: '{re}'}}]\n");
+        let input = write_inputs(&dir, &[policy(name, "2026-01-01T00:00:00Z", GW, &header)]);
+        toolgate(&["validate", "-f", input.to_str().unwrap()])
     };
-    let input = write_inputs(&dir, &[policy("bad", "2026-01-01T00:00:00Z", GW, &header("a)|(b"))]);
-    let o = toolgate(&["validate", "-f", input.to_str().unwrap()]);
+    let o = validate("bad", "a)|(b");
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(
@@ -256,57 +290,34 @@ fn validate_rejects_regular_expressions_re2_rejects() {
         (r"\p{Alphabetic}", r"\p{Alphabetic} is not a Unicode class RE2 knows"),
         ("[a-z&&[^aeiou]]", "is ambiguous"),
     ] {
-        let input = write_inputs(&dir, &[policy("bad", "2026-01-01T00:00:00Z", GW, &header(re))]);
-        let o = toolgate(&["validate", "-f", input.to_str().unwrap()]);
+        let o = validate("bad", re);
         let out = String::from_utf8_lossy(&o.stdout);
         assert_eq!(o.status.code(), Some(1), "{out}");
         assert!(out.contains(&format!("invalid regular expression {re:?}: ")) && out.contains(why), "{out}");
     }
-    let input = write_inputs(&dir, &[policy("good", "2026-01-01T00:00:00Z", GW, &header(r"\d+|(?i)blue"))]);
-    let o = toolgate(&["validate", "-f", input.to_str().unwrap()]);
+    let o = validate("good", r"\d+|(?i)blue");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
 #[test]
 fn list_filtering_is_on_by_default_and_off_on_request() {
-    let dir = tmp("list-filtering");
-    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
-    let wasm = dir.join("filter.wasm");
-    std::fs::write(&wasm, b"\0asm").unwrap();
+    let case = Case::new("list-filtering", &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
     let settings = |extra: &[&str]| -> Value {
-        let out = dir.join(format!("out{}", extra.len()));
-        let mut args = vec![
-            "render",
-            "-f",
-            input.to_str().unwrap(),
-            "--wasm",
-            wasm.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--resolve",
-            "mcp-server.default=127.0.0.1:7001",
-        ];
-        args.extend_from_slice(extra);
-        let o = toolgate(&args);
+        let out = format!("out{}", extra.len());
+        let o = case.render_wasm(&out, extra);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let lds = read_json(&out.join("default.gw").join("lds.json"));
-        let hcm = &lds["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"];
-        let plan: Value =
-            serde_json::from_str(hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap())
-                .unwrap();
-        plan["settings"].clone()
+        wasm_plan(&first_hcm(&case.dir.join(out).join("default.gw")))["settings"].clone()
     };
     // On by default, and then not written (plans without the setting keep their hash).
     assert_eq!(settings(&[]).get("listFiltering"), None);
     assert_eq!(settings(&["--list-filtering", "on"]).get("listFiltering"), None);
     assert_eq!(settings(&["--list-filtering=off"])["listFiltering"], Value::Bool(false));
     // Anything but on/off is a usage error.
-    let o = toolgate(&["render", "-f", input.to_str().unwrap(), "--wasm", wasm.to_str().unwrap(), "--list-filtering", "no"]);
+    let o = case.render_wasm("out", &["--list-filtering", "no"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("on or off"));
     // The same switch on compile and the controller; documented in the help.
-    let o =
-        toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", dir.join("c").to_str().unwrap(), "--list-filtering", "off"]);
+    let o = toolgate(&["compile", "-f", case.input(), "-o", &case.path("c"), "--list-filtering", "off"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for cmd in ["render", "controller"] {
         let help = String::from_utf8(toolgate(&[cmd, "--help"]).stdout).unwrap();
@@ -316,62 +327,30 @@ fn list_filtering_is_on_by_default_and_off_on_request() {
 
 #[test]
 fn render_honours_httproute_timeouts() {
-    let dir = tmp("render-timeouts");
-    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
-    let text = std::fs::read_to_string(&input).unwrap().replacen(
+    let case = Case::new("render-timeouts", &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
+    let text = std::fs::read_to_string(&case.input).unwrap().replacen(
         "  - matches: [{path: {type: PathPrefix, value: /mcp}}]\n",
         "  - matches: [{path: {type: PathPrefix, value: /mcp}}]\n    timeouts: {request: 1m30s}\n",
         1,
     );
     assert!(text.contains("timeouts"), "the fixture changed: {text}");
-    std::fs::write(&input, text).unwrap();
-    let wasm = dir.join("filter.wasm");
-    std::fs::write(&wasm, b"\0asm").unwrap();
-    let out = dir.join("out");
-    let o = toolgate(&[
-        "render",
-        "-f",
-        input.to_str().unwrap(),
-        "--wasm",
-        wasm.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--stream-idle-timeout",
-        "10m",
-    ]);
+    std::fs::write(&case.input, text).unwrap();
+    let o = case.render_wasm("out", &["--stream-idle-timeout", "10m"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let lds = read_json(&out.join("default.gw/lds.json"));
-    let hcm = &lds["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+    let hcm = first_hcm(&case.dir.join("out/default.gw"));
     assert_eq!(hcm["stream_idle_timeout"], "600.000s");
     let routes = hcm["route_config"]["virtual_hosts"][0]["routes"].as_array().unwrap();
     let mcp = routes.iter().find(|r| r["route"]["cluster"] == "xbackend/default/tools").unwrap();
     assert_eq!(mcp["route"]["timeout"], "90.000s");
-    let bad = toolgate(&[
-        "render",
-        "-f",
-        input.to_str().unwrap(),
-        "--wasm",
-        wasm.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--stream-idle-timeout",
-        "soon",
-    ]);
+    let bad = case.render_wasm("out", &["--stream-idle-timeout", "soon"]);
     assert_eq!(bad.status.code(), Some(2));
 }
 
 #[test]
 fn explain_reads_both_mcp_revisions_and_reports_header_mismatches() {
-    let dir = tmp("explain-revisions");
     let rules = "  rules:\n  - name: base\n    authorization: {type: Inline, mcp: {mcpBaseProtocolMethodsOption: MATCH_BASE_PROTOCOL_METHODS, methods: [{name: tools/call, params: [get-sum, \"ünïcødé\"]}, {name: resources/subscribe, params: [\"memo://a\"]}]}}\n";
-    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", GW, rules)]);
-    let request = dir.join("req.yaml");
-    let explain = |req: &str| {
-        std::fs::write(&request, req).unwrap();
-        let o = toolgate(&["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let case = Case::new("explain-revisions", &[policy("p", "2026-01-01T00:00:00Z", GW, rules)]);
+    let explain = |req: &str| case.explain(req, &[]);
     let meta = r#""_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}"#;
     let v26 = "MCP-Protocol-Version: \"2026-07-28\"";
     // 2026-07-28: server/discover is a base method.
@@ -450,31 +429,21 @@ fn explain_reads_both_mcp_revisions_and_reports_header_mismatches() {
 
 #[test]
 fn render_native_module_loads_the_dynamic_module_with_the_same_plan() {
-    let dir = tmp("render-native");
-    let input = write_inputs(&dir, &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
-    let module = dir.join("libtoolgate_module.so");
+    let case = Case::new("render-native", &[policy("p", "2026-01-01T00:00:00Z", BACKEND, "")]);
+    let module = case.path("libtoolgate_module.so");
     std::fs::write(&module, b"\x7fELF").unwrap();
-    let (wasm_out, native_out) = (dir.join("wasm"), dir.join("native"));
-    let wasm = dir.join("filter.wasm");
-    std::fs::write(&wasm, b"\0asm").unwrap();
-    let common = ["-f", input.to_str().unwrap(), "--resolve", "mcp-server.default=127.0.0.1:7001"];
-    let o = toolgate(&[&["render", "--wasm", wasm.to_str().unwrap(), "-o", wasm_out.to_str().unwrap()][..], &common].concat());
+    let o = case.render_wasm("wasm", &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = toolgate(
-        &[&["render", "--native-module", module.to_str().unwrap(), "-o", native_out.to_str().unwrap()][..], &common].concat(),
-    );
+    let o = case.render("native", &["--native-module", &module]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let hcm = |out: &Path| {
-        read_json(&out.join("default.gw/lds.json"))["resources"][0]["filter_chains"][0]["filters"][0]["typed_config"].clone()
-    };
-    let (w, n) = (hcm(&wasm_out), hcm(&native_out));
+    let (w, n) = (first_hcm(&case.dir.join("wasm/default.gw")), first_hcm(&case.dir.join("native/default.gw")));
     let filters: Vec<&str> = n["http_filters"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(filters, ["envoy.filters.http.dynamic_modules", "envoy.filters.http.buffer", "envoy.filters.http.router"]);
     let dm = &n["http_filters"][0]["typed_config"];
     assert_eq!(dm["@type"], "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter");
     assert_eq!(dm["dynamic_module_config"]["name"], "toolgate_module");
     assert_eq!(dm["dynamic_module_config"]["do_not_close"], true);
-    assert_eq!(dm["dynamic_module_config"]["module"]["local"]["filename"], module.to_str().unwrap());
+    assert_eq!(dm["dynamic_module_config"]["module"]["local"]["filename"], module);
     // The same plan, and the same buffer filter after it.
     assert_eq!(dm["filter_config"]["value"], w["http_filters"][0]["typed_config"]["config"]["configuration"]["value"]);
     assert_eq!(n["http_filters"][1], w["http_filters"][1]);
@@ -482,42 +451,18 @@ fn render_native_module_loads_the_dynamic_module_with_the_same_plan() {
     assert!(log.contains("%FILTER_STATE(toolgate.decision:PLAIN)%"), "{log}");
 
     // --wasm and --native-module exclude each other; one of them is required.
-    let o = toolgate(
-        &[
-            &[
-                "render",
-                "--wasm",
-                wasm.to_str().unwrap(),
-                "--native-module",
-                module.to_str().unwrap(),
-                "-o",
-                native_out.to_str().unwrap(),
-            ][..],
-            &common,
-        ]
-        .concat(),
-    );
+    let o = case.render_wasm("native", &["--native-module", &module]);
     assert_eq!(o.status.code(), Some(2));
-    let o = toolgate(&[&["render", "-o", native_out.to_str().unwrap()][..], &common].concat());
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(case.render("native", &[]).status.code(), Some(2));
 }
 
 /// docs/semantics.md §6a: a dry-run policy is compiled, counted and explained, never enforced; a
 /// Gateway that denies by default denies what is not the base protocol where no policy applies.
 #[test]
 fn explain_prints_the_shadow_decision_and_the_default_deny() {
-    let dir = tmp("explain-rollout");
     let dry = "---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: strict, creationTimestamp: \"2026-01-01T00:00:00Z\", annotations: {toolgate.dev/dry-run: \"true\"}}\nspec:\n  targetRefs: [{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}]\n  action: Allow\n  rules:\n  - name: sum\n    authorization: {type: Inline, mcp: {methods: [{name: tools/call, params: [get-sum]}]}}\n".to_string();
-    let input = write_inputs(&dir, &[dry]);
-    let request = dir.join("req.yaml");
-    let explain = |req: &str, extra: &[&str]| {
-        std::fs::write(&request, req).unwrap();
-        let mut args = vec!["explain", "-f", input.to_str().unwrap(), "--request", request.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        let o = toolgate(&args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let case = Case::new("explain-rollout", &[dry]);
+    let explain = |req: &str, extra: &[&str]| case.explain(req, extra);
     let call = |tool: &str, path: &str| {
         format!("listener: http\npath: {path}\nbody: {{\"jsonrpc\": \"2.0\", \"id\": 4, \"method\": \"tools/call\", \"params\": {{\"name\": \"{tool}\"}}}}\n")
     };
@@ -543,8 +488,8 @@ fn explain_prints_the_shadow_decision_and_the_default_deny() {
     let out = explain(&call("get-sum", "/mcp"), &["--default-deny"]);
     assert!(out.contains("decision: DENY (deny: no policy (default deny) shadow=allow"), "{out}");
     // Status: accepted, in dry-run.
-    let out_dir = dir.join("out");
-    let o = toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", out_dir.to_str().unwrap()]);
+    let out_dir = case.dir.join("out");
+    let o = toolgate(&["compile", "-f", case.input(), "-o", out_dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let status = std::fs::read_to_string(out_dir.join("status.json")).unwrap();
     assert!(status.contains("Policy accepted (dry-run: not enforced)"), "{status}");
@@ -554,13 +499,12 @@ fn explain_prints_the_shadow_decision_and_the_default_deny() {
 
 #[test]
 fn a_dry_run_annotation_that_is_not_a_boolean_is_warned_about() {
-    let dir = tmp("dry-run-warning");
     let p = "---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p, annotations: {toolgate.dev/dry-run: \"yes\"}}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n  action: Allow\n".to_string();
-    let input = write_inputs(&dir, &[p]);
-    let o = toolgate(&["compile", "-f", input.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    let case = Case::new("dry-run-warning", &[p]);
+    let o = toolgate(&["compile", "-f", case.input(), "-o", &case.path("out")]);
     assert!(o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(r#"warning: policy default/p: annotation toolgate.dev/dry-run: "yes" is neither "true" nor "false": the policy is enforced"#), "{err}");
-    let status = std::fs::read_to_string(dir.join("out/status.json")).unwrap();
+    let status = std::fs::read_to_string(case.dir.join("out/status.json")).unwrap();
     assert!(status.contains(r#""Policy accepted""#), "{status}");
 }
