@@ -39,24 +39,16 @@ log() { echo "cluster: $*" >&2; }
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 kc() { "$BIN/kubectl" --kubeconfig "$RUN/admin.kubeconfig" "$@"; }
 
+# make_pki, start_etcd, stop_pid (shared with tests/k8s/apiserver.sh).
+# shellcheck source=tests/k8s/control-plane.sh
+source "$REPO/tests/k8s/control-plane.sh"
+
 make_certs() {
-  local P=$RUN/pki
-  [ -f "$P/admin.crt" ] && return 0
-  mkdir -p "$P"
-  local EC=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-  openssl req -x509 "${EC[@]}" -keyout "$P/ca.key" -out "$P/ca.crt" -days 3650 -subj "/CN=toolgate-test-ca" 2>/dev/null
-  openssl req "${EC[@]}" -keyout "$P/server.key" -out "$P/server.csr" -subj "/CN=kube-apiserver" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' > "$P/server.ext"
-  openssl x509 -req -in "$P/server.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
-    -out "$P/server.crt" -days 3650 -extfile "$P/server.ext" 2>/dev/null
-  # The admin identity: group system:masters (RBAC allows it everything).
-  openssl req "${EC[@]}" -keyout "$P/admin.key" -out "$P/admin.csr" -subj "/O=system:masters/CN=admin" 2>/dev/null
-  printf 'extendedKeyUsage=clientAuth\n' > "$P/client.ext"
-  openssl x509 -req -in "$P/admin.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
-    -out "$P/admin.crt" -days 3650 -extfile "$P/client.ext" 2>/dev/null
+  make_pki "$RUN/pki" toolgate-test-ca kube-apiserver IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc
   # ServiceAccount token signing (TokenRequest: `kubectl create token`).
-  openssl genrsa -out "$P/sa.key" 2048 2>/dev/null
-  openssl rsa -in "$P/sa.key" -pubout -out "$P/sa.pub" 2>/dev/null
+  [ -f "$RUN/pki/sa.key" ] && return 0
+  openssl genrsa -out "$RUN/pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$RUN/pki/sa.key" -pubout -out "$RUN/pki/sa.pub" 2>/dev/null
 }
 
 running() { [ -f "$RUN/$1.pid" ] && grep -qa "$BIN/" "/proc/$(cat "$RUN/$1.pid")/cmdline" 2>/dev/null; }
@@ -87,11 +79,7 @@ contexts: [{name: test, context: {cluster: test, user: admin, namespace: default
 current-context: test
 EOF
   local t0; t0=$(date +%s%N)
-  nohup "$BIN/etcd" --name toolgate-test --data-dir "$RUN/etcd" --log-level warn --unsafe-no-fsync \
-    --listen-client-urls "http://127.0.0.1:$EPORT" --advertise-client-urls "http://127.0.0.1:$EPORT" \
-    --listen-peer-urls "http://127.0.0.1:$((EPORT + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((EPORT + 1))" \
-    --initial-cluster "toolgate-test=http://127.0.0.1:$((EPORT + 1))" > "$RUN/logs/etcd.log" 2>&1 &
-  echo $! > "$RUN/etcd.pid"
+  start_etcd "$BIN/etcd" "$RUN" toolgate-test "$EPORT"
   # --endpoint-reconciler-type none: the `kubernetes` Service gets no endpoints (they would be 127.0.0.1,
   # which Endpoints/EndpointSlice validation rejects); nothing here needs them.
   # shellcheck disable=SC2086
@@ -170,22 +158,10 @@ EOF
   wait_http "http://127.0.0.1:$IHTTP_PORT/ready" istiod "istiod (xDS 127.0.0.1:$XDS_PORT)" || { do_istiod_stop; exit 1; }
 }
 
-stop_pid() {
-  local f=$1 pid i
-  [ -f "$RUN/$f.pid" ] || return 0
-  pid=$(cat "$RUN/$f.pid")
-  # only signal our own process (the pid file may be stale and the pid reused)
-  if [ -n "$pid" ] && grep -qa "$BIN/" "/proc/$pid/cmdline" 2>/dev/null && kill "$pid" 2>/dev/null; then
-    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
-  fi
-  rm -f "$RUN/$f.pid"
-}
-
-do_istiod_stop() { stop_pid istiod; }
+do_istiod_stop() { stop_pid "$RUN" istiod "$BIN"; }
 
 do_stop() {
-  stop_pid istiod; stop_pid apiserver; stop_pid etcd
+  stop_pid "$RUN" istiod "$BIN"; stop_pid "$RUN" apiserver "$BIN"; stop_pid "$RUN" etcd "$BIN"
   rm -rf "$RUN/etcd"
 }
 

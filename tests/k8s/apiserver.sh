@@ -38,6 +38,9 @@ log() { echo "kcas: $*" >&2; }
 # debian_mirror, private_apt (and the setup scripts' package helpers).
 # shellcheck source=scripts/debian-packages.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/debian-packages.sh"
+# make_pki, start_etcd, stop_pid (shared with tests/istio/cluster.sh).
+# shellcheck source=tests/k8s/control-plane.sh
+source "$(dirname "${BASH_SOURCE[0]}")/control-plane.sh"
 
 do_install() {
   local t
@@ -210,23 +213,6 @@ func installRootDiscovery(s *genericapiserver.GenericAPIServer) {
 EOF
 }
 
-make_certs() {
-  local P=$RUN/pki
-  [ -f "$P/admin.crt" ] && return 0
-  mkdir -p "$P"
-  local EC=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-  openssl req -x509 "${EC[@]}" -keyout "$P/ca.key" -out "$P/ca.crt" -days 3650 -subj "/CN=kcas-ca" 2>/dev/null
-  openssl req "${EC[@]}" -keyout "$P/server.key" -out "$P/server.csr" -subj "/CN=localhost" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' > "$P/server.ext"
-  openssl x509 -req -in "$P/server.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
-    -out "$P/server.crt" -days 3650 -extfile "$P/server.ext" 2>/dev/null
-  # system:masters is always allowed by the delegating authorizer: this is the admin identity.
-  openssl req "${EC[@]}" -keyout "$P/admin.key" -out "$P/admin.csr" -subj "/O=system:masters/CN=admin" 2>/dev/null
-  printf 'extendedKeyUsage=clientAuth\n' > "$P/client.ext"
-  openssl x509 -req -in "$P/admin.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
-    -out "$P/admin.crt" -days 3650 -extfile "$P/client.ext" 2>/dev/null
-}
-
 installed() {
   [ -x "$PREFIX/bin/etcd" ] && [ -x "$PREFIX/bin/kubectl" ] && [ -f "$PREFIX/VERSIONS" ] &&
     { [ -x "$PREFIX/bin/kube-crd-apiserver" ] || [ -x "$PREFIX/bin/apiextensions-apiserver" ]; }
@@ -253,7 +239,7 @@ do_start() {
   if [ -f "$RUN/apiserver.pid" ] && kill -0 "$(cat "$RUN/apiserver.pid")" 2>/dev/null; then
     log "already running (pid $(cat "$RUN/apiserver.pid")); '$0 stop' first"; exit 1
   fi
-  mkdir -p "$RUN/logs"; make_certs
+  mkdir -p "$RUN/logs"; make_pki "$RUN/pki" kcas-ca localhost IP:127.0.0.1,DNS:localhost
   [ "${KCAS_KEEP_DATA:-0}" = 1 ] || rm -rf "$RUN/etcd"
   # Unreachable kubeconfig for the 'core API' the server would normally delegate to (the
   # same trick as upstream's apiextensions integration-test fixture).
@@ -274,11 +260,7 @@ contexts: [{name: kcas, context: {cluster: kcas, user: admin, namespace: default
 current-context: kcas
 EOF
   local t0; t0=$(date +%s%N)
-  nohup "$BIN/etcd" --name kcas --data-dir "$RUN/etcd" --log-level warn --unsafe-no-fsync \
-    --listen-client-urls "http://127.0.0.1:$EPORT" --advertise-client-urls "http://127.0.0.1:$EPORT" \
-    --listen-peer-urls "http://127.0.0.1:$((EPORT + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((EPORT + 1))" \
-    --initial-cluster "kcas=http://127.0.0.1:$((EPORT + 1))" > "$RUN/logs/etcd.log" 2>&1 &
-  echo $! > "$RUN/etcd.pid"
+  start_etcd "$BIN/etcd" "$RUN" kcas "$EPORT"
   nohup "$SERVER" --bind-address 127.0.0.1 --secure-port "$PORT" \
     --etcd-servers "http://127.0.0.1:$EPORT" \
     --tls-cert-file "$RUN/pki/server.crt" --tls-private-key-file "$RUN/pki/server.key" \
@@ -303,17 +285,7 @@ EOF
 }
 
 do_stop() {
-  local f pid i
-  for f in apiserver etcd; do
-    [ -f "$RUN/$f.pid" ] || continue
-    pid=$(cat "$RUN/$f.pid")
-    # only signal our own process (the pid file may be stale and the pid reused)
-    if grep -qa "$PREFIX/bin/" "/proc/$pid/cmdline" 2>/dev/null && kill "$pid" 2>/dev/null; then
-      for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
-    fi
-    rm -f "$RUN/$f.pid"
-  done
+  stop_pid "$RUN" apiserver "$PREFIX/bin"; stop_pid "$RUN" etcd "$PREFIX/bin"
   [ "${KCAS_KEEP_DATA:-0}" = 1 ] || rm -rf "$RUN/etcd"   # fresh store on the next start
 }
 

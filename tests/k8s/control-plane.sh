@@ -1,0 +1,50 @@
+# tests/k8s/control-plane.sh: what the two test control planes share, sourced by tests/k8s/apiserver.sh
+# (the CRD-only API server) and tests/istio/cluster.sh (kube-apiserver and istiod): their certificates,
+# their etcd and how a process of theirs is stopped. Every function takes what it works on as arguments.
+
+# make_pki DIR CA_CN SERVER_CN SERVER_SANS: in DIR, a CA (ca.crt, ca.key), the API server's certificate
+# (server.crt, server.key; subjectAltName SERVER_SANS) and the admin's client certificate (admin.crt,
+# admin.key) in group system:masters, which every authorizer allows everything. Nothing when DIR already
+# has them: a restarted server keeps its CA, so kubeconfigs written before still work.
+make_pki() {
+  local P=$1 ca_cn=$2 server_cn=$3 sans=$4
+  [ -f "$P/admin.crt" ] && return 0
+  mkdir -p "$P"
+  local EC=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  openssl req -x509 "${EC[@]}" -keyout "$P/ca.key" -out "$P/ca.crt" -days 3650 -subj "/CN=$ca_cn" 2>/dev/null
+  printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$sans" > "$P/server.ext"
+  printf 'extendedKeyUsage=clientAuth\n' > "$P/client.ext"
+  local name subject ext
+  for name in server admin; do
+    if [ "$name" = server ]; then subject="/CN=$server_cn" ext=server.ext; else subject="/O=system:masters/CN=admin" ext=client.ext; fi
+    openssl req "${EC[@]}" -keyout "$P/$name.key" -out "$P/$name.csr" -subj "$subject" 2>/dev/null
+    openssl x509 -req -in "$P/$name.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
+      -out "$P/$name.crt" -days 3650 -extfile "$P/$ext" 2>/dev/null
+  done
+}
+
+# start_etcd ETCD RUN NAME PORT: the etcd binary ETCD in the background on 127.0.0.1:PORT (PORT+1 for
+# peers), its data in RUN/etcd, its log in RUN/logs/etcd.log, its pid in RUN/etcd.pid. No fsync: the
+# data is thrown away.
+start_etcd() {
+  local etcd=$1 run=$2 name=$3 port=$4
+  nohup "$etcd" --name "$name" --data-dir "$run/etcd" --log-level warn --unsafe-no-fsync \
+    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$((port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
+    --initial-cluster "$name=http://127.0.0.1:$((port + 1))" > "$run/logs/etcd.log" 2>&1 &
+  echo $! > "$run/etcd.pid"
+}
+
+# stop_pid RUN NAME BINDIR: stops the process whose pid is in RUN/NAME.pid (TERM, then KILL after 10 s)
+# and removes the file. Only a process started from BINDIR is signalled: the pid file may be stale and
+# its pid reused.
+stop_pid() {
+  local run=$1 name=$2 bindir=$3 pid i
+  [ -f "$run/$name.pid" ] || return 0
+  pid=$(cat "$run/$name.pid")
+  if [ -n "$pid" ] && grep -qa "$bindir/" "/proc/$pid/cmdline" 2>/dev/null && kill "$pid" 2>/dev/null; then
+    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+  fi
+  rm -f "$run/$name.pid"
+}
