@@ -1,0 +1,252 @@
+//! The documentation against what it describes, where that is cheap to check: the README's layout
+//! table against the tree and the CLI, `docs/semantics.md §N` citations against its sections, paths
+//! the docs name against the files, docs/security.md's fuzzing table against `fuzz/`, and
+//! docs/benchmarks.md's hand-written part against `bench/notes.md`. (The CRDs' test is in
+//! `src/crds.rs`; the bypass table's in `tests/bypass/test_reference_table.py`.)
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("controller/ is in the repository").to_path_buf()
+}
+
+fn read(rel: &str) -> String {
+    let path = repo().join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Names of the entries of a folder of the repository (no hidden ones, no caches).
+fn entries(rel: &str) -> BTreeSet<String> {
+    std::fs::read_dir(repo().join(rel))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.') && n != "__pycache__" && n != "target")
+        .collect()
+}
+
+/// The rows of the markdown table whose header line starts with `header`.
+fn table_rows<'a>(text: &'a str, header: &str) -> Vec<&'a str> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(header));
+    assert!(lines.next().is_some(), "no table headed {header:?}");
+    lines.skip(1).take_while(|l| l.starts_with('|')).collect()
+}
+
+/// The first cell of a table row, and the `backticked` words in a text.
+fn first_cell(row: &str) -> &str {
+    row.split('|').nth(1).unwrap_or_default()
+}
+
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+#[test]
+fn the_readme_layout_table_matches_the_tree_and_the_cli() {
+    let readme = read("README.md");
+    let rows = table_rows(&readme, "| crate / folder | job |");
+    let row_of = |dir: &str| rows.iter().find(|r| backticked(first_cell(r)).iter().any(|w| w.starts_with(&format!("{dir}/"))));
+    let mut problems = Vec::new();
+    for dir in entries(".").into_iter().filter(|d| repo().join(d).is_dir()) {
+        if row_of(&dir).is_none() {
+            problems.push(format!("the top-level folder {dir}/ has no row"));
+        }
+    }
+    for row in &rows {
+        for path in backticked(first_cell(row)).into_iter().filter(|w| w.ends_with('/')) {
+            if !repo().join(path).is_dir() {
+                problems.push(format!("the row of {path} names a folder that does not exist"));
+            }
+        }
+    }
+    // Every entry of these folders is named in its row.
+    for (dir, keep) in [("docs", (|n: &str| n.ends_with(".md")) as fn(&str) -> bool), ("scripts", |_| true), ("tests", |_| true)]
+    {
+        let Some(row) = row_of(dir) else { continue };
+        for name in entries(dir).into_iter().filter(|n| keep(n)) {
+            if !row.contains(&format!("`{name}")) && !row.contains(&format!("[`{name}`]")) {
+                problems.push(format!("{dir}/{name} is not in the row of {dir}/"));
+            }
+        }
+    }
+    // Every command of the CLI is named in the row of controller/.
+    let help = Command::new(env!("CARGO_BIN_EXE_toolgate")).arg("--help").output().expect("toolgate runs");
+    let help = String::from_utf8(help.stdout).unwrap();
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.contains(&"controller"), "{help}");
+    let controller_row = row_of("controller").map(|r| backticked(r)).unwrap_or_default();
+    for command in commands {
+        if !controller_row.iter().any(|w| *w == command || *w == format!("toolgate {command}")) {
+            problems.push(format!("the command `{command}` is not in the row of controller/"));
+        }
+    }
+    assert!(problems.is_empty(), "README.md's layout table is stale:\n{}", problems.join("\n"));
+}
+
+/// Text files of the repository (sources, scripts, docs), without build outputs and caches.
+fn text_files() -> Vec<PathBuf> {
+    const SKIP: &[&str] = &["target", "node_modules", "__pycache__", "corpus", "thirdparty-crds", "testdata"];
+    const EXTENSIONS: &[&str] = &["rs", "md", "py", "sh", "toml", "go", "mjs", "yaml"];
+    let mut out = Vec::new();
+    let mut stack = vec![repo()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+            let (path, name) = (entry.path(), entry.file_name().to_string_lossy().into_owned());
+            if name.starts_with('.') || SKIP.contains(&name.as_str()) {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else if name == "Makefile" || path.extension().is_some_and(|e| EXTENSIONS.contains(&e.to_str().unwrap_or(""))) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_semantics_citation_names_a_section_of_docs_semantics() {
+    let semantics = read("docs/semantics.md");
+    // `## 6a. Rollout` is §6a; the numbered items of §9 are §9.N.
+    let mut sections: BTreeSet<String> = semantics
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .filter_map(|h| h.split_once(". ").map(|(n, _)| n.to_string()))
+        .collect();
+    let nine = semantics.split("\n## 9. ").nth(1).expect("docs/semantics.md has a section 9");
+    sections.extend(
+        nine.lines().filter_map(|l| l.split_once(". ")).filter_map(|(n, _)| n.parse::<u32>().ok().map(|n| format!("9.{n}"))),
+    );
+    assert!(sections.contains("6b") && sections.contains("9.14"), "{sections:?}");
+    let mut problems = Vec::new();
+    for file in text_files().into_iter().filter(|f| !f.ends_with("controller/tests/docs.rs")) {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let rel = file.strip_prefix(repo()).unwrap().display().to_string();
+        for (i, _) in text.match_indices("semantics.md §") {
+            let cited: String =
+                text[i + "semantics.md §".len()..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '.').collect();
+            let cited = cited.trim_end_matches('.');
+            // `§N` is how the docs say "a section number".
+            if cited != "N" && !sections.contains(cited) {
+                problems.push(format!("{rel}: docs/semantics.md §{cited} is not a section"));
+            }
+        }
+        // The reference is docs/semantics.md: no citation of a document the repository does not have.
+        if text.contains("SPEC §") || text.contains("SPEC.md") {
+            problems.push(format!("{rel}: cites SPEC, which is not in the repository (docs/semantics.md is the reference)"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_paths_the_docs_name_exist() {
+    let tops: Vec<String> = entries(".").into_iter().filter(|d| repo().join(d).is_dir()).collect();
+    let mut docs = vec!["README.md".to_string(), "bench/notes.md".to_string()];
+    docs.extend(entries("docs").into_iter().filter(|n| n.ends_with(".md")).map(|n| format!("docs/{n}")));
+    docs.extend(entries("tests").into_iter().map(|d| format!("tests/{d}/README.md")).filter(|p| repo().join(p).is_file()));
+    let mut problems = Vec::new();
+    for doc in &docs {
+        let text = read(doc);
+        let base = repo().join(doc).parent().unwrap().to_path_buf();
+        // Words that start with a top-level folder of the repository: `policy/src/re2.rs`, tests/e2e/,
+        // docs/semantics.md#3-the-decision (the heading must be there), tests/e2e/test_x.py::test_y
+        // (the test too).
+        let mut check = |word: &str| {
+            let word = word.trim_end_matches([':', '.']);
+            let Some((top, _)) = word.split_once('/') else { return };
+            if !tops.iter().any(|t| t == top) || word.contains(['{', '$']) {
+                return;
+            }
+            let (path, anchor) = word.split_once('#').map_or((word, None), |(p, a)| (p, Some(a)));
+            let (path, test) = path.split_once("::").map_or((path, None), |(p, t)| (p, Some(t)));
+            let Some(file) = [repo().join(path), base.join(path)].into_iter().find(|p| p.exists()) else {
+                problems.push(format!("{doc}: {word}"));
+                return;
+            };
+            let text = || std::fs::read_to_string(&file).unwrap_or_default();
+            if anchor.is_some_and(|a| !text().lines().filter_map(|l| l.strip_prefix('#')).any(|h| slug(h) == a)) {
+                problems.push(format!("{doc}: {word} (no such heading)"));
+            }
+            if test.is_some_and(|t| !text().contains(&format!("def {t}("))) {
+                problems.push(format!("{doc}: {word} (no such test)"));
+            }
+        };
+        let mut start = 0;
+        for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+            if c.is_whitespace() || "`()[]<>\"',;*|".contains(c) {
+                if start < i {
+                    check(&text[start..i]);
+                }
+                start = i + c.len_utf8();
+            }
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    assert!(problems.is_empty(), "paths named in the docs that do not exist:\n{}", problems.join("\n"));
+}
+
+/// The anchor GitHub gives a markdown heading (`## 3. The decision` is `3-the-decision`).
+fn slug(heading: &str) -> String {
+    heading
+        .trim_start_matches('#')
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_security_doc_lists_every_fuzz_target() {
+    let targets: BTreeSet<String> =
+        entries("fuzz/fuzz_targets").into_iter().filter_map(|n| n.strip_suffix(".rs").map(str::to_string)).collect();
+    let cargo = read("fuzz/Cargo.toml");
+    let bins: BTreeSet<String> = cargo
+        .split("[[bin]]")
+        .skip(1)
+        .filter_map(|b| b.lines().find_map(|l| l.strip_prefix("name = ")))
+        .map(|n| n.trim_matches('"').to_string())
+        .collect();
+    assert_eq!(bins, targets, "fuzz/Cargo.toml's [[bin]]s and fuzz/fuzz_targets/");
+    let security = read("docs/security.md");
+    let fuzzing = security.split("\n## Fuzzing").nth(1).expect("docs/security.md has a Fuzzing section");
+    let fuzzing = fuzzing.split("\n## ").next().unwrap();
+    let rows: BTreeSet<String> = table_rows(fuzzing, "| target |")
+        .into_iter()
+        .filter_map(|r| backticked(first_cell(r)).first().map(|s| s.to_string()))
+        .collect();
+    assert_eq!(rows, targets, "docs/security.md's fuzzing table and fuzz/fuzz_targets/");
+    const WORDS: [&str; 13] =
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+    let count = WORDS.get(targets.len()).map_or_else(|| targets.len().to_string(), |w| w.to_string());
+    assert!(
+        fuzzing.contains(&format!("the {count} libFuzzer targets")),
+        "docs/security.md's Fuzzing section should say `the {count} libFuzzer targets`"
+    );
+}
+
+#[test]
+fn the_benchmarks_doc_ends_with_the_notes() {
+    // bench/report.py appends bench/notes.md to the generated part; an edit of either alone is stale.
+    let notes = read("bench/notes.md");
+    assert!(
+        read("docs/benchmarks.md").ends_with(&format!("{}\n", notes.trim_end())),
+        "docs/benchmarks.md does not end with bench/notes.md: rerun `.venv/bin/python bench/report.py` on the \
+         last results, or copy the notes' change into docs/benchmarks.md"
+    );
+}
