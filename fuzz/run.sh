@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-300}
-ALL=(mcp_reader plan_load plan_structured request_eval lifecycle list_filter)
+ALL=(mcp_reader plan_load plan_structured request_eval lifecycle list_filter module_hooks)
 TARGETS=("${@:-${ALL[@]}}")
 # libFuzzer is C++ (built by libfuzzer-sys's build script).
 command -v c++ >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq g++ >/dev/null; }
@@ -41,7 +41,7 @@ for t in "${TARGETS[@]}"; do bins+=(--bin "$t"); done
 cargo build --release --manifest-path fuzz/Cargo.toml --target "$HOST" --target-dir "$TARGET_DIR" "${bins[@]}"
 
 # max_len per target: bodies up to 64 KiB for the reader (the realistic plan's limit), plans up to 64 KiB.
-declare -A MAX_LEN=([mcp_reader]=65536 [plan_load]=65536 [plan_structured]=4096 [request_eval]=16384 [lifecycle]=8192 [list_filter]=8192)
+declare -A MAX_LEN=([mcp_reader]=65536 [plan_load]=65536 [plan_structured]=4096 [request_eval]=16384 [lifecycle]=8192 [list_filter]=8192 [module_hooks]=8192)
 # One target per core at a time (each is single-threaded; FUZZ_JOBS overrides), results in target order.
 run_target() {
     local t=$1

@@ -9,7 +9,7 @@ import pathlib
 
 HERE = pathlib.Path(__file__).parent
 ATTRIBUTE_BYTES = 32  # fuzz/src/lib.rs
-CONTROL_BYTES = 64    # fuzz_targets/lifecycle.rs
+CONTROL_BYTES = 64    # fuzz_targets/lifecycle.rs and module_hooks.rs
 
 BODIES = [
     b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}',
@@ -64,3 +64,18 @@ for plan in PLANS:
     write("plan_load", plan.read_bytes())
 for plan in PLAN_EXTRA:
     write("plan_load", plan)
+
+
+def module_control(mode):
+    """module_hooks's control bytes: the configuration (0 realistic, 1 ExternalAuth, 2 the input's
+    bytes), one body chunk, no trailers, no debug, callouts started, the response delivered."""
+    return bytes([mode, 0, 0, 0, 1, 1]) + bytes(CONTROL_BYTES - 6)
+
+
+for body in BODIES[:8]:
+    write("module_hooks", module_control(0) + bytes(ATTRIBUTE_BYTES) + body)
+    write("module_hooks", module_control(1) + bytes(ATTRIBUTE_BYTES) + body)
+for plan in PLANS:
+    write("module_hooks", module_control(2) + plan.read_bytes())
+for plan in PLAN_EXTRA:
+    write("module_hooks", module_control(2) + plan)

@@ -1,10 +1,13 @@
 //! Shared pieces of the fuzz targets: a counting allocator (the allocation bound), the fixed plans,
-//! arbitrary HTTP requests, and the fake proxy host for the lifecycle (the policy crate's).
+//! arbitrary HTTP requests, the fake proxy host for the lifecycle (the policy crate's), and the fake of
+//! Envoy's dynamic-module callbacks (`envoy`, for module_hooks).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use arbitrary::{Arbitrary, Unstructured};
+
+pub mod envoy;
 
 // ------------------------------------------------------------------------------------------------
 // Allocation bound. libFuzzer's -malloc_limit_mb needs a sanitizer's malloc hooks, which a stable

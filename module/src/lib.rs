@@ -64,11 +64,15 @@
 #[cfg(panic = "abort")]
 compile_error!("toolgate-module must be built with panic = \"unwind\" (cargo build --profile release-module -p toolgate-module; make module)");
 
-mod abi;
+// `abi` and `hooks` are public for fuzz/ only (the rlib): the fuzz target `module_hooks` calls the
+// hooks as Envoy does, over a fake of the callbacks. The .so exports the same symbols either way.
+#[doc(hidden)]
+pub mod abi;
 mod base;
 mod callout;
 mod config;
 mod counters;
 mod filter;
-mod hooks;
+#[doc(hidden)]
+pub mod hooks;
 mod host;
