@@ -157,8 +157,8 @@ clean:
 
 # The filter as an Envoy dynamic module (module/, for `toolgate render --native-module`): a native .so
 # for the pinned Envoy 1.40 (dynamic-module ABI v0.2.0), built with the release-module profile (panics
-# unwind, so every hook catches them) and copied to target/release/. TOOLGATE_E2E_HOST=native runs
-# the e2e gateways on it.
+# unwind, so every hook catches them) and copied to target/release/. suite-e2e-native (pytest
+# --host native) runs the e2e gateways on it.
 MODULE := target/release/libtoolgate_module.so
 # The same with a test-only panic trigger (module/Cargo.toml, feature panic-probe; test_native_module.py).
 MODULE_PANIC_PROBE := target/release/libtoolgate_module_panic_probe.so

@@ -870,7 +870,7 @@ class ToolgateGateway:
                  envoy_args: Sequence[str] = (), host: str | None = None, native_module: Path | None = None):
         self.workdir = Path(workdir)
         # Which host of the engine runs the filter: "wasm" (toolgate_filter.wasm, the default) or
-        # "native" (the dynamic module libtoolgate_module.so, `make module`; TOOLGATE_E2E_HOST=native).
+        # "native" (the dynamic module libtoolgate_module.so, `make module`; pytest --host native).
         self.host = host or filter_host()
         self.native_module = Path(native_module) if native_module else native_module_path()
         self.envoy_args = list(envoy_args)  # extra Envoy command-line arguments (e.g. --drain-time-s)

@@ -12,7 +12,7 @@ module/src/hooks.rs exports the event hooks. Checked here, from the binaries' sy
 - the ABI version the module reports is the one this Envoy was built with.
 
 Only names are checked: the parameter and result types were transcribed from Envoy's abi.h and are
-exercised end to end by the e2e tests on the native host (TOOLGATE_E2E_HOST=native).
+exercised end to end by the e2e tests on the native host (pytest --host native).
 """
 
 from __future__ import annotations
