@@ -196,6 +196,40 @@ fn the_paths_the_docs_name_exist() {
     assert!(problems.is_empty(), "paths named in the docs that do not exist:\n{}", problems.join("\n"));
 }
 
+#[test]
+fn the_test_counts_the_docs_give_are_the_files_counts() {
+    // "`test_x.py` (3 tests" or "`tests/e2e/test_x.py`, 3 tests": the number of `def test_` in the file.
+    let mut docs = vec!["README.md".to_string()];
+    docs.extend(entries("docs").into_iter().filter(|n| n.ends_with(".md")).map(|n| format!("docs/{n}")));
+    docs.extend(entries("tests").into_iter().map(|d| format!("tests/{d}/README.md")).filter(|p| repo().join(p).is_file()));
+    let test_files: Vec<PathBuf> = text_files().into_iter().filter(|f| f.extension().is_some_and(|e| e == "py")).collect();
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for doc in &docs {
+        let text = read(doc);
+        for (i, _) in text.match_indices(".py`") {
+            let name = &text[text[..i].rfind('`').map_or(i, |b| b + 1)..i + 3];
+            let after = text[i + 4..].trim_start_matches([' ', '(', ',', '\n']);
+            let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+            if digits.is_empty() || !after[digits.len()..].starts_with(" test") {
+                continue;
+            }
+            let Some(file) = test_files.iter().find(|f| f.ends_with(name)) else {
+                problems.push(format!("{doc}: {name} not found"));
+                continue;
+            };
+            let source = std::fs::read_to_string(file).unwrap();
+            let count = source.lines().filter(|l| l.starts_with("def test_") || l.starts_with("async def test_")).count();
+            seen += 1;
+            if digits.parse::<usize>() != Ok(count) {
+                problems.push(format!("{doc}: {name} has {count} tests, not {digits}"));
+            }
+        }
+    }
+    assert!(seen > 0, "no test count found: the pattern changed");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// The anchor GitHub gives a markdown heading (`## 3. The decision` is `3-the-decision`).
 fn slug(heading: &str) -> String {
     heading
