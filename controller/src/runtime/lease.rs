@@ -9,10 +9,10 @@
 //! before anyone else may take the Lease. On shutdown the leader releases the Lease (holder cleared),
 //! so a follower takes over at its next try instead of after the lease duration.
 //!
-//! Why not an ecosystem crate: `kube-lease-manager` (the maintained one for kube 5) renews and
-//! releases with strategic-merge patches, which an API server only accepts for built-in kinds; the
-//! test API server serves Lease as a custom resource (it has no coordination API), so that crate could
-//! not be tested against it. This module needs only get, create and replace.
+//! Why not the ecosystem crate `kube-lease-manager`: tried against a real kube-apiserver, it keeps
+//! leading when it can no longer renew (no renew deadline), compares wall clocks across machines,
+//! renews without `resourceVersion`, and needs `patch` on the Lease (docs/controller.md, "Why not
+//! `kube-lease-manager`"). This module needs only get, create and replace.
 
 use std::time::{Duration, Instant};
 
