@@ -1,18 +1,20 @@
 //! `toolgate explain`: the decision for a described request, and why (level, policy, rule, the
-//! matcher that failed). The decision comes from the filter's own request lifecycle
-//! (`toolgate_policy::lifecycle`) run against a simulated host, so classification (JSON POST, body
-//! limit, encoding), authorizer calls and replies are the filter's; external authorizers are
+//! matcher that failed). Everything comes from the filter's own request lifecycle
+//! (`toolgate_policy::lifecycle`) run against a simulated host: classification (JSON POST, body
+//! limit, encoding), the `Mcp-*` header check, the decision, authorizer calls and replies are the
+//! filter's, and the reasons are the engine's record of the walk that decided
+//! ([`toolgate_policy::eval::Record`], kept through `Host::recorder`). External authorizers are
 //! assumed to allow unless the request file says `authorizers: deny`.
 //!
 //! Both MCP revisions are described the same way: a 2025-11-25 request (`initialize`, a session's
 //! `mcp-session-id`, a GET stream, DELETE) or a 2026-07-28 one (`server/discover`,
 //! `subscriptions/listen`, `params._meta`, the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`
-//! headers, values sent as `=?base64?…?=`). The headers are compared with each message as the filter
-//! does, before any policy: a mismatch is shown, and the decision is the filter's HTTP 400 with
-//! `-32020`. A `subscriptions/listen` is explained as the set the filter judges: its list-change part,
-//! then each `resourceSubscriptions` URI as a `resources/subscribe` of that URI.
+//! headers, values sent as `=?base64?…?=`). The headers are compared with each message before any
+//! policy: the comparisons are shown, and a mismatch is the filter's HTTP 400 with `-32020`. A
+//! `subscriptions/listen` is shown as the set the filter judges: its list-change part, then each
+//! `resourceSubscriptions` URI as a `resources/subscribe` of that URI. The walk stops where the
+//! request is denied: what follows was not consulted and is not shown.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -20,10 +22,9 @@ use clap::Args;
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_policy::authz::assumed_answer;
-use toolgate_policy::eval::{mcp_header_value, BodyInput, Evaluator, HttpRequest, MessageExplanation};
-use toolgate_policy::lifecycle::headers::{self, Classified};
+use toolgate_policy::eval::{MessageRecord, Record, WalkRecord};
+use toolgate_policy::lifecycle::headers;
 use toolgate_policy::lifecycle::{self, CallAnswer, Callout, Counter, LogLevel, Plugin, Property};
-use toolgate_policy::mcp::{self, McpMessage, ReadOptions};
 
 use crate::cli::{self, Failure, InputArgs, PlanArgs};
 
@@ -148,75 +149,22 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
         cluster.as_deref().map_or("no route matches (Envoy answers 404)".to_string(), |c| format!("cluster {c}"))
     );
 
-    let ev = Evaluator::from_plan(listener.plan.clone()).map_err(|e| {
-        eprintln!("error: the compiled plan does not load: {e}");
-        Failure::Invalid
-    })?;
-    let route = ev.route(cluster.as_deref());
-    let header_refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let metadata = described.claims.clone().map(|c| toolgate_policy::jwt::metadata_with_claims(&Value::Object(c)));
-    let auth = metadata.as_deref().and_then(toolgate_policy::jwt::Auth::from_metadata);
-    let req = HttpRequest {
-        method: &method,
-        path,
-        authority: host,
-        port: crate::model::port(&listener.listener),
-        headers: &header_refs,
-        principal: described.principal.as_deref(),
-        auth: auth.as_ref(),
-        time_ms: 0,
-    };
-    let classified = headers::classify(
-        &method,
-        header_refs.iter().find(|(k, _)| *k == "content-type").map_or("", |(_, v)| v),
-        header_refs.iter().find(|(k, _)| *k == "content-encoding").map_or("", |(_, v)| v),
-        body_bytes.is_none(),
-    );
-    let read = match (&classified, &body_bytes) {
-        (Classified::JsonBody { encoded: Some(e) }, _) => Err(mcp::NotMcp::Encoded { encoding: e.clone() }),
-        (&Classified::BodyNotRead(method), _) => Err(mcp::NotMcp::BodyNotRead { method }),
-        (Classified::JsonBody { encoded: None }, Some(bytes)) => mcp::read_body(bytes, ReadOptions::default()),
-        _ => Err(mcp::NotMcp::EmptyBody),
-    };
-    let body = match (&classified, &read) {
-        (Classified::Http, _) => BodyInput::None,
-        (_, Ok(m)) => BodyInput::Mcp(m),
-        (_, Err(e)) => BodyInput::NotMcp(e),
-    };
-    if let BodyInput::NotMcp(e) = body {
-        println!("body: not MCP ({e}): only rules without MCP constraints can allow it");
-    }
-    if route.under_policy() {
-        let mismatch = match body {
-            BodyInput::Mcp(m) => explain_mcp_headers(&headers, m.messages(), m.is_batch()),
-            _ => false,
-        };
-        if mismatch {
-            println!("headers: mismatch, checked before any policy (MCP 2026-07-28 HeaderMismatch): HTTP 400, -32020; the rules below are not consulted");
-        }
-        if route.is_default_deny() {
-            println!("no policy applies to this route; the Gateway denies by default: only the MCP base protocol passes");
-        }
-        // A subscriptions/listen comes with the resources/subscribe of each URI, as the filter judges it.
-        print_explanations(&route.explain(&req, body));
-    }
-    // docs/semantics.md §6a: the dry-run policies, as if they were enforced.
-    let shadow = ev.shadow_route(cluster.as_deref());
-    if let Some(shadow) = &shadow {
-        println!("dry-run policies on this route (not enforced): {}; as if enforced:", shadow.dry_run_policies().join(", "));
-        print_explanations(&shadow.explain(&req, body));
-    }
-
-    // The decision, as the filter reaches it.
+    // The filter's lifecycle, on a host that keeps the engine's record of why it decides.
     let mut plugin = Plugin::default();
     let plan_json = serde_json::to_vec(&listener.plan).map_err(|e| {
         eprintln!("error: the compiled plan does not serialise: {e}");
         Failure::Invalid
     })?;
-    plugin.configure(&mut Quiet, &plan_json);
+    let mut root = Quiet::default();
+    plugin.configure(&mut root, &plan_json);
+    if let Some(error) = root.error {
+        eprintln!("error: the compiled plan does not load: {error}");
+        return Err(Failure::Invalid);
+    }
+    let metadata = described.claims.clone().map(|c| toolgate_policy::jwt::metadata_with_claims(&Value::Object(c)));
     let mut host = Simulated {
-        headers: headers.clone(),
-        method: method.clone(),
+        headers,
+        method,
         path: path.to_string(),
         authority: host.to_string(),
         principal: described.principal.clone(),
@@ -237,22 +185,31 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
     while let Some((token, answer)) = host.pending.take() {
         request.on_call_answer(&mut host, token, answer);
     }
+
+    if let Some(walk) = &host.trace.enforced {
+        print_walk(walk);
+    }
+    // docs/semantics.md §6a: the dry-run policies, as if they were enforced.
+    if let Some(shadow) = &host.trace.shadow {
+        println!("dry-run policies on this route (not enforced): {}; as if enforced:", shadow.dry_run_policies.join(", "));
+        print_messages(&shadow.messages);
+    }
     for call in &host.calls {
         println!("{call}");
     }
-    match (&host.outcome, &host.record) {
-        (Some((status, reply)), record) => {
-            println!("decision: DENY ({}); reply HTTP {status} {reply}", record.as_deref().unwrap_or("no decision recorded"))
+    match (&host.outcome, &host.summary) {
+        (Some((status, reply)), summary) => {
+            println!("decision: DENY ({}); reply HTTP {status} {reply}", summary.as_deref().unwrap_or("no decision recorded"))
         }
-        (None, Some(record)) if !paused || host.resumed => println!("decision: ALLOW ({record})"),
+        (None, Some(summary)) if !paused || host.resumed => println!("decision: ALLOW ({summary})"),
         (None, None) if !paused || host.resumed => {
             println!("decision: ALLOW (no policy applies to this listener and route)")
         }
         _ => println!("decision: none (the request would stay paused)"),
     }
-    if shadow.is_some() {
+    if host.trace.shadow.is_some() {
         // The filter records the shadow decision after ` shadow=` when it differs from the decision.
-        match host.record.as_deref().and_then(|r| r.split_once(" shadow=")) {
+        match host.summary.as_deref().and_then(|r| r.split_once(" shadow=")) {
             Some((_, rest)) => {
                 let summary = rest.rsplit_once(" dry-run=").map_or(rest, |(s, _)| s);
                 let verdict = if summary.starts_with("allow") { "ALLOW" } else { "DENY" };
@@ -267,15 +224,48 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Prints what `Route::explain` says; `part`: the batch index and a prefix, for the parts of a
-/// `subscriptions/listen`.
-fn print_explanations(explained: &[MessageExplanation]) {
-    for m in explained {
+/// Prints the engine's record of the enforced route's walk: how the body was read, the `Mcp-*`
+/// header comparisons (docs/semantics.md §4), then each message the walk judged.
+fn print_walk(walk: &WalkRecord) {
+    if let Some(e) = &walk.not_mcp {
+        println!("body: not MCP ({e}): only rules without MCP constraints can allow it");
+    }
+    if !walk.under_policy {
+        return;
+    }
+    for h in &walk.headers {
+        let at = h.message.map(|i| format!(" (batch element {i})")).unwrap_or_default();
+        println!("header {}: {}{at}", h.header, h.text);
+    }
+    if walk.headers.iter().any(|h| !h.agrees) {
+        println!("headers: mismatch, checked before any policy (MCP 2026-07-28 HeaderMismatch): HTTP 400, -32020; no rule is consulted");
+    }
+    if walk.default_deny {
+        println!("no policy applies to this route; the Gateway denies by default: only the MCP base protocol passes");
+    }
+    if walk.excepted_host {
+        println!("the host is one the default deny lets through (defaultDenyExceptHosts): no rule is consulted");
+    }
+    print_messages(&walk.messages);
+}
+
+/// Prints the messages a walk judged (a `subscriptions/listen` followed by the `resources/subscribe`
+/// of each URI, as the filter judges it), level by level, rule by rule. The walk stops where the
+/// request is denied (or an authorizer is asked): what follows was not consulted.
+fn print_messages(messages: &[MessageRecord]) {
+    for m in messages {
         let index = m.message.map(|i| format!("[{i}] ")).unwrap_or_default();
         println!("{index}{}", m.what);
         for level in &m.levels {
-            let matched = level.rules.iter().any(|r| r.outcome.is_ok());
-            println!("  {} level: {}", level.level.as_str(), if matched { "allows" } else { "DENIES (no rule matches)" });
+            let name = level.level.as_str();
+            if let Some((policy, applies)) = &level.external_auth {
+                let what = if *applies { "applies: its authorizer is asked" } else { "does not apply" };
+                println!("  {name} level: ExternalAuth policy {policy} {what}");
+                if level.rules.is_empty() {
+                    continue;
+                }
+            }
+            println!("  {name} level: {}", if level.allows() { "allows" } else { "DENIES (no rule matches)" });
             for r in &level.rules {
                 match &r.outcome {
                     Ok(()) => println!("    {} rule {}: matches", r.policy, r.rule),
@@ -286,67 +276,18 @@ fn print_explanations(explained: &[MessageExplanation]) {
     }
 }
 
-/// Compares the MCP 2026-07-28 request headers with each message as the filter does (docs/semantics.md §4), and
-/// prints each comparison; true when one disagrees (the filter then answers HTTP 400, -32020).
-fn explain_mcp_headers(headers: &[(String, String)], messages: &[McpMessage<'_>], batch: bool) -> bool {
-    const CHECKED: [(&str, &str); 3] =
-        [("mcp-method", "Mcp-Method"), ("mcp-name", "Mcp-Name"), ("mcp-protocol-version", "MCP-Protocol-Version")];
-    let values = |name: &str| headers.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect::<Vec<_>>();
-    let mut mismatch = false;
-    for (name, shown) in CHECKED {
-        let v = values(name);
-        if v.len() > 1 {
-            println!("header {shown}: sent {} times: a mismatch (a server may read another field than this check)", v.len());
-            mismatch = true;
-        }
-    }
-    if mismatch {
-        return true;
-    }
-    for (i, msg) in messages.iter().enumerate() {
-        let at = if batch { format!(" (batch element {i})") } else { String::new() };
-        for (name, shown) in CHECKED {
-            let Some(&sent) = values(name).first() else { continue };
-            let (header, body, field) = match name {
-                "mcp-protocol-version" => {
-                    let Some(v) = msg.protocol_version.as_deref() else {
-                        println!(
-                            "header {shown}: {sent:?}; the body has no params._meta protocol version{at}: nothing to compare"
-                        );
-                        continue;
-                    };
-                    (Some(Cow::Borrowed(sent.trim())), Some(v), "params._meta protocolVersion")
-                }
-                "mcp-method" => (mcp_header_value(name, sent), msg.method.as_deref(), "method"),
-                _ => {
-                    let resources = msg.method.as_deref().is_some_and(|m| m.starts_with("resources/"));
-                    let (value, field) =
-                        if resources { (msg.uri.as_deref(), "params.uri") } else { (msg.name.as_deref(), "params.name") };
-                    (mcp_header_value(name, sent), value, field)
-                }
-            };
-            let shown_value = match &header {
-                Some(h) if h.as_ref() != sent => format!("{sent:?} (decoded {h:?})"),
-                Some(_) => format!("{sent:?}"),
-                None => format!("{sent:?} (not valid base64 UTF-8)"),
-            };
-            if header.is_some() && header.as_deref() == body {
-                println!("header {shown}: {shown_value} agrees with the body's {field}{at}");
-            } else {
-                let body = body.map_or_else(|| "absent".to_string(), |b| format!("{b:?}"));
-                println!("header {shown}: {shown_value} DISAGREES with the body's {field} ({body}){at}");
-                mismatch = true;
-            }
-        }
-    }
-    mismatch
+/// A plan-loading host that keeps only why a plan was refused.
+#[derive(Default)]
+struct Quiet {
+    error: Option<String>,
 }
 
-/// A plan-loading host that keeps nothing.
-struct Quiet;
-
 impl lifecycle::HostBase for Quiet {
-    fn log(&mut self, _: LogLevel, _: &str) {}
+    fn log(&mut self, level: LogLevel, message: &str) {
+        if level == LogLevel::Error {
+            self.error = Some(message.to_string());
+        }
+    }
 
     fn count(&mut self, _: Counter) {}
 
@@ -380,7 +321,10 @@ struct Simulated {
     assumed: Assumed,
     pending: Option<(u32, CallAnswer)>,
     calls: Vec<String>,
-    record: Option<String>,
+    /// The decision's summary (what the access log prints).
+    summary: Option<String>,
+    /// The engine's record of why it decided.
+    trace: Record,
     outcome: Option<(u32, String)>,
     resumed: bool,
 }
@@ -449,7 +393,10 @@ impl lifecycle::Host for Simulated {
         false
     }
     fn record(&mut self, summary: &str) {
-        self.record = Some(summary.to_string());
+        self.summary = Some(summary.to_string());
+    }
+    fn recorder(&mut self) -> Option<&mut Record> {
+        Some(&mut self.trace)
     }
     fn logs_at(&mut self, _: LogLevel) -> bool {
         false

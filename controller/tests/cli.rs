@@ -253,6 +253,8 @@ fn explain_runs_the_filters_lifecycle() {
     let call = r#"body: {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo"}}"#;
     let out = explain(&format!("listener: http\n{call}\n"));
     assert!(out.contains("authorizer call 1: gRPC Check to cluster authz/default/authz/9000 (assumed: it allows)"), "{out}");
+    // The engine's record: the ExternalAuth policy applies, then the Allow rule matches.
+    assert!(out.contains("  gateway level: ExternalAuth policy default/ea applies: its authorizer is asked\n  gateway level: allows\n    default/p rule posts: matches"), "{out}");
     assert!(out.contains("decision: ALLOW (allow gateway=default/p:posts backend=- authorized-by=default/ea)"), "{out}");
     let out = explain(&format!("listener: http\nauthorizers: deny\n{call}\n"));
     assert!(
@@ -381,7 +383,8 @@ fn explain_reads_both_mcp_revisions_and_reports_header_mismatches() {
         ),
         "{out}"
     );
-    assert!(out.contains("HTTP 400, -32020; the rules below are not consulted"), "{out}");
+    // The walk stops at the header check: no rule is consulted, and none is shown.
+    assert!(out.contains("HTTP 400, -32020; no rule is consulted") && !out.contains("gateway level"), "{out}");
     assert!(out.contains(r#"reply HTTP 400 {"jsonrpc":"2.0","id":4,"error":{"code":-32020,"message":"Header mismatch: the Mcp-Name header does not match the body"}}"#), "{out}");
     // Mcp-Method, the protocol version, and a repeated field.
     let out = explain(&format!("listener: http\nheaders: {{Mcp-Method: tools/list}}\n{}\n", call("get-sum")));

@@ -168,56 +168,77 @@ pub use toolgate_policy::testing::FakeHost;
 pub use toolgate_policy::testing::oracle;
 
 // ------------------------------------------------------------------------------------------------
-// `explain` against the decision. `Route::explain` (what `toolgate explain` prints, rule by rule)
-// is a slow path of its own beside the indexed `Route::decide`/`Route::step` the filter runs: the
-// decision it shows must be the one the filter reaches.
+// `explain` against the decision. `toolgate explain` prints the engine's record of the walk that
+// decided ([`Record`], made by the same walk as the filter's, with a trace that records): the
+// record must show the decision the walk reached, and recording must not change it.
 
-use toolgate_policy::eval::{BodyInput, DenyReason, HttpRequest, Level, Route, Verdict};
+use toolgate_policy::eval::{BodyInput, Decision, DenyReason, HttpRequest, Level, Record, Route, Verdict, WalkEnd, WalkRecord};
 
-/// Checks that the decision `explain` shows for `req` agrees with [`Route::decide`] (authorizers
-/// taken to allow, as `explain` takes them) and returns whether the request is allowed. Per
-/// message (a listen followed by the `resources/subscribe` of each URI), a level with rules allows
-/// when one of them matches; the request is allowed when every level of every message allows, and
-/// otherwise denied by the first level that does not. When it is allowed, the rule `explain` shows
-/// first as matching at each level of the last message is the one the decision names. What
-/// `explain` does not show rule by rule (the `Mcp-*` header check, which comes before any policy,
-/// and the limit on authorizer calls) decides alone: the explanation is not compared then.
+/// Decides `req` on `route` as [`Route::decide`] does (authorizers taken to allow) and as
+/// [`Route::decide_recorded`] does, asserts that both decide the same and that the record shows
+/// that decision ([`assert_walk_shows`]), and returns whether the request is allowed.
 pub fn assert_explain_agrees(route: &Route<'_>, req: &HttpRequest<'_>, body: BodyInput<'_, '_>) -> bool {
     let decision = route.decide(req, body);
-    let explained = route.explain(req, body);
-    match &decision.verdict {
-        Verdict::Deny(DenyReason::McpHeaderMismatch { .. } | DenyReason::TooManyAuthorizerCalls { .. }) => return false,
-        Verdict::Deny(DenyReason::ExternalAuth { .. }) => panic!("decide asks no authorizer, yet one denied: {decision:?}"),
-        _ => {}
-    }
-    if !route.under_policy() {
-        assert!(decision.allowed() && explained.iter().all(|m| m.levels.is_empty()), "no policy: {decision:?} {explained:?}");
-        return true;
-    }
-    let denied_at: Option<Level> = explained.iter().find_map(|m| {
-        m.levels.iter().find(|l| !l.rules.is_empty() && l.rules.iter().all(|r| r.outcome.is_err())).map(|l| l.level)
-    });
-    match (&decision.verdict, denied_at) {
-        (Verdict::Allow, None) => {
-            if let Some(last) = explained.last() {
-                for level in &last.levels {
-                    let shown = level.rules.iter().find(|r| r.outcome.is_ok()).map(|r| (r.policy.as_str(), r.rule.as_str()));
-                    let decided = match level.level {
-                        Level::Gateway => decision.gateway_rule,
-                        Level::Backend => decision.backend_rule,
-                    }
-                    .map(|r| (r.policy, r.rule));
-                    assert_eq!(shown, decided, "explain and the decision name different rules: {explained:?} {decision:?}");
+    let mut record = Record::default();
+    let recorded = route.decide_recorded(req, body, &mut record);
+    assert_eq!(recorded, decision, "recording the walk changed the decision");
+    let walk = record.last().expect("every walk is recorded");
+    assert_eq!(walk.end, Some(WalkEnd::Decided { allowed: decision.allowed(), summary: decision.summary() }));
+    assert_walk_shows(walk, Some(&decision));
+    decision.allowed()
+}
+
+/// What a walk's record shows agrees with how it ended: an allowed request passed every level it
+/// met (at each level of the last message, the first rule shown matching is the one `decision`
+/// names, when given); a denied one passed every level but the last it met, which denies, unless
+/// its headers disagree with the body (then no rule is consulted) or it needs too many authorizer
+/// calls; a walk that ends at an authorizer call ends at a level whose ExternalAuth policy applies.
+pub fn assert_walk_shows(walk: &WalkRecord, decision: Option<&Decision<'_>>) {
+    let levels: Vec<_> = walk.messages.iter().flat_map(|m| &m.levels).collect();
+    let mismatched: Vec<_> = walk.headers.iter().filter(|h| !h.agrees).map(|h| h.header).collect();
+    match (&walk.end, decision.map(|d| &d.verdict)) {
+        (None, _) => panic!("a walk without an end: {walk:?}"),
+        (Some(WalkEnd::Authorize { level, .. }), _) => {
+            let last = levels.last().expect("a level asked an authorizer");
+            assert!(last.level == *level && last.external_auth.as_ref().is_some_and(|(_, applies)| *applies), "{walk:?}");
+        }
+        (Some(WalkEnd::Decided { allowed: true, .. }), verdict) => {
+            assert!(verdict.is_none_or(|v| *v == Verdict::Allow));
+            assert!(mismatched.is_empty() && levels.iter().all(|l| l.allows()), "allowed, yet the record denies: {walk:?}");
+            let (Some(d), Some(last)) = (decision, walk.messages.last()) else { return };
+            for level in last.levels.iter().filter(|l| !l.rules.is_empty()) {
+                let shown = level.rules.iter().find(|r| r.outcome.is_ok()).map(|r| (r.policy.as_str(), r.rule.as_str()));
+                let decided = match level.level {
+                    Level::Gateway => d.gateway_rule,
+                    Level::Backend => d.backend_rule,
                 }
+                .map(|r| (r.policy, r.rule));
+                assert_eq!(shown, decided, "the record and the decision name different rules: {walk:?} {d:?}");
             }
-            true
         }
-        // docs/semantics.md §6a: the default-deny level is shown as the gateway level.
-        (Verdict::Deny(DenyReason::DefaultDeny), Some(Level::Gateway)) => false,
-        (Verdict::Deny(DenyReason::NoRuleMatched { level, .. }), Some(at)) => {
-            assert_eq!(*level, at, "explain and the decision deny at different levels: {explained:?} {decision:?}");
-            false
+        (Some(WalkEnd::Decided { allowed: false, summary }), verdict) => {
+            if !mismatched.is_empty() {
+                assert!(mismatched.len() == 1 && walk.messages.is_empty(), "{walk:?}");
+                if let Some(v) = verdict {
+                    assert_eq!(*v, Verdict::Deny(DenyReason::McpHeaderMismatch { header: mismatched[0] }));
+                }
+                return;
+            }
+            let (last, before) = levels.split_last().expect("a denial names a level");
+            assert!(before.iter().all(|l| l.allows()), "a level before the one that denied denies: {walk:?}");
+            match verdict {
+                Some(Verdict::Deny(DenyReason::TooManyAuthorizerCalls { level })) => {
+                    assert!(last.level == *level && last.external_auth.is_some(), "{walk:?}")
+                }
+                Some(Verdict::Deny(DenyReason::NoRuleMatched { level, .. })) => {
+                    assert!(last.level == *level && !last.allows(), "{walk:?}")
+                }
+                // docs/semantics.md §6a: the default-deny level is the gateway level.
+                Some(Verdict::Deny(DenyReason::DefaultDeny)) => assert!(last.level == Level::Gateway && !last.allows()),
+                Some(v) => panic!("the walk cannot decide {v:?}: {walk:?}"),
+                None if summary.contains("more than") => assert!(last.external_auth.is_some(), "{walk:?}"),
+                None => assert!(!last.allows(), "denied, yet the last level shown allows: {walk:?}"),
+            }
         }
-        (verdict, at) => panic!("explain shows {at:?} denying, the decision is {verdict:?}: {explained:?}"),
     }
 }

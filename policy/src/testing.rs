@@ -86,6 +86,8 @@ pub struct FakeHost {
     // The response: its headers, the body buffered now (the host's buffer).
     pub response_headers: Vec<(String, String)>,
     pub response_body: Vec<u8>,
+    /// Some: the host keeps the engine's record of why it decides, as `toolgate explain`'s does.
+    pub trace: Option<crate::eval::Record>,
 }
 
 pub fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -275,6 +277,9 @@ impl Host for FakeHost {
 
     fn logs_at(&mut self, level: LogLevel) -> bool {
         self.debug || level > LogLevel::Debug
+    }
+    fn recorder(&mut self) -> Option<&mut crate::eval::Record> {
+        self.trace.as_mut()
     }
 
     fn response_header(&mut self, lower_name: &str) -> Option<String> {

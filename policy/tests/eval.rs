@@ -458,6 +458,18 @@ fn cost_does_not_scan_unrelated_policies() {
     assert_eq!(d.gateway_rule.map(|r| r.policy), Some("default/p0777"));
 }
 
+/// What `toolgate explain` shows of a request: the record of the walk that decided it.
+fn explain(
+    route: &toolgate_policy::eval::Route<'_>,
+    req: &HttpRequest<'_>,
+    body: BodyInput<'_, '_>,
+) -> Vec<toolgate_policy::eval::MessageRecord> {
+    let mut record = toolgate_policy::eval::Record::default();
+    let decided = route.decide_recorded(req, body, &mut record);
+    assert_eq!(decided, route.decide(req, body), "the recorded walk decides as the filter's");
+    record.last().map(|w| w.messages.clone()).unwrap_or_default()
+}
+
 #[test]
 fn explain_agrees_with_decide_and_names_the_failing_matcher() {
     let gateway = r#"{"targetRefs":[],"action":"Allow","rules":[
@@ -493,7 +505,7 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
                 req.path = path;
                 let body = McpBody::Single(m.clone());
                 let allowed = route.decide(&req.http(), BodyInput::Mcp(&body)).allowed();
-                let explained = route.explain(&req.http(), BodyInput::Mcp(&body));
+                let explained = explain(&route, &req.http(), BodyInput::Mcp(&body));
                 assert_eq!(explained.len(), 1);
                 let every_level_has_a_match = explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
                 assert_eq!(allowed, every_level_has_a_match, "{principal:?} {path} {:?}", m.method);
@@ -507,7 +519,7 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
                 req.method = method;
                 req.path = path;
                 let allowed = route.decide(&req.http(), BodyInput::None).allowed();
-                let explained = route.explain(&req.http(), BodyInput::None);
+                let explained = explain(&route, &req.http(), BodyInput::None);
                 let ok = explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
                 assert_eq!(allowed, ok, "{principal:?} {method} {path}");
             }
@@ -518,7 +530,7 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
     let mut req = Req::post(Some(B));
     req.path = "/other";
     let body = McpBody::Single(call("get-sum"));
-    let e = route.explain(&req.http(), BodyInput::Mcp(&body));
+    let e = explain(&route, &req.http(), BodyInput::Mcp(&body));
     let gw = &e[0].levels[0].rules;
     assert_eq!(gw[0].outcome, Err(format!("source: caller {B} is not {A}")));
     assert_eq!(gw[1].outcome, Err("paths: the request does not match".to_string()));

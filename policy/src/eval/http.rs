@@ -77,10 +77,6 @@ impl CompiledHttp {
         Ok(Self { methods: m.methods.clone(), paths, headers, hosts: m.hosts.clone(), ports: m.ports.clone() })
     }
 
-    pub(super) fn matches(&self, req: &HttpRequest<'_>) -> bool {
-        self.first_failure(req).is_none()
-    }
-
     /// The first HTTP matcher that does not hold, by name (`methods`, `ports`, ...).
     pub(super) fn first_failure(&self, req: &HttpRequest<'_>) -> Option<&'static str> {
         if !(self.methods.is_empty() || self.methods.iter().any(|m| m == req.method)) {

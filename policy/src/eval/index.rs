@@ -2,7 +2,10 @@
 //! caller principal, so that deciding a message costs a few hash lookups whatever the plan's size.
 
 use super::http::CompiledHttp;
-use super::{is_base_method, param_of, HttpRequest, Level, PlanError, Subject};
+use super::mcp_headers::{is_base_method, param_of};
+use super::route::Subject;
+use super::trace::{Miss, Trace};
+use super::{HttpRequest, Level, PlanError};
 use crate::cel_rule::{CelRule, Uses};
 use crate::plan::{AuthorizerPlan, LevelPlan, MethodPattern, PolicyPlan};
 use crate::str_map::StrMap;
@@ -48,6 +51,8 @@ pub(super) struct IndexedRule {
     /// Index in `LevelIndex::policies`.
     pub(super) policy: usize,
     pub(super) name: Name,
+    /// The rule's source: a number of `LevelIndex::principals`, or [`ANY_SOURCE`].
+    pub(super) principal: u32,
     /// None: no HTTP matcher (most rules).
     pub(super) http: Option<Box<CompiledHttp>>,
     /// A CEL expression (rules of type CEL).
@@ -55,9 +60,16 @@ pub(super) struct IndexedRule {
 }
 
 impl IndexedRule {
-    pub(super) fn matches(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> bool {
-        self.http.as_ref().is_none_or(|http| http.matches(req))
-            && self.cel.as_ref().is_none_or(|cel| cel_matches(cel, req, subject))
+    /// Whether a candidate rule (its source and MCP matcher hold: the index offered it) matches:
+    /// its HTTP matchers, then its CEL expression.
+    pub(super) fn check(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Result<(), Miss> {
+        if let Some(name) = self.http.as_ref().and_then(|http| http.first_failure(req)) {
+            return Err(Miss::Http(name));
+        }
+        match &self.cel {
+            Some(cel) if !cel_matches(cel, req, subject) => Err(Miss::Cel),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -128,24 +140,33 @@ impl Bucket {
     }
 
     /// Smallest ordinal of this bucket whose rule matches, if smaller than `best`. `caller`: the
-    /// caller's principal number, if a rule of the level names it.
-    pub(super) fn first_match(
+    /// caller's principal number, if a rule of the level names it. A trace that records sees every
+    /// candidate evaluated, also those after the first that matches.
+    pub(super) fn first_match<T: Trace>(
         &self,
         rules: &[IndexedRule],
         req: &HttpRequest<'_>,
         subject: &Subject<'_, '_>,
         caller: Option<u32>,
         best: &mut Option<u32>,
+        trace: &mut T,
     ) {
         // `list` starts with `principal`'s entries (in evaluation order); they end where another's start.
         let mut scan = |principal: u32, list: &[(u32, u32)]| {
             for &(p, o) in list {
-                if p != principal || best.is_some_and(|b| o >= b) {
+                let later = best.is_some_and(|b| o >= b);
+                if p != principal || (later && !T::ON) {
                     return;
                 }
-                if rules.get(o as usize).is_some_and(|r| r.matches(req, subject)) {
+                let Some(rule) = rules.get(o as usize) else { continue };
+                let outcome = rule.check(req, subject);
+                let matched = outcome.is_ok();
+                trace.candidate(o, outcome);
+                if matched && !later {
                     *best = Some(o);
-                    return;
+                    if !T::ON {
+                        return;
+                    }
                 }
             }
         };
@@ -268,7 +289,7 @@ impl LevelIndex {
                     }
                 };
                 let name = index.push_name(&rule.name);
-                index.rules.push(IndexedRule { policy: policy_number, name, http, cel });
+                index.rules.push(IndexedRule { policy: policy_number, name, principal, http, cel });
             }
         }
         for bucket in index.buckets_mut() {
@@ -302,10 +323,17 @@ impl LevelIndex {
         self.policies.get(rule.policy).map_or("", |&p| self.name(p))
     }
 
-    pub(super) fn first_match(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Option<&IndexedRule> {
+    /// The first rule of the level (in evaluation order) that matches. `trace` sees each candidate
+    /// evaluated, then the level done.
+    pub(super) fn first_match<T: Trace>(
+        &self,
+        req: &HttpRequest<'_>,
+        subject: &Subject<'_, '_>,
+        trace: &mut T,
+    ) -> Option<&IndexedRule> {
         let mut best = None;
         let caller = req.principal.and_then(|p| self.principals.get(p)).copied();
-        let mut probe = |bucket: &Bucket| bucket.first_match(&self.rules, req, subject, caller, &mut best);
+        let mut probe = |bucket: &Bucket| bucket.first_match(&self.rules, req, subject, caller, &mut best, &mut *trace);
         probe(&self.unrestricted);
         match subject {
             Subject::Http => {}
@@ -336,6 +364,7 @@ impl LevelIndex {
                 }
             },
         }
+        trace.level_done(self, (caller, req.principal), subject);
         best.and_then(|o| self.rules.get(o as usize))
     }
 }

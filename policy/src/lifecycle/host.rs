@@ -167,6 +167,12 @@ pub trait Host: HostBase {
     fn remove_request_header(&mut self, name: &str);
     /// Stores the decision summary where the access log reads it.
     fn record(&mut self, summary: &str);
+    /// Where `toolgate explain` keeps why the engine decided (docs/semantics.md §7): the walks of
+    /// the request's routes, recorded as the engine makes them. None in the proxies (the default):
+    /// the engine then walks with a trace that records nothing, compiled away.
+    fn recorder(&mut self) -> Option<&mut crate::eval::Record> {
+        None
+    }
     /// Whether the host logs at `level` now.
     fn logs_at(&mut self, level: LogLevel) -> bool;
     /// The first value of a response header (`lower_name`), if sent.

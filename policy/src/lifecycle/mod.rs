@@ -12,18 +12,21 @@ mod callout;
 pub mod headers;
 mod host;
 mod listing;
+mod request;
+mod shadow;
 
 pub use host::{Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, Property, RootHost};
 
 use std::rc::Rc;
 
-use crate::authz::{self, CallInput};
-use crate::eval::{AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, HttpRequest, Level, PlanError, Step, Verdict};
+use crate::authz;
+use crate::eval::{AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, Level, PlanError, Step, Verdict};
 use crate::list_filter::ListRequests;
 use crate::log_safe::Quoted;
-use crate::mcp::{self, KeptBody, NotMcp, ReadOptions};
+use crate::mcp::{KeptBody, NotMcp};
 use crate::response;
 use headers::{Classified, Needs, RequestHeaders, WantedHeaders};
+use request::{http_request, listener_port, one_credential, prepare_call, property_string, read_headers, step, with_request};
 
 /// The token of a call the host refused to start.
 const REFUSED: u32 = u32::MAX;
@@ -356,10 +359,11 @@ impl Request {
             Denied(String, Counter, response::Reply),
             Call(authz::Prepared<'p>, Level, Option<usize>),
         }
+        let recorder = host.recorder();
         let (next, read) = with_request(
             &held,
             loaded,
-            |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+            |req, body| match step(&ev.route(held.cluster.as_deref()), req, body, held.authorized, recorder) {
                 Step::Decided(d) if d.allowed() => {
                     // A route without (enforced) policy is read only for the shadow decision: its lists pass.
                     let lists = match body {
@@ -437,109 +441,6 @@ impl Request {
         Action::Pause
     }
 
-    /// The enforced outcome is known: on a route with dry-run policies, the shadow decision first
-    /// (docs/semantics.md §6a), then the outcome is carried out.
-    fn decided(
-        &mut self,
-        host: &mut impl Host,
-        loaded: &Rc<Loaded>,
-        mut held: Box<Held>,
-        finish: Finish,
-        context: Context,
-    ) -> Action {
-        if loaded.evaluator.shadow_route(held.cluster.as_deref()).is_none() {
-            return self.carry_out(host, loaded, held, finish, "", context);
-        }
-        held.shadow = Some(Box::new(Shadow { authorized: 0, calls: Vec::new(), finish }));
-        self.shadow_step(host, loaded, held, context)
-    }
-
-    /// Walks the shadow route as far as possible: to the shadow decision (then the enforced outcome
-    /// is carried out), or to an authorizer call whose answer the enforced walk did not get.
-    fn shadow_step(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, mut held: Box<Held>, context: Context) -> Action {
-        let ev = &loaded.evaluator;
-        let timeout_ms = ev.plan().settings.authz_timeout_ms;
-        let Some(route) = ev.shadow_route(held.cluster.as_deref()) else { return Action::Continue };
-        enum Next<'p> {
-            Decided(bool, String),
-            Reused(Level, Option<usize>),
-            Call(authz::Prepared<'p>, Level, Option<usize>),
-        }
-        loop {
-            let Some(shadow) = held.shadow.as_deref() else { return Action::Continue };
-            let authorized = shadow.authorized;
-            let (next, read) = with_request(
-                &held,
-                loaded,
-                |req, body| match route.step(req, body, authorized) {
-                    Step::Decided(d) => Next::Decided(d.allowed(), d.summary()),
-                    Step::Authorize(call) => {
-                        // The enforced walk's answer to the same call (the n-th for this level and message), if it got one.
-                        let key = (call.level, call.message);
-                        let nth = shadow.calls.iter().filter(|c| **c == key).count();
-                        let known = held.answers.iter().filter(|(l, m, _)| (*l, *m) == key).nth(nth).map(|(_, _, f)| *f);
-                        match known {
-                            Some(None) => Next::Reused(call.level, call.message),
-                            Some(Some(failure)) => {
-                                let mut d = call.decision;
-                                d.verdict = Verdict::Deny(DenyReason::ExternalAuth {
-                                    level: call.level,
-                                    policy: call.policy.to_string(),
-                                    failure,
-                                });
-                                Next::Decided(false, d.summary())
-                            }
-                            None => Next::Call(
-                                prepare_call(call.authorizer, &held, req, body, call.message),
-                                call.level,
-                                call.message,
-                            ),
-                        }
-                    }
-                },
-                |next| matches!(next, Next::Call(..)),
-            );
-            if read.is_some() {
-                held.read = read;
-            }
-            match next {
-                Next::Reused(level, message) => {
-                    if let Some(shadow) = held.shadow.as_deref_mut() {
-                        shadow.calls.push((level, message));
-                        shadow.authorized += 1;
-                    }
-                }
-                Next::Call(prepared, level, message) => {
-                    return self.start_call(host, held, &prepared, level, message, true, timeout_ms);
-                }
-                Next::Decided(allowed, summary) => return self.shadow_decided(host, loaded, held, allowed, &summary, context),
-            }
-        }
-    }
-
-    /// The shadow decision is made: when it differs from the enforced one, the access log says so
-    /// and a counter moves; then the enforced outcome is carried out.
-    fn shadow_decided(
-        &mut self,
-        host: &mut impl Host,
-        loaded: &Rc<Loaded>,
-        mut held: Box<Held>,
-        allowed: bool,
-        summary: &str,
-        context: Context,
-    ) -> Action {
-        let Some(shadow) = held.shadow.take() else { return Action::Continue };
-        let enforced_allowed = matches!(shadow.finish, Finish::Allow { .. });
-        let mut suffix = String::new();
-        if allowed != enforced_allowed {
-            host.count(if allowed { Counter::ShadowAllow } else { Counter::ShadowDeny });
-            let dry_run =
-                loaded.evaluator.shadow_route(held.cluster.as_deref()).map(|r| r.dry_run_policies()).unwrap_or_default();
-            suffix = format!(" shadow={summary} dry-run={}", dry_run.join(","));
-        }
-        self.carry_out(host, loaded, held, shadow.finish, &suffix, context)
-    }
-
     /// Carries out the enforced outcome; `shadow`: what the access log adds about the shadow
     /// decision (empty when it agrees).
     fn carry_out(
@@ -600,126 +501,6 @@ fn deny_counter(d: &Decision<'_>) -> Counter {
         },
         Verdict::Allow => Counter::Allow,
     }
-}
-
-/// Runs `f` on the request as the evaluator sees it: its HTTP attributes and its body. The body is
-/// read from the held bytes the first time, and rebuilt from what that read found afterwards (it
-/// keeps nothing borrowed across callbacks). Returns what `f` gave and, when the body was read now
-/// and `keep` says a later step needs it, the read to keep in `held`.
-/// The authorizer call a walk asks for, about the JSON-RPC message it names (the enforced and the
-/// shadow walk alike).
-fn prepare_call<'p>(
-    authorizer: &'p crate::plan::AuthorizerPlan,
-    held: &Held,
-    req: &HttpRequest<'_>,
-    body: BodyInput<'_, '_>,
-    message: Option<usize>,
-) -> authz::Prepared<'p> {
-    let message = match (body, message) {
-        (BodyInput::Mcp(mcp), Some(i)) => mcp.messages().get(i),
-        _ => None,
-    };
-    let input = CallInput {
-        req,
-        scheme: held.headers.get(headers::SCHEME),
-        request_id: held.headers.get(headers::REQUEST_ID),
-        protocol: held.protocol.as_deref().unwrap_or(""),
-        message,
-        body: &held.body,
-    };
-    authz::prepare(authorizer, &input)
-}
-
-fn with_request<T>(
-    held: &Held,
-    loaded: &Loaded,
-    f: impl FnOnce(&HttpRequest<'_>, BodyInput<'_, '_>) -> T,
-    keep: impl FnOnce(&T) -> bool,
-) -> (T, Option<Result<KeptBody, NotMcp>>) {
-    let opts = ReadOptions { capture_params: loaded.needs.params() };
-    http_request(held, |req| match &held.classified {
-        Classified::Http => (f(req, BodyInput::None), None),
-        Classified::EmptyJsonPost => (f(req, BodyInput::NotMcp(&NotMcp::EmptyBody)), None),
-        &Classified::BodyNotRead(method) => (f(req, BodyInput::NotMcp(&NotMcp::BodyNotRead { method })), None),
-        Classified::JsonBody { encoded: Some(encoding) } => {
-            (f(req, BodyInput::NotMcp(&NotMcp::Encoded { encoding: encoding.clone() })), None)
-        }
-        Classified::JsonBody { encoded: None } => match &held.read {
-            Some(Ok(kept)) => match kept.body(&held.body) {
-                Ok(body) => (f(req, BodyInput::Mcp(&body)), None),
-                Err(e) => (f(req, BodyInput::NotMcp(&e)), None), // unreachable: the same bytes were read
-            },
-            Some(Err(e)) => (f(req, BodyInput::NotMcp(e)), None),
-            None => match mcp::read_body(&held.body, opts) {
-                Ok(body) => {
-                    let t = f(req, BodyInput::Mcp(&body));
-                    let kept = keep(&t).then(|| Ok(KeptBody::keep(body, &held.body)));
-                    (t, kept)
-                }
-                Err(e) => {
-                    let t = f(req, BodyInput::NotMcp(&e));
-                    let kept = keep(&t).then_some(Err(e));
-                    (t, kept)
-                }
-            },
-        },
-    })
-}
-
-/// Runs `f` on the HTTP attributes of a held request.
-fn http_request<T>(held: &Held, f: impl FnOnce(&HttpRequest<'_>) -> T) -> T {
-    let run = |pairs: &[(&str, &str)]| {
-        f(&HttpRequest {
-            method: held.headers.get(headers::METHOD),
-            path: held.headers.get(headers::PATH),
-            authority: held.headers.get(headers::AUTHORITY),
-            port: held.port,
-            headers: pairs,
-            principal: held.principal.as_deref(),
-            auth: held.auth.as_ref(),
-            time_ms: held.time_ms,
-        })
-    };
-    // The kept headers as pairs: on the stack for the usual few (an allocation and its free cost
-    // more in the VM than filling them), else in a Vec.
-    const ON_STACK: usize = 16;
-    if held.headers.len() <= ON_STACK {
-        let mut pairs = [("", ""); ON_STACK];
-        let n = held.headers.fill(&mut pairs);
-        run(pairs.get(..n).unwrap_or_default())
-    } else {
-        run(&held.headers.pairs())
-    }
-}
-
-/// docs/semantics.md §6b: a request with more than one `authorization` field, or one whose value holds
-/// several (`,`: Envoy joins repeated fields so), has no claims: Envoy's jwt_authn finds its token
-/// anywhere in the joined value, so the upstream could read another credential than the one verified.
-/// A header count, not a token read.
-fn one_credential(headers: &RequestHeaders) -> bool {
-    let mut values = headers.pairs().into_iter().filter(|(n, _)| *n == "authorization").map(|(_, v)| v);
-    match (values.next(), values.next()) {
-        (Some(v), None) => !v.contains(','),
-        (None, _) => true,
-        _ => false,
-    }
-}
-
-fn read_headers(host: &mut impl Host, wanted: &WantedHeaders) -> RequestHeaders {
-    host.request_headers().map_or_else(RequestHeaders::default, |block| RequestHeaders::from_block(block, wanted))
-}
-
-fn property_string(host: &mut impl Host, property: Property) -> Option<String> {
-    host.property(property).and_then(|b| String::from_utf8(b).ok()).filter(|s| !s.is_empty())
-}
-
-/// The listener port (`destination.port` is the local address of the downstream connection).
-fn listener_port(host: &mut impl Host) -> u16 {
-    host.property(Property::DestinationPort)
-        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
-        .map(i64::from_le_bytes)
-        .and_then(|p| u16::try_from(p).ok())
-        .unwrap_or(0)
 }
 
 /// Records a decision: the summary the access log prints, and one debug-log line when the host

@@ -286,11 +286,22 @@ fn the_shadow_route_exists_only_where_a_dry_run_policy_applies() {
     };
     // The enforced route does not see the dry-run policy; the shadow route does (explain too).
     assert!(ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp)).allowed());
-    assert_eq!(ev.route(Some(CLUSTER)).explain(&req, BodyInput::Mcp(&mcp))[0].levels.len(), 1);
+    assert_eq!(explain(&ev.route(Some(CLUSTER)), &req, BodyInput::Mcp(&mcp))[0].levels.len(), 1);
     assert!(!shadow.decide(&req, BodyInput::Mcp(&mcp)).allowed());
-    let explained = shadow.explain(&req, BodyInput::Mcp(&mcp));
+    let explained = explain(&shadow, &req, BodyInput::Mcp(&mcp));
     assert_eq!(explained[0].levels.len(), 2);
     assert_eq!(explained[0].levels[1].rules[0].policy, DRY);
+}
+
+/// What `toolgate explain` shows of a request: the record of the walk that decided it.
+fn explain(
+    route: &crate::eval::Route<'_>,
+    req: &crate::eval::HttpRequest<'_>,
+    body: BodyInput<'_, '_>,
+) -> Vec<crate::eval::MessageRecord> {
+    let mut record = crate::eval::Record::default();
+    route.decide_recorded(req, body, &mut record);
+    record.last().map(|w| w.messages.clone()).unwrap_or_default()
 }
 
 #[test]
@@ -313,7 +324,7 @@ fn explain_shows_the_default_deny_level() {
     let mcp = crate::mcp::read_body(body.as_bytes(), crate::mcp::ReadOptions::default()).unwrap();
     let d = route.decide(&req, BodyInput::Mcp(&mcp));
     assert_eq!(d.summary(), "deny: no policy (default deny)");
-    let explained = route.explain(&req, BodyInput::Mcp(&mcp));
+    let explained = explain(&route, &req, BodyInput::Mcp(&mcp));
     let rule = &explained[0].levels[0].rules[0];
     assert_eq!((rule.policy.as_str(), rule.rule.as_str()), (DEFAULT_DENY_POLICY, "(base protocol)"));
     assert!(rule.outcome.is_err());
