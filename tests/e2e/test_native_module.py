@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from harness import (ENVOY_START_TIMEOUT, REPO, Envoy, ToolgateGateway, assert_allowed, assert_denied, free_port, native_module_path, policy, sa,
-                     tcp_open, toolgate_plans, tools_call_rule, wait_for, write_json)
+                     tcp_open, tools_call_rule, wait_for, write_json)
+from plan_push import BOTH, a_good_render_applies, bad_regex, old_decisions_hold, push_plan, tampered, unknown_version
 
 pytestmark = pytest.mark.host("native", reason="the dynamic module itself")
 
 HTTP = dict(listener="http", agent=None)
-BOTH = {"https": "HTTPS", "http": "HTTP"}
 PROBE = REPO / "target/release/libtoolgate_module_panic_probe.so"
 MODULE = native_module_path()
 PLUGINS = [f"toolgate:default/gw/{name}" for name in BOTH]
@@ -198,42 +198,6 @@ def test_an_update_with_a_truncated_module_stops_envoy(gateway, tmp_path):
 # --------------------------------------------------------------------------------------------------
 # A plan update the module refuses
 
-def push_plan(gw, make_plan, base: str) -> None:
-    """Every listener's plan replaced with `make_plan(plan)`, `plan` being the one in `base` (an
-    lds.json text), written as the running configuration."""
-    lds = json.loads(base)
-    for conf in toolgate_plans(lds):
-        conf["value"] = make_plan(json.loads(conf["value"]))
-    lds["version_info"] = f"pushed-{id(make_plan)}"
-    write_json(gw.dir / "lds.json", lds)
-
-
-def unknown_version(plan):
-    return json.dumps({"version": 99})
-
-
-def bad_regex(plan):
-    """A plan that would open everything but carries an invalid regular expression."""
-    plan["hash"] = ""
-    plan["gateway"]["allow"].insert(0, {"name": "default/evil", "rules": [
-        {"name": "open", "http": {"headers": [{"name": "x-any", "regex": "("}]}}, {"name": "open2"}]})
-    return json.dumps(plan)
-
-
-def tampered(plan):
-    """Content that does not match the plan's hash."""
-    plan["gateway"]["allow"] = []
-    return json.dumps(plan)
-
-
-def old_decisions_hold(gw):
-    assert_allowed(gw.call("get-sum"))
-    assert_denied(gw.call("echo"))
-    assert_denied(gw.call("get-sum", agent="agent-b"))
-    assert_denied(gw.call("get-sum", **HTTP))
-    assert_denied(gw.send("GET"), id=None)
-
-
 def test_a_refused_update_keeps_the_last_good_plan(gateway):
     gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH,
                  native_module=MODULE)
@@ -255,12 +219,7 @@ def test_a_refused_update_keeps_the_last_good_plan(gateway):
         assert f"plugin {plugin}: REFUSED new plan (" in log
     assert "update rejected, keeping the plan in force" in log
     assert not any("echo" in json.dumps(e) for e in gw.server.executed())
-    # A good render afterwards applies normally, in the same Envoy.
-    gw.rerender([policy("p", tools_call_rule("a-sum", ["get-sum", "echo"], source=sa("a")))])
-    wait_for(lambda: gw.call("echo").executed, timeout=10, interval=0.1, what="the new good plan")
-    assert_allowed(gw.call("echo"))
-    assert_denied(gw.call("echo", agent="agent-b"))
-    assert gw.envoy.proc.pid == pid
+    a_good_render_applies(gw, pid)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,22 +8,8 @@ import json
 import re
 from collections import Counter
 
-from harness import (assert_allowed, assert_denied, policy, run_toolgate, sa, to_yaml, toolgate_plans, tools_call_rule,
-                     wait_for, write_json)
-
-BOTH = {"https": "HTTPS", "http": "HTTP"}
-
-
-def push_plan(gw, make_plan, base: str | None = None) -> None:
-    """Replace the plan of every listener in the running configuration (lds.json, atomically) with
-    `make_plan(plan)`, `plan` being the one in `base` (an lds.json text; default the current file)."""
-    path = gw.dir / "lds.json"
-    lds = json.loads(base if base is not None else path.read_text())
-    for conf in toolgate_plans(lds):
-        conf["value"] = make_plan(json.loads(conf["value"]))
-    lds["version_info"] = f"pushed-{id(make_plan)}"
-    write_json(path, lds)
-
+from harness import assert_allowed, assert_denied, policy, run_toolgate, sa, to_yaml, tools_call_rule, wait_for
+from plan_push import BOTH, a_good_render_applies, bad_regex, old_decisions_hold, push_plan, tampered, unknown_version
 
 LOG_LINE = re.compile(r"^\[[^]]*\]\[(\d+)\]")
 REFUSAL = re.compile(r"plugin (toolgate:\S+): REFUSED")
@@ -53,24 +39,6 @@ def refused_or_rejected(gw, before: Counter, before_rejected: int):
     return refused or gw.envoy.stat("listener_manager.lds.update_rejected") > 0
 
 
-def bad_regex(plan):
-    """A plan that would open everything but carries an invalid regular expression (no hash: content
-    changed)."""
-    plan["hash"] = ""
-    plan["gateway"]["allow"].insert(0, {"name": "default/evil", "rules": [
-        {"name": "open", "http": {"headers": [{"name": "x-any", "regex": "("}]}},
-        {"name": "open2"}]})
-    return json.dumps(plan)
-
-
-def old_decisions_hold(gw):
-    assert_allowed(gw.call("get-sum"))
-    assert_denied(gw.call("echo"))
-    assert_denied(gw.call("get-sum", agent="agent-b"))
-    assert_denied(gw.call("get-sum", listener="http", agent=None))
-    assert_denied(gw.send("GET"), id=None)
-
-
 def test_invalid_plan_at_runtime_keeps_last_good(gateway):
     gw = gateway(policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a"))), listeners=BOTH)
     pid = gw.envoy.proc.pid
@@ -79,7 +47,7 @@ def test_invalid_plan_at_runtime_keeps_last_good(gateway):
 
     # 1. A plan of an unknown version.
     r0, k0 = refusals(gw), gw.counters().get("toolgate.plan.rejected", 0)
-    push_plan(gw, lambda plan: json.dumps({"version": 99}))
+    push_plan(gw, unknown_version)
     wait_for(lambda: refused_or_rejected(gw, r0, k0), timeout=10, what="the invalid plan to be refused")
     old_decisions_hold(gw)
 
@@ -92,21 +60,13 @@ def test_invalid_plan_at_runtime_keeps_last_good(gateway):
     assert_denied(gw.call("echo", headers={"x-any": "("}))
 
     # 3. A plan whose content does not match its hash (tampered): refused too.
-    def tampered(plan):
-        plan["gateway"]["allow"] = []
-        return json.dumps(plan)
     r2, k2 = refusals(gw), gw.counters().get("toolgate.plan.rejected", 0)
     push_plan(gw, tampered, rendered)
     wait_for(lambda: refused_or_rejected(gw, r2, k2), timeout=10, what="the tampered plan to be refused")
     old_decisions_hold(gw)
     assert "REFUSED" in gw.envoy.log_path.read_text(errors="replace")
 
-    # A good render afterwards applies normally.
-    gw.rerender([policy("p", tools_call_rule("a-sum", ["get-sum", "echo"], source=sa("a")))])
-    wait_for(lambda: gw.call("echo").executed, timeout=10, interval=0.1, what="the new good plan")
-    assert_allowed(gw.call("echo"))
-    assert_denied(gw.call("echo", agent="agent-b"))
-    assert gw.envoy.proc.pid == pid
+    a_good_render_applies(gw, pid)
 
 
 def test_a_refused_plan_pushed_again_is_refused_again(gateway):
