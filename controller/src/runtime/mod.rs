@@ -4,9 +4,11 @@
 //! statuses, a pure function) and writes the results: an Istio WasmPlugin (or TrafficExtension) per
 //! Gateway listener with a policy, an EnvoyFilter per such Gateway that holds requests until the
 //! filter decided (`output::desired_hold`), and each policy's `status`, all with server-side apply
-//! (field manager `toolgate`), and only what changed. Level-triggered: every pass recomputes everything from the
+//! (field manager `toolgate`), and only what changed; and GEP-713's condition on each policy target
+//! (`affected`, its own field manager). Level-triggered: every pass recomputes everything from the
 //! stores, so fixing or deleting a policy re-admits the ones it blocked, and a restart converges.
 
+pub mod affected;
 pub mod lease;
 pub mod metrics;
 pub mod output;
@@ -259,8 +261,8 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
     let managed = format!("{MANAGED_BY}={FIELD_MANAGER}");
     let watched = Watched {
         policies: watch(&client, policy_api.clone(), changed.clone(), None),
-        backends: watch(&client, gvk("agentic.networking.x-k8s.io", "v0alpha0", "XBackend", "xbackends"), changed.clone(), None),
-        gateways: watch(&client, gvk("gateway.networking.k8s.io", "v1", "Gateway", "gateways"), changed.clone(), None),
+        backends: watch(&client, affected::XBACKEND.api(), changed.clone(), None),
+        gateways: watch(&client, affected::GATEWAY.api(), changed.clone(), None),
         routes: watch(&client, gvk("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"), changed.clone(), None),
         grants: watch(
             &client,
@@ -574,6 +576,8 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         tracing::info!(kind = %"XAccessPolicy", namespace = %ns, name = %name, "status written");
         writes += 1;
     }
+    let (target_writes, target_error) = affected::sync(ctx, w, &statuses, &now).await;
+    writes += target_writes;
     if let Some(trace) = &ctx.args.trace {
         let line = format!("{{\"writes\":{writes}}}\n");
         let _ = std::fs::OpenOptions::new()
@@ -582,9 +586,9 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
             .open(trace)
             .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
     }
-    match failures.into_iter().next() {
+    match failures.into_iter().next().map(|((kind, ns, name), e)| format!("{kind} {ns}/{name}: {e}")).or(target_error) {
         None => Ok(writes),
-        Some(((kind, ns, name), e)) => Err(Error::Write(format!("{kind} {ns}/{name}: {e}"))),
+        Some(e) => Err(Error::Write(e)),
     }
 }
 

@@ -19,6 +19,11 @@ use crate::topology::{PolicyStatus, Topology};
 pub const PROGRAMMED: &str = "Programmed";
 pub const RECONCILING: &str = "Reconciling";
 
+/// Whether an `Accepted` condition is a dry-run policy's (the topology says so in its message).
+pub fn is_dry_run(accepted: &Condition) -> bool {
+    accepted.message.contains("dry-run")
+}
+
 /// An output object: (kind, namespace, name).
 pub type OutputKey = (String, String, String);
 
@@ -107,7 +112,7 @@ impl Carriers {
             let Some(accepted) = a.conditions.iter().find(|c| c.condition_type == "Accepted" && c.status == "True") else {
                 continue;
             };
-            let (generation, dry_run) = (accepted.observed_generation, accepted.message.contains("dry-run"));
+            let (generation, dry_run) = (accepted.observed_generation, is_dry_run(accepted));
             let ns = a.ancestor_ref.namespace.clone().unwrap_or_else(|| policy_ns.clone());
             let carriers = self.for_ancestor(&status.policy, &ns, &a.ancestor_ref);
             let failed: Vec<String> = carriers
