@@ -39,7 +39,7 @@ log() { echo "cluster: $*" >&2; }
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 kc() { "$BIN/kubectl" --kubeconfig "$RUN/admin.kubeconfig" "$@"; }
 
-# make_pki, start_etcd, stop_pid (shared with tests/k8s/apiserver.sh).
+# make_pki, write_admin_kubeconfig, start_etcd, stop_pid (shared with tests/k8s/apiserver.sh).
 # shellcheck source=tests/k8s/control-plane.sh
 source "$REPO/tests/k8s/control-plane.sh"
 
@@ -70,14 +70,7 @@ do_start() {
   if running apiserver; then log "already running (pid $(cat "$RUN/apiserver.pid")); '$0 stop' first"; exit 1; fi
   mkdir -p "$RUN/logs"; make_certs
   rm -rf "$RUN/etcd"
-  cat > "$RUN/admin.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: test, cluster: {server: "https://127.0.0.1:$PORT", certificate-authority: "$RUN/pki/ca.crt"}}]
-users: [{name: admin, user: {client-certificate: "$RUN/pki/admin.crt", client-key: "$RUN/pki/admin.key"}}]
-contexts: [{name: test, context: {cluster: test, user: admin, namespace: default}}]
-current-context: test
-EOF
+  write_admin_kubeconfig "$RUN" test "$PORT"
   local t0; t0=$(date +%s%N)
   start_etcd "$BIN/etcd" "$RUN" toolgate-test "$EPORT"
   # --endpoint-reconciler-type none: the `kubernetes` Service gets no endpoints (they would be 127.0.0.1,

@@ -38,7 +38,7 @@ log() { echo "kcas: $*" >&2; }
 # debian_mirror, private_apt (and the setup scripts' package helpers).
 # shellcheck source=scripts/debian-packages.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/debian-packages.sh"
-# make_pki, start_etcd, stop_pid (shared with tests/istio/cluster.sh).
+# make_pki, write_admin_kubeconfig, start_etcd, stop_pid (shared with tests/istio/cluster.sh).
 # shellcheck source=tests/k8s/control-plane.sh
 source "$(dirname "${BASH_SOURCE[0]}")/control-plane.sh"
 
@@ -251,14 +251,7 @@ users: [{name: none, user: {}}]
 contexts: [{name: none, context: {cluster: none, user: none}}]
 current-context: none
 EOF
-  cat > "$RUN/admin.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: kcas, cluster: {server: "https://127.0.0.1:$PORT", certificate-authority: "$RUN/pki/ca.crt"}}]
-users: [{name: admin, user: {client-certificate: "$RUN/pki/admin.crt", client-key: "$RUN/pki/admin.key"}}]
-contexts: [{name: kcas, context: {cluster: kcas, user: admin, namespace: default}}]
-current-context: kcas
-EOF
+  write_admin_kubeconfig "$RUN" kcas "$PORT"
   local t0; t0=$(date +%s%N)
   start_etcd "$BIN/etcd" "$RUN" kcas "$EPORT"
   nohup "$SERVER" --bind-address 127.0.0.1 --secure-port "$PORT" \

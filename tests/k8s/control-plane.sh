@@ -1,6 +1,7 @@
 # tests/k8s/control-plane.sh: what the two test control planes share, sourced by tests/k8s/apiserver.sh
 # (the CRD-only API server) and tests/istio/cluster.sh (kube-apiserver and istiod): their certificates,
-# their etcd and how a process of theirs is stopped. Every function takes what it works on as arguments.
+# their admin kubeconfig, their etcd and how a process of theirs is stopped. Every function takes what
+# it works on as arguments.
 
 # make_pki DIR CA_CN SERVER_CN SERVER_SANS: in DIR, a CA (ca.crt, ca.key), the API server's certificate
 # (server.crt, server.key; subjectAltName SERVER_SANS) and the admin's client certificate (admin.crt,
@@ -21,6 +22,20 @@ make_pki() {
     openssl x509 -req -in "$P/$name.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
       -out "$P/$name.crt" -days 3650 -extfile "$P/$ext" 2>/dev/null
   done
+}
+
+# write_admin_kubeconfig RUN CLUSTER PORT: RUN/admin.kubeconfig, the admin of make_pki's RUN/pki for the
+# API server on https://127.0.0.1:PORT, as cluster and context CLUSTER, namespace default.
+write_admin_kubeconfig() {
+  local run=$1 cluster=$2 port=$3
+  cat > "$run/admin.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: $cluster, cluster: {server: "https://127.0.0.1:$port", certificate-authority: "$run/pki/ca.crt"}}]
+users: [{name: admin, user: {client-certificate: "$run/pki/admin.crt", client-key: "$run/pki/admin.key"}}]
+contexts: [{name: $cluster, context: {cluster: $cluster, user: admin, namespace: default}}]
+current-context: $cluster
+EOF
 }
 
 # start_etcd ETCD RUN NAME PORT: the etcd binary ETCD in the background on 127.0.0.1:PORT (PORT+1 for
