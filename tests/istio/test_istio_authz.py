@@ -139,9 +139,14 @@ spec:
         cluster.apply(yaml(external_auth_policy("ea", grpc={})))
         wp = harness.wait_for(lambda: cluster.get("wasmplugin", "toolgate-gw-http"), timeout=30, what="WasmPlugin")
         assert wp["spec"]["pluginConfig"]["gateway"]["externalAuth"]["authorizer"]["cluster"] == AUTHZ_CLUSTER
-        harness.wait_for(lambda: AUTHZ_CLUSTER in [c["cluster"]["name"] for c in
-                                                   envoy.config_dump("dynamic_active_clusters").get("configs", [])],
-                         timeout=60, what=f"istiod's cluster {AUTHZ_CLUSTER} at the gateway")
+        authz_cluster = harness.wait_for(
+            lambda: next((c["cluster"] for c in envoy.config_dump("dynamic_active_clusters").get("configs", [])
+                          if c["cluster"]["name"] == AUTHZ_CLUSTER), None),
+            timeout=60, what=f"istiod's cluster {AUTHZ_CLUSTER} at the gateway")
+        # HTTP/2 because the port says appProtocol: grpc (without it istiod builds an HTTP/1.1 cluster and
+        # the authorizer is never reached: README "In a cluster").
+        assert "http2_protocol_options" in json.dumps(authz_cluster.get("typed_extension_protocol_options", {})), \
+            authz_cluster
         harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
                          timeout=60, what=f"the authorizer's decisions at the gateway\n{az.log_tail()}")
         for tool, want in (("get-sum", assert_allowed), ("echo", assert_denied)):
