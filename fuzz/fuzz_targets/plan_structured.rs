@@ -2,8 +2,9 @@
 //! and authorizer kind, names and patterns from small vocabularies mixed with arbitrary text), as
 //! the filter receives it (JSON), then arbitrary requests against it. Loading either refuses with
 //! an error or gives an evaluator; deciding never panics; the decision is the same after a round
-//! trip of the plan through its serialisation; what `explain` shows of it, rule by rule, is that
-//! decision (`assert_explain_agrees`).
+//! trip of the plan through its serialisation; the walk `explain` records (`Route::decide_recorded`)
+//! decides the same as the filter's, on the enforced route and on the shadow route, and its record
+//! shows that decision rule by rule (`assert_explain_agrees`).
 #![no_main]
 
 use std::collections::BTreeMap;

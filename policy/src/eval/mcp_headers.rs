@@ -45,7 +45,8 @@ pub(super) fn check_mcp_headers<T: Trace>(
     }
     let [method, name, version] = first;
     let mut compare = |header: &'static str, sent: &str, decoded: Option<&str>, body: Option<&str>| {
-        let agrees = decoded == body;
+        // An encoded value that does not decode matches nothing (not even an absent field).
+        let agrees = decoded.is_some() && decoded == body;
         trace.header(message, msg, HeaderCheck::Compared { header, sent, decoded, agrees });
         if agrees {
             Ok(())

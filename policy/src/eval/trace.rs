@@ -337,3 +337,81 @@ impl Subject<'_, '_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{Evaluator, HttpRequest};
+    use crate::mcp::{read_body, ReadOptions};
+    use crate::plan::{CompiledPlan, McpMatch, PolicyPlan};
+
+    fn walk(headers: &[(&str, &str)], body: &str) -> (bool, WalkRecord) {
+        let rule = RulePlan {
+            name: "base".into(),
+            mcp: Some(McpMatch { base_protocol: true, methods: Vec::new() }),
+            ..RulePlan::default()
+        };
+        let mut plan = CompiledPlan::empty("ns/gw/l");
+        plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule], dry_run: false });
+        let ev = Evaluator::from_plan(plan).unwrap();
+        let req = HttpRequest {
+            method: "POST",
+            path: "/mcp",
+            authority: "gw",
+            port: 80,
+            headers,
+            principal: None,
+            auth: None,
+            time_ms: 0,
+        };
+        let read = read_body(body.as_bytes(), ReadOptions::default()).unwrap();
+        let mut record = Record::default();
+        let d = ev.route(None).decide_recorded(&req, BodyInput::Mcp(&read), &mut record);
+        assert_eq!(d, ev.route(None).decide(&req, BodyInput::Mcp(&read)));
+        (d.allowed(), record.enforced.unwrap())
+    }
+
+    #[test]
+    fn the_header_check_is_recorded_as_made() {
+        let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let (allowed, w) = walk(&[("mcp-method", "ping"), ("mcp-protocol-version", "2026-07-28")], ping);
+        assert!(allowed);
+        let texts: Vec<_> = w.headers.iter().map(|h| (h.header, h.agrees, h.text.as_str())).collect();
+        assert_eq!(
+            texts,
+            [
+                ("Mcp-Method", true, r#""ping" agrees with the body's method"#),
+                (
+                    "MCP-Protocol-Version",
+                    true,
+                    r#""2026-07-28"; the body has no params._meta protocol version: nothing to compare"#
+                ),
+            ]
+        );
+        assert_eq!(w.messages[0].what, "ping");
+        assert_eq!(w.messages[0].levels[0].rules[0].outcome, Ok(()));
+        // A repeated field: a mismatch before any rule.
+        let (allowed, w) = walk(&[("mcp-method", "ping"), ("mcp-method", "ping")], ping);
+        assert!(!allowed && w.messages.is_empty());
+        assert_eq!(w.headers[0].text, "sent 2 times: a mismatch (a server may read another field than this check)");
+        // docs/semantics.md §4: an `Mcp-Name` that does not decode matches nothing, not even a
+        // message without a name (the filter used to let it pass; the old explain said it disagreed).
+        let (allowed, w) = walk(&[("mcp-name", "=?base64?%%%?=")], ping);
+        assert!(!allowed && w.messages.is_empty());
+        assert_eq!(
+            w.headers[0].text,
+            r#""=?base64?%%%?=" (not valid base64 UTF-8) DISAGREES with the body's params.name (absent)"#
+        );
+        assert!(matches!(&w.end, Some(WalkEnd::Decided { allowed: false, summary }) if summary.contains("Mcp-Name")));
+    }
+
+    #[test]
+    fn every_rule_is_shown_with_why_it_did_not_match() {
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#;
+        let (allowed, w) = walk(&[], call);
+        assert!(!allowed);
+        let level = &w.messages[0].levels[0];
+        assert_eq!(level.rules[0].outcome, Err("mcp: no listed method (and params) matches".into()));
+        assert!(!level.allows());
+    }
+}
