@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 
-from istio_stack import ROUTE_AND_BACKEND, Cluster, Controller, allow_policy, allowed, call, denied, gateway
+from istio_stack import (ROUTE_AND_BACKEND, Cluster, Controller, allow_policy, allowed, call, denied, gateway,
+                         wasm_filters)
 import harness
 
 AFFECTED = "toolgate.dev/XAccessPolicyAffected"
@@ -118,3 +119,55 @@ def test_programmed_follows_the_permission_to_write(stack, tmp_path):
         controller.stop()
         cluster.kubectl("replace", "-f", "-", input=json.dumps(fresh(role)), check=False)
         cluster.kubectl("delete", "xaccesspolicy", "status", "-n", "default", check=False)
+
+
+def list_tools(port: int) -> list[str] | None:
+    """The names tools/list returns through the gateway (None: no JSON-RPC result)."""
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    r = harness.request("POST", f"http://127.0.0.1:{port}/mcp", harness.jsonrpc("tools/list", {}, id=9), headers,
+                        timeout=5)
+    result = json.loads(r.body).get("result") if r.status == 200 else None
+    return None if result is None else [t["name"] for t in result["tools"]]
+
+
+def test_rollout_annotations_at_the_gateway(stack, tmp_path):
+    """docs/semantics.md §6a at the real gateway, the annotations changed live on the API server: the Gateway
+    annotated `toolgate.dev/default: deny` with no policy denies capability calls and passes tools/list
+    (filtered to empty); without the annotation everything passes again; a dry-run policy allowing only
+    get-sum leaves echo running; removing its annotation enforces it."""
+    cluster, mcp, port = stack["cluster"], stack["mcp"], stack["port"]
+    controller = Controller(cluster, tmp_path, stack["wasm"])
+    try:
+        harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
+        cluster.apply(gateway(port) + "---" + ROUTE_AND_BACKEND)
+        harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
+        cluster.kubectl("annotate", "gateway", "gw", "-n", "default", "toolgate.dev/default=deny")
+        harness.wait_for(lambda: denied(call(port, "echo", mcp)) and denied(call(port, "get-sum", mcp)), timeout=60,
+                         what="deny by default at the gateway")
+        assert list_tools(port) == [], "the base protocol passes, the list filtered to empty"
+
+        cluster.kubectl("annotate", "gateway", "gw", "-n", "default", "toolgate.dev/default-")
+        harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="the annotation removed: echo passes")
+        assert "echo" in list_tools(port)
+
+        shadow = allow_policy("rollout", ["get-sum"]).replace(
+            "namespace: default}", "namespace: default, annotations: {toolgate.dev/dry-run: 'true'}}", 1)
+        cluster.apply(shadow)
+        harness.wait_for(lambda: (w := cluster.get("wasmplugin", "toolgate-gw-http"))
+                         and w["spec"]["pluginConfig"]["gateway"]["allow"][0].get("dryRun"), timeout=30,
+                         what="the dry-run policy in the WasmPlugin")
+        harness.wait_for(lambda: gateway_conditions(cluster).get(AFFECTED, {}).get("reason") == "DryRun", timeout=30,
+                         what="the Gateway's condition DryRun")
+        # The gateway has the plan (over ECDS) before it is judged: it changes nothing.
+        harness.wait_for(lambda: "dryRun" in json.dumps(wasm_filters(stack["envoy"])), timeout=60,
+                         what="the dry-run plan at the gateway")
+        assert allowed(call(port, "echo", mcp)) and allowed(call(port, "get-sum", mcp)), "dry-run changes nothing"
+
+        cluster.kubectl("annotate", "xaccesspolicy", "rollout", "-n", "default", "toolgate.dev/dry-run-")
+        harness.wait_for(lambda: denied(call(port, "echo", mcp)) and allowed(call(port, "get-sum", mcp)), timeout=60,
+                         what="the policy enforced at the gateway")
+        assert wait_programmed(cluster, "rollout", "True", "Programmed")["message"].startswith("enforced by")
+    finally:
+        controller.stop()
+        cluster.kubectl("delete", "xaccesspolicy", "rollout", "-n", "default", check=False)
+        cluster.kubectl("annotate", "gateway", "gw", "-n", "default", "toolgate.dev/default-", check=False)
