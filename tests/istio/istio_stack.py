@@ -274,12 +274,18 @@ spec:
 """
 
 
-def call(port: int, tool: str, mcp: harness.McpServer, headers: dict | None = None) -> harness.Sent:
+def call(port: int, tool: str, mcp: harness.McpServer, headers: dict | None = None, *, method: str = "tools/call",
+         tls: tuple[harness.ClientCert | None, Path] | None = None) -> harness.Sent:
+    """A tools/call of `tool` (or a `method` without params) through the gateway; `tls=(client cert or None,
+    CA file)`: over HTTPS to a listener with a certificate for localhost from that CA."""
     tag = f"tg={time.monotonic_ns()}"
-    body = harness.jsonrpc("tools/call", {"name": tool, "arguments": {"a": 2, "b": 3, "message": "m"}}, id=7)
+    params = {"name": tool, "arguments": {"a": 2, "b": 3, "message": "m"}} if method == "tools/call" else {}
+    body = harness.jsonrpc(method, params, id=7)
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **(headers or {})}
+    scheme, cert, ca = ("https", *tls) if tls else ("http", None, None)
     try:
-        r = harness.request("POST", f"http://127.0.0.1:{port}/mcp?{tag}", body, headers, timeout=5)
+        r = harness.request("POST", f"{scheme}://127.0.0.1:{port}/mcp?{tag}", body, headers, cert=cert, ca=ca,
+                            server_hostname="localhost" if tls else None, timeout=5)
     except OSError as exc:
         return harness.Sent(None, tag, 7, [], 0, exc)
     executed = [e for e in mcp.executed() if str(e.get("path", "")).endswith(tag)]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import pytest
 
@@ -84,26 +83,9 @@ def gw(stack):
 
 
 def tls_call(gw, tool: str, agent: str | None, method: str = "tools/call") -> harness.Sent:
-    """A call through the HTTPS listener with agent's client certificate (gen-certs.sh)."""
-    tag = f"tg={time.monotonic_ns()}"
-    params = {"name": tool, "arguments": {"a": 2, "b": 3, "message": "m"}} if method == "tools/call" else {}
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    """A call through the HTTPS listener with agent's client certificate (gen-certs.sh), or none."""
     cert = harness.client_cert(gw["certs"], agent) if agent else None
-    try:
-        r = harness.request("POST", f"https://127.0.0.1:{gw['https_port']}/mcp?{tag}", harness.jsonrpc(method, params, id=7),
-                            headers, cert=cert, ca=gw["certs"] / "ca.crt", server_hostname="localhost", timeout=5)
-    except OSError as exc:
-        return harness.Sent(None, tag, 7, [], 0, exc)
-    executed = [e for e in gw["mcp"].executed() if str(e.get("path", "")).endswith(tag)]
-    return harness.Sent(r, tag, 7, executed, len(executed))
-
-
-def ok(check, sent: harness.Sent) -> bool:
-    try:
-        check(sent)
-        return True
-    except AssertionError:
-        return False
+    return call(gw["https_port"], tool, gw["mcp"], method=method, tls=(cert, gw["certs"] / "ca.crt"))
 
 
 def listed(sent: harness.Sent) -> list[str] | None:
@@ -186,8 +168,8 @@ def test_spiffe_identities_at_both_levels(gw, tmp_path):
         harness.wait_for(lambda: cluster.get("wasmplugin", "toolgate-gw-https"), timeout=30, what="WasmPlugin of https")
         harness.wait_for(lambda: ("0.0.0.0", port) in envoy.listener_addresses() or None, timeout=60,
                          what=f"the HTTPS listener on {port}\n{envoy.log_tail(30)}")
-        harness.wait_for(lambda: ok(assert_allowed, tls_call(gw, "get-sum", "agent-a"))
-                         and ok(assert_denied, tls_call(gw, "echo", "agent-a")), timeout=60,
+        harness.wait_for(lambda: allowed(tls_call(gw, "get-sum", "agent-a"))
+                         and denied(tls_call(gw, "echo", "agent-a")), timeout=60,
                          what=f"the identity policies at the HTTPS listener\n{envoy.log_tail(30)}")
         filters = listener_http_filters(envoy)
         assert [n for n in filters if "toolgate-gw-https" in n], filters
@@ -213,7 +195,7 @@ def test_spiffe_identities_at_both_levels(gw, tmp_path):
         assert listed(a_list) == ["get-sum"], a_list
         assert listed(b_list) == ["get-env", "get-sum"], b_list
         cluster.kubectl("delete", "xaccesspolicies", "callers", "tools-callers", "-n", "default")
-        harness.wait_for(lambda: ok(assert_allowed, tls_call(gw, "echo", "agent-nospiffe")), timeout=60,
+        harness.wait_for(lambda: allowed(tls_call(gw, "echo", "agent-nospiffe")), timeout=60,
                          what="no policy: any verified caller passes")
     finally:
         controller.stop()
