@@ -1,4 +1,4 @@
-//! The native host (module/, the dynamic module's `.so` code, linked as an rlib) driven through its
+//! The native host (module/src, the `.so`'s sources built as an rlib by fuzz/module-rlib/) driven through its
 //! exported hooks as Envoy calls them, over a fake of Envoy's callbacks (`fuzz/src/envoy.rs`):
 //! the filter configuration Envoy passes (the realistic plan, the ExternalAuth plan, or arbitrary
 //! bytes), then one stream: request headers, the body in 1-4 chunks or ending with trailers,

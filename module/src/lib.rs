@@ -64,8 +64,9 @@
 #[cfg(panic = "abort")]
 compile_error!("toolgate-module must be built with panic = \"unwind\" (cargo build --profile release-module -p toolgate-module; make module)");
 
-// `abi` and `hooks` are public for fuzz/ only (the rlib): the fuzz target `module_hooks` calls the
-// hooks as Envoy does, over a fake of the callbacks. The .so exports the same symbols either way.
+// `abi` and `hooks` are public for fuzz/ only (fuzz/module-rlib/ builds this file as an rlib): the
+// fuzz target `module_hooks` calls the hooks as Envoy does, over a fake of the callbacks. The .so
+// exports the same symbols either way.
 #[doc(hidden)]
 pub mod abi;
 mod base;
