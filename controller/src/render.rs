@@ -161,7 +161,7 @@ impl Ctx<'_> {
         let mut clusters: BTreeMap<String, Value> = BTreeMap::new();
         // Token callers (docs/semantics.md §6b): the Gateway's RequestAuthentications as jwt_authn.
         let ras = crate::request_authn::for_gateway(self.inv, &gw.gateway.namespace, &gw.gateway.name);
-        let tokens = crate::request_authn::render(&ras).map_err(|e| {
+        let tokens = crate::request_authn::render(&ras, self.args.native_module.is_some()).map_err(|e| {
             eprintln!("error: {e}");
             Failure::Invalid
         })?;

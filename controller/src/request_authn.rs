@@ -10,13 +10,18 @@
 //! (`outputClaimToHeaders`, `outputPayloadToHeader`) are removed from the client's request first
 //! (a header_mutation filter before `jwt_authn`), so that they only ever carry what Envoy verified.
 //!
+//! The native host (`--native-module`) cannot read the payload's Struct through Envoy 1.40's ABI:
+//! there every provider also writes the verified payload to the reserved header
+//! [`JWT_PAYLOAD_HEADER`] (`forward_payload_header`), which the header_mutation filter removes from
+//! the client's request before `jwt_authn` and the route removes before the upstream.
+//!
 //! Under Istio, RequestAuthentication is Istio's to apply: the controller writes nothing for it.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use toolgate_policy::api::GATEWAY_GROUP;
-use toolgate_policy::jwt::JWT_METADATA_NAMESPACE;
+use toolgate_policy::jwt::{JWT_METADATA_NAMESPACE, JWT_PAYLOAD_HEADER, SPACE_DELIMITED_CLAIMS};
 
 use crate::model::{Inventory, Object};
 
@@ -67,6 +72,8 @@ pub struct JwtRule {
     pub output_claim_to_headers: Vec<ClaimToHeader>,
     #[serde(default)]
     pub timeout: Option<String>,
+    #[serde(default)]
+    pub space_delimited_claims: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -136,8 +143,9 @@ pub struct Rendered {
     pub upstream_removed: Vec<String>,
 }
 
-/// The filters (none without RequestAuthentication), or what is wrong with a rule.
-pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, String> {
+/// The filters (none without RequestAuthentication), or what is wrong with a rule. `native_module`:
+/// for the dynamic module, which reads the payload from [`JWT_PAYLOAD_HEADER`].
+pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -> Result<Rendered, String> {
     let mut providers = serde_json::Map::new();
     let mut requirements = Vec::new();
     let mut removed: Vec<String> = Vec::new();
@@ -148,6 +156,13 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, St
             let at = format!("RequestAuthentication {}/{} jwtRules[{i}]", ra.namespace, ra.name);
             if rule.issuer.is_empty() {
                 return Err(format!("{at}: issuer is required"));
+            }
+            let named = rule.from_headers.iter().map(|h| &h.name).chain(&rule.output_payload_to_header);
+            if let Some(h) = named
+                .chain(rule.output_claim_to_headers.iter().map(|c| &c.header))
+                .find(|h| h.eq_ignore_ascii_case(JWT_PAYLOAD_HEADER))
+            {
+                return Err(format!("{at}: header {h:?} is reserved for the verified payload (docs/semantics.md §6b)"));
             }
             let locations: Vec<String> = if rule.from_headers.is_empty() {
                 vec!["authorization".into()]
@@ -202,9 +217,34 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, St
                 provider["from_cookies"] = json!(rule.from_cookies);
             }
             if let Some(h) = &rule.output_payload_to_header {
+                if native_module {
+                    return Err(format!(
+                        "{at}: outputPayloadToHeader is not supported with --native-module (jwt_authn writes the payload \
+                         to {JWT_PAYLOAD_HEADER} for the module, and a provider writes one payload header)"
+                    ));
+                }
                 provider["forward_payload_header"] = json!(h);
                 removed.push(h.to_ascii_lowercase());
             }
+            if native_module {
+                provider["forward_payload_header"] = json!(JWT_PAYLOAD_HEADER);
+            }
+            // As Istio does (`scope: "a b"` is `["a", "b"]` in the metadata): the claims policies read
+            // are the same under both. The native host's header carries the payload as signed; the
+            // engine splits the same default claims, and only those.
+            let mut space_delimited: Vec<String> = SPACE_DELIMITED_CLAIMS.iter().map(|c| c.to_string()).collect();
+            for c in &rule.space_delimited_claims {
+                if native_module && !space_delimited.contains(c) {
+                    return Err(format!(
+                        "{at}: spaceDelimitedClaims {c:?} is not supported with --native-module (the module splits {})",
+                        SPACE_DELIMITED_CLAIMS.join(" and ")
+                    ));
+                }
+                if !space_delimited.contains(c) {
+                    space_delimited.push(c.clone());
+                }
+            }
+            provider["normalize_payload_in_metadata"] = json!({ "space_delimited_claims": space_delimited });
             if !rule.output_claim_to_headers.is_empty() {
                 provider["claim_to_headers"] = rule
                     .output_claim_to_headers
@@ -222,6 +262,10 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>]) -> Result<Rendered, St
         return Ok(Rendered { filters: Vec::new(), jwks, upstream_removed: Vec::new() });
     }
     let mut upstream_removed: Vec<String> = unforwarded.into_iter().filter(|h| !forwarded.contains(h)).collect();
+    // The client's copy before jwt_authn, the verified one (native host) before the upstream: on
+    // either host the reserved name never reaches the MCP server.
+    removed.push(JWT_PAYLOAD_HEADER.into());
+    upstream_removed.push(JWT_PAYLOAD_HEADER.into());
     upstream_removed.sort();
     upstream_removed.dedup();
     // Istio's semantics: any provider's token, or none at all; a token present but invalid fails.
@@ -285,15 +329,51 @@ mod tests {
         );
         let ras = for_gateway(&inv, "gw", "g");
         assert_eq!(ras.len(), 1);
-        let r = render(&ras).unwrap();
+        let r = render(&ras, false).unwrap();
         assert_eq!(r.filters.len(), 2);
-        assert_eq!(r.filters[0]["typed_config"]["mutations"]["request_mutations"], json!([{ "remove": "x-sub" }]));
+        assert_eq!(
+            r.filters[0]["typed_config"]["mutations"]["request_mutations"],
+            json!([{ "remove": "x-sub" }, { "remove": JWT_PAYLOAD_HEADER }])
+        );
         let p = &r.filters[1]["typed_config"]["providers"]["origins-0"];
         assert_eq!(p["payload_in_metadata"], "https://issuer.test");
         assert_eq!(p["audiences"], json!(["toolgate"]));
+        assert_eq!(p["normalize_payload_in_metadata"]["space_delimited_claims"], json!(["scope", "permission"]));
         let reqs = &r.filters[1]["typed_config"]["rules"][0]["requires"]["requires_any"]["requirements"];
         assert_eq!(reqs, &json!([{ "provider_name": "origins-0" }, { "allow_missing": {} }]));
-        assert_eq!(r.upstream_removed, ["authorization"]);
-        assert!(render(&for_gateway(&inv, "gw", "none")).unwrap().filters.is_empty());
+        assert_eq!(r.upstream_removed, ["authorization", JWT_PAYLOAD_HEADER]);
+        assert!(render(&for_gateway(&inv, "gw", "none"), false).unwrap().filters.is_empty());
+        assert!(p.get("forward_payload_header").is_none());
+        // The native host: the payload header too, removed before jwt_authn and before the upstream.
+        let r = render(&ras, true).unwrap();
+        assert_eq!(
+            r.filters[0]["typed_config"]["mutations"]["request_mutations"],
+            json!([{ "remove": "x-sub" }, { "remove": JWT_PAYLOAD_HEADER }])
+        );
+        assert_eq!(r.filters[1]["typed_config"]["providers"]["origins-0"]["forward_payload_header"], JWT_PAYLOAD_HEADER);
+        assert_eq!(r.upstream_removed, ["authorization", JWT_PAYLOAD_HEADER]);
+        assert!(render(&for_gateway(&inv, "gw", "none"), true).unwrap().filters.is_empty());
+    }
+
+    #[test]
+    fn the_payload_header_is_reserved() {
+        let ra = |rule: &str| {
+            Inventory::from_yaml(&format!("apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {{name: ra, namespace: gw}}\nspec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: g}}]\n  jwtRules: [{{issuer: i, jwks: '{{}}', {rule}}}]\n"))
+        };
+        for rule in [
+            "fromHeaders: [{name: X-Toolgate-JWT-Payload}]",
+            "outputPayloadToHeader: x-toolgate-jwt-payload",
+            "outputClaimToHeaders: [{header: x-toolgate-jwt-payload, claim: sub}]",
+        ] {
+            let inv = ra(rule);
+            for native in [false, true] {
+                let err = render(&for_gateway(&inv, "gw", "g"), native).err().unwrap_or_default();
+                assert!(err.contains("is reserved for the verified payload"), "{rule}: {err}");
+            }
+        }
+        let inv = ra("outputPayloadToHeader: x-payload");
+        assert!(render(&for_gateway(&inv, "gw", "g"), false).is_ok());
+        let err = render(&for_gateway(&inv, "gw", "g"), true).err().unwrap_or_default();
+        assert!(err.contains("not supported with --native-module"), "{err}");
     }
 }

@@ -110,6 +110,9 @@ pub type SchedulerPtr = *mut c_void;
 pub const REQUEST_HEADER: u32 = 0;
 pub const RESPONSE_HEADER: u32 = 2;
 
+// envoy_dynamic_module_type_metadata_source
+pub const METADATA_SOURCE_DYNAMIC: u32 = 0;
+
 // envoy_dynamic_module_type_http_body_type
 pub const RECEIVED_REQUEST_BODY: u32 = 0;
 pub const BUFFERED_REQUEST_BODY: u32 = 1;
@@ -185,6 +188,18 @@ extern "C" {
         optional_size: *mut usize,
     ) -> bool;
     pub fn envoy_dynamic_module_callback_http_get_headers_size(filter: FilterEnvoyPtr, header_type: u32) -> usize;
+    /// The keys of a metadata namespace (a namespace's values may be Structs, which no callback reads).
+    pub fn envoy_dynamic_module_callback_http_get_metadata_keys_count(
+        filter: FilterEnvoyPtr,
+        source: u32,
+        namespace: ModuleBuffer,
+    ) -> usize;
+    pub fn envoy_dynamic_module_callback_http_get_metadata_keys(
+        filter: FilterEnvoyPtr,
+        source: u32,
+        namespace: ModuleBuffer,
+        result: *mut EnvoyBuffer,
+    ) -> bool;
     pub fn envoy_dynamic_module_callback_http_get_headers(
         filter: FilterEnvoyPtr,
         header_type: u32,

@@ -1,6 +1,7 @@
 //! The engine's [`Host`] for one request: the lifecycle's reads and writes of the stream, made with
 //! Envoy's callbacks on the filter's pointer (calls to authorizers: `callout.rs`).
 
+use toolgate_policy::jwt::{JWT_METADATA_NAMESPACE, JWT_PAYLOAD_HEADER};
 use toolgate_policy::lifecycle::{Callout, Counter, Host, HostBase, LogLevel, Property};
 
 use crate::abi::*;
@@ -128,6 +129,59 @@ impl ModuleHost {
         }
     }
 
+    /// The keys of the dynamic metadata namespace `namespace` (none if it is absent).
+    fn metadata_keys(&self, namespace: &str) -> Vec<Vec<u8>> {
+        let ns = ModuleBuffer::of(namespace.as_bytes());
+        // SAFETY: `envoy` is this filter's pointer; the vector has room for `n` keys, copied out
+        // before any other callback.
+        unsafe {
+            let n = envoy_dynamic_module_callback_http_get_metadata_keys_count(self.envoy, METADATA_SOURCE_DYNAMIC, ns);
+            let mut keys = vec![EnvoyBuffer::null(); n];
+            if n == 0
+                || !envoy_dynamic_module_callback_http_get_metadata_keys(
+                    self.envoy,
+                    METADATA_SOURCE_DYNAMIC,
+                    ns,
+                    keys.as_mut_ptr(),
+                )
+            {
+                return Vec::new();
+            }
+            keys.iter().map(|k| k.bytes().to_vec()).collect()
+        }
+    }
+
+    /// Every value of the request header `lower_name`, in order.
+    fn request_header_values(&self, lower_name: &str) -> Vec<Vec<u8>> {
+        let mut values = Vec::new();
+        let mut total = 0usize;
+        let mut index = 0usize;
+        loop {
+            let mut buf = EnvoyBuffer::null();
+            // SAFETY: `envoy` is this filter's pointer; `buf` and `total` live for the call and the
+            // value is copied out at once.
+            let found = unsafe {
+                envoy_dynamic_module_callback_http_get_header(
+                    self.envoy,
+                    REQUEST_HEADER,
+                    ModuleBuffer::of(lower_name.as_bytes()),
+                    &mut buf,
+                    index,
+                    &mut total,
+                )
+            };
+            if !found || buf.ptr.is_null() {
+                return values;
+            }
+            // SAFETY: as above.
+            values.push(unsafe { buf.bytes() }.to_vec());
+            index += 1;
+            if index >= total {
+                return values;
+            }
+        }
+    }
+
     fn set_header(&self, kind: u32, name: &str, value: Option<&str>) {
         let value = value.map_or(ModuleBuffer::null(), |v| ModuleBuffer::of(v.as_bytes()));
         // SAFETY: `envoy` is this filter's pointer; the buffers live for the call.
@@ -172,11 +226,18 @@ impl Host for ModuleHost {
         }
     }
 
-    /// docs/semantics.md §6b: Envoy 1.40's ABI reads a metadata namespace's top-level strings, numbers
-    /// and bools (`http_get_metadata_*`), not the Struct jwt_authn writes under the issuer: no
-    /// verified payload can be read, so token callers have no claims on this host (fail closed).
+    /// docs/semantics.md §6b: Envoy 1.40's ABI reads a metadata namespace's keys and top-level
+    /// scalars, not the Struct jwt_authn writes under the issuer. `toolgate render --native-module`
+    /// has jwt_authn also write the verified payload to [`JWT_PAYLOAD_HEADER`]; the engine makes the
+    /// Wasm host's `Metadata` of it, and only beside exactly one verified issuer in the namespace
+    /// (which no client can write): [`toolgate_policy::jwt::metadata_from_payload_header`].
     fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
-        None
+        let issuers = self.metadata_keys(JWT_METADATA_NAMESPACE);
+        if issuers.is_empty() {
+            return None;
+        }
+        let payloads = self.request_header_values(JWT_PAYLOAD_HEADER);
+        toolgate_policy::jwt::metadata_from_payload_header(&issuers, &payloads)
     }
 
     fn property(&mut self, property: Property) -> Option<Vec<u8>> {

@@ -63,15 +63,31 @@ impl Auth {
     }
 }
 
-/// A serialised `envoy.config.core.v3.Metadata` with `claims` (a JSON object) as the one verified
-/// payload, keyed by its `iss` claim (or ""): what Envoy's `jwt_authn` leaves, for simulated hosts
-/// (`toolgate explain`'s `claims:`, tests).
+/// The claims `jwt_authn` turns from a space-delimited string into a list of strings in the
+/// metadata (`normalize_payload_in_metadata`), as Istio configures every provider
+/// (`scope: "a b"` is `["a", "b"]`), and `toolgate render` too.
+pub const SPACE_DELIMITED_CLAIMS: [&str; 2] = ["scope", "permission"];
+
+/// A serialised `envoy.config.core.v3.Metadata` with `claims` (a JSON object, the token's payload)
+/// as the one verified payload, keyed by its `iss` claim (or ""): what Envoy's `jwt_authn` leaves
+/// (space-delimited claims as lists), for simulated hosts (`toolgate explain`'s `claims:`, tests).
 pub fn metadata_with_claims(claims: &Value) -> Vec<u8> {
     metadata_of(claims.get("iss").and_then(Value::as_str).unwrap_or(""), claims)
 }
 
+/// The payload as `jwt_authn` writes it to the metadata: [`SPACE_DELIMITED_CLAIMS`] that are strings
+/// become lists of their non-empty space-separated parts.
 fn metadata_of(issuer: &str, claims: &Value) -> Vec<u8> {
-    let payload = message(|b| value(b, claims));
+    let mut claims = claims.clone();
+    if let Value::Object(map) = &mut claims {
+        for name in SPACE_DELIMITED_CLAIMS {
+            if let Some(Value::String(s)) = map.get(name) {
+                let parts = s.split(' ').filter(|p| !p.is_empty()).map(|p| Value::String(p.to_string())).collect();
+                map.insert(name.to_string(), Value::Array(parts));
+            }
+        }
+    }
+    let payload = message(|b| value(b, &claims));
     let namespace = message(|b| entry(b, 1, issuer, &payload));
     message(|b| entry(b, 1, JWT_METADATA_NAMESPACE, &namespace))
 }
@@ -399,7 +415,7 @@ mod tests {
     fn the_payload_header_counts_only_beside_one_verified_issuer() {
         use base64::Engine as _;
         let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string()).into_bytes();
-        let claims = serde_json::json!({"iss": "https://issuer.test", "sub": "agent-7", "exp": 1_900_000_000, "scope": "a b"});
+        let claims = serde_json::json!({"iss": "https://issuer.test", "sub": "agent-7", "exp": 1_900_000_000, "scope": "a  b"});
         let issuer = b"https://issuer.test".to_vec();
         let read = |issuers: &[Vec<u8>], payloads: &[Vec<u8>]| {
             metadata_from_payload_header(issuers, payloads).and_then(|m| Auth::from_metadata(&m))
@@ -409,6 +425,8 @@ mod tests {
         let wasm = Auth::from_metadata(&metadata_with_claims(&claims)).expect("claims");
         assert_eq!(auth, wasm);
         assert_eq!(auth.principal, "https://issuer.test/agent-7");
+        // Space-delimited, as jwt_authn normalises it under Istio and render.
+        assert_eq!(auth.claims["scope"], serde_json::json!(["a", "b"]));
         // Padded, as with `pad_forward_payload_header`.
         let mut padded = base64::engine::general_purpose::URL_SAFE.encode(claims.to_string()).into_bytes();
         assert_eq!(read(&[issuer.clone()], &[padded.clone()]), Some(wasm.clone()));

@@ -7,10 +7,15 @@ RequestAuthentication. Covered: allowed and denied by `sub`, by scope, by princi
 token (expired, bad signature, wrong audience, unknown issuer) is Envoy's 401 and never reaches the MCP
 server; without a token, rules over claims do not match; list filtering per token; and the ways around
 verification (a header named like the metadata, a token in another header, a second Authorization header,
-a client-sent outputClaimToHeaders header) never produce claims."""
+a client-sent outputClaimToHeaders header, a client-sent x-toolgate-jwt-payload) never produce claims.
+
+Both hosts (TOOLGATE_E2E_HOST=native for the dynamic module): the Wasm filter reads the payload from the
+dynamic metadata; the module, which cannot read its Struct through Envoy 1.40's ABI, reads the copy jwt_authn
+writes to x-toolgate-jwt-payload for it, beside the verified issuer in the metadata (docs/semantics.md §6b)."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import time
@@ -24,10 +29,8 @@ import harness
 from harness import assert_allowed, assert_denied, jsonrpc, mcp_match, policy, rule
 
 HTTP = dict(listener="http", agent=None)
-# The dynamic module cannot read the payload's Struct through Envoy 1.40's ABI (docs/semantics.md §6b): on
-# the native host tokens give no claims, so what a claim should allow is denied there (fail closed).
 NATIVE = harness.filter_host() == "native"
-needs_claims = pytest.mark.skipif(NATIVE, reason="the dynamic module reads no claims (docs/semantics.md §6b)")
+PAYLOAD_HEADER = "x-toolgate-jwt-payload"
 RSA_ISSUER = "https://issuer-rsa.test"
 EC_ISSUER = "https://issuer-ec.test"
 AUDIENCE = "toolgate"
@@ -87,7 +90,8 @@ def cel(name: str, expression: str) -> dict:
 POLICY = policy(
     "tokens",
     cel("agent-7-sum", "request.auth.claims.sub == 'agent-7' && request.mcp.tool_name == 'get-sum'"),
-    cel("writers-echo", "'tools:write' in request.auth.claims.scope.split(' ') && request.mcp.tool_name == 'echo'"),
+    # `scope` is a list: jwt_authn splits it (normalize_payload_in_metadata), as Istio configures it.
+    cel("writers-echo", "'tools:write' in request.auth.claims.scope && request.mcp.tool_name == 'echo'"),
     cel("ec-agent-env", f"request.auth.principal == '{EC_ISSUER}/agent-ec' && request.mcp.tool_name == 'get-env'"),
     # What jwt_authn writes to x-jwt-sub (outputClaimToHeaders): only ever the verified claim.
     cel("header-agent", "request.headers['x-jwt-sub'] == 'agent-h' && request.mcp.tool_name == 'get-sum'"),
@@ -119,9 +123,14 @@ def test_render_puts_jwt_authn_before_toolgate_where_istio_leaves_the_payload(gw
     assert names.index("envoy.filters.http.jwt_authn") < next(i for i, n in enumerate(names) if "toolgate:" in json.dumps(filters[i])), names
     providers = filters[1]["typed_config"]["providers"]
     assert {p["payload_in_metadata"] for p in providers.values()} == {RSA_ISSUER, EC_ISSUER}
+    assert all(p["normalize_payload_in_metadata"]["space_delimited_claims"] == ["scope", "permission"]
+               for p in providers.values()), providers
+    # The native host also has the payload in a header of its own, the client's copy removed first.
+    removed = [m["remove"] for m in filters[0]["typed_config"]["mutations"]["request_mutations"]]
+    assert {p.get("forward_payload_header") for p in providers.values()} == ({PAYLOAD_HEADER} if NATIVE else {None})
+    assert PAYLOAD_HEADER in removed, removed  # on both hosts: the reserved name never reaches the server
 
 
-@needs_claims
 def test_allowed_and_denied_by_sub_scope_and_principal(gw, keys):
     agent7 = bearer(keys.token("agent-7"))
     assert_allowed(gw.call("get-sum", headers=agent7, **HTTP))
@@ -150,8 +159,7 @@ def test_invalid_tokens_get_401_and_reach_nothing(gw, keys):
     assert_unauthorized(sent, status=403)
     assert b"Audiences in Jwt are not allowed" in sent.response.body, sent
     # The same token with the right audience passes.
-    if not NATIVE:
-        assert_allowed(gw.call("get-sum", headers=bearer(keys.token(aud=AUDIENCE)), **HTTP))
+    assert_allowed(gw.call("get-sum", headers=bearer(keys.token(aud=AUDIENCE)), **HTTP))
 
 
 def test_without_a_token_rules_over_claims_do_not_match(gw):
@@ -161,7 +169,6 @@ def test_without_a_token_rules_over_claims_do_not_match(gw):
     assert_allowed(gw.rpc("ping", **HTTP))
 
 
-@needs_claims
 def test_list_filtering_per_token(gw, keys):
     def names(headers: dict | None) -> list[str]:
         sent = gw.rpc("tools/list", headers=headers, **HTTP)
@@ -226,7 +233,7 @@ def test_a_client_sent_claim_header_is_removed(gw, keys):
 
 
 def test_validate_type_checks_the_token_variables(tmp_path):
-    good = policy("p", cel("a", "'tools:write' in request.auth.claims.scope.split(' ') && request.auth.principal != ''"))
+    good = policy("p", cel("a", "'tools:write' in request.auth.claims.scope && request.auth.principal != ''"))
     bad = policy("q", cel("b", "request.auth.token == 'x'"))
     for p, ok in ((good, True), (bad, False)):
         path = tmp_path / f"{p['metadata']['name']}.yaml"
@@ -237,7 +244,6 @@ def test_validate_type_checks_the_token_variables(tmp_path):
             assert "request.auth.token is not a variable" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
-@needs_claims
 def test_the_readme_sdk_example_with_a_bearer_token(gw, keys):
     """README "Token callers": the official MCP Python SDK client with a bearer token through the gateway
     (the sample server speaks both revisions; the SDK's `auto` mode)."""
@@ -275,7 +281,6 @@ def test_explain_takes_claims(gw, tmp_path):
         assert proc.returncode == 0 and want in proc.stdout, (claims, proc.stdout, proc.stderr)
 
 
-@needs_claims
 def test_a_jwks_uri_is_fetched_through_its_cluster_honouring_resolve(gateway, keys, tmp_path):
     """jwksUri: a cluster of its own (`jwks|<host>|<port>`), `--resolve name.namespace=HOST:PORT` mapping a
     Service's DNS name; Envoy fetches the keys when the listener starts."""
@@ -321,15 +326,27 @@ def test_a_jwks_uri_is_fetched_through_its_cluster_honouring_resolve(gateway, ke
         server.shutdown()
 
 
-@pytest.mark.skipif(not NATIVE, reason="the native host only")
-def test_on_the_native_host_a_verified_token_gives_no_claims(gw, keys):
-    """Fail closed: Envoy verifies the token (an invalid one is still 401) but the dynamic module reads no
-    claims, so rules over claims do not match."""
-    assert_denied(gw.call("get-sum", headers=bearer(keys.token("agent-7")), **HTTP))
-    assert_unauthorized(gw.call("get-sum", headers=bearer(keys.token(forged=True)), **HTTP))
+def test_a_client_sent_payload_header_gives_no_claims(gw, keys):
+    """x-toolgate-jwt-payload (where jwt_authn writes the verified payload for the native host) never carries
+    a client's claims, on either host: without a token it gives none; beside a verified token the client's
+    copy is removed before jwt_authn, and the verified payload decides; the upstream never gets it."""
+    forged = base64.urlsafe_b64encode(json.dumps({"iss": RSA_ISSUER, "sub": "agent-7", "aud": AUDIENCE,
+                                                  "scope": "tools:write"}).encode()).decode().rstrip("=")
+    assert_denied(gw.call("get-sum", headers={PAYLOAD_HEADER: forged}, **HTTP))
+    assert_denied(gw.call("get-sum", headers={PAYLOAD_HEADER: forged, **bearer(keys.token("agent-x"))}, **HTTP))
+    assert_denied(gw.call("echo", headers={PAYLOAD_HEADER: forged, **bearer(keys.token("agent-x", scope="tools:read"))},
+                          **HTTP))
+    # Another issuer's verified token beside a forged payload of the first issuer.
+    assert_denied(gw.call("get-sum", headers={PAYLOAD_HEADER: forged, **bearer(keys.token("agent-ec", iss=EC_ISSUER))},
+                          **HTTP))
+    sent = gw.call("get-sum", headers={PAYLOAD_HEADER: forged, **bearer(keys.token("agent-7"))}, **HTTP)
+    assert_allowed(sent)
+    assert PAYLOAD_HEADER not in sent.executed[0]["headers"], sent.executed
+    sent = gw.call("get-sum", headers=bearer(keys.token("agent-7")), **HTTP)
+    assert_allowed(sent)
+    assert PAYLOAD_HEADER not in sent.executed[0]["headers"], sent.executed
 
 
-@needs_claims
 def test_an_external_authorizer_gets_the_verified_payload(gateway, keys, start_authorizer):
     """ExternalAuth (gRPC): the CheckRequest carries the jwt_authn namespace in metadata_context, as Envoy's
     ext_authz sends it with metadata_context_namespaces."""
@@ -341,7 +358,7 @@ def test_an_external_authorizer_gets_the_verified_payload(gateway, keys, start_a
     assert_allowed(gw.call("get-sum", headers=bearer(keys.token("agent-7", scope="tools:read")), **HTTP))
     reqs = harness.wait_for(lambda: az.requests()[before:] or None, timeout=3, what="authorizer request")
     payload = reqs[0]["metadata"]["envoy.filters.http.jwt_authn"][RSA_ISSUER]
-    assert (payload["sub"], payload["scope"], payload["aud"]) == ("agent-7", "tools:read", AUDIENCE), payload
+    assert (payload["sub"], payload["scope"], payload["aud"]) == ("agent-7", ["tools:read"], AUDIENCE), payload
     # Without a token: no such namespace.
     before = len(az.requests())
     assert_allowed(gw.call("get-sum", **HTTP))
