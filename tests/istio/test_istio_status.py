@@ -121,12 +121,10 @@ def test_programmed_follows_the_permission_to_write(stack, tmp_path):
         cluster.kubectl("delete", "xaccesspolicy", "status", "-n", "default", check=False)
 
 
-def list_tools(port: int) -> list[str] | None:
+def list_tools(port: int, mcp: harness.McpServer) -> list[str] | None:
     """The names tools/list returns through the gateway (None: no JSON-RPC result)."""
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    r = harness.request("POST", f"http://127.0.0.1:{port}/mcp", harness.jsonrpc("tools/list", {}, id=9), headers,
-                        timeout=5)
-    result = json.loads(r.body).get("result") if r.status == 200 else None
+    r = call(port, "", mcp, method="tools/list").response
+    result = json.loads(r.body).get("result") if r is not None and r.status == 200 else None
     return None if result is None else [t["name"] for t in result["tools"]]
 
 
@@ -144,11 +142,11 @@ def test_rollout_annotations_at_the_gateway(stack, tmp_path):
         cluster.kubectl("annotate", "gateway", "gw", "-n", "default", "toolgate.dev/default=deny")
         harness.wait_for(lambda: denied(call(port, "echo", mcp)) and denied(call(port, "get-sum", mcp)), timeout=60,
                          what="deny by default at the gateway")
-        assert list_tools(port) == [], "the base protocol passes, the list filtered to empty"
+        assert list_tools(port, mcp) == [], "the base protocol passes, the list filtered to empty"
 
         cluster.kubectl("annotate", "gateway", "gw", "-n", "default", "toolgate.dev/default-")
         harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="the annotation removed: echo passes")
-        assert "echo" in list_tools(port)
+        assert "echo" in list_tools(port, mcp)
 
         shadow = allow_policy("rollout", ["get-sum"]).replace(
             "namespace: default}", "namespace: default, annotations: {toolgate.dev/dry-run: 'true'}}", 1)
