@@ -112,6 +112,8 @@ demo: build wasm
 	$(VENV)/bin/python scripts/demo.py
 
 # Writes docs/benchmarks.md and docs/benchmarks.svg (about 15 minutes; run it on a quiet machine).
+# bench/run.py builds what it runs: `make wasm`, `make module` (the native rows (cm) (dm) (gm) (lm)) and
+# bench/noop-module (row (nm)) among them.
 # BENCH_ARGS: more options for bench/run.py, e.g. BENCH_ARGS="--baseline 4df76a5" adds row (c0), (c) with
 # the filter built at that commit (a git worktree under /tmp), to the same run.
 BENCH_ARGS ?=

@@ -1,5 +1,7 @@
 """The Envoy configurations `make bench` compares: `toolgate render`'s output and the edits that derive the
-other rows from it (bare Envoy, RBAC, the no-op, naive and callout filters, ext_authz, a baseline .wasm)."""
+other rows from it (bare Envoy, RBAC, the no-op, naive and callout filters, ext_authz, a baseline .wasm).
+The rows whose key ends in `m` (other than (m)) run on the native host: `toolgate render --native-module`,
+the dynamic module libtoolgate_module.so, or bench/noop-module."""
 
 import json
 import os
@@ -10,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from common import REPO, TOOLGATE, WASM_CALLOUT, WASM_NAIVE, WASM_NOOP, WASM_TOOLGATE, WORK, sh
+from common import MODULE_NOOP, REPO, TOOLGATE, WASM_CALLOUT, WASM_NAIVE, WASM_NOOP, WASM_TOOLGATE, WORK, sh
 from workload import GATEWAY, NS, PRINCIPAL, TOOL, TOOLS, gateway_yaml, tls_objects
 from procs import Server
 import mcp_rbac
@@ -21,32 +23,41 @@ CONFIGS = {
     "b": ("Envoy RBAC", "envoy.filters.http.rbac: caller's URI SAN + `mcp-method`/`mcp-name` headers in a 20-name allow-list"),
     "m": ("Envoy MCP filter + RBAC", "envoy.filters.http.mcp (its defaults, max_request_body_size 1 MiB as (c)'s limit) + envoy.filters.http.rbac: caller's URI SAN + the MCP filter's `method` tools/call and `params.name` in the 20-name allow-list, from the body (bench/mcp_rbac.py; the upstream reference data plane, its bypass corpus results in docs/security.md)"),
     "n": ("no-op proxy-wasm", "a proxy-wasm filter whose callbacks all continue (bench/noop-filter), same V8 runtime"),
+    "nm": ("no-op dynamic module", "an Envoy dynamic module (ABI v0.2.0) whose hooks all continue (bench/noop-module), in (n)'s place: the floor of the native host"),
     "s": ("naive proxy-wasm", "reference point: holds the body, parses it with serde_json into a Value, checks params.name against the 20 names (bench/naive-filter); no identity, levels, metrics or access-log record"),
     "c": ("Toolgate, 20 tools", "`toolgate render` output: 1 gateway-level XAccessPolicy, 2 rules (SPIFFE source, tools/call with 10 tools each)"),
+    "cm": ("Toolgate native, 20 tools", "(c)'s policies rendered with `toolgate render --native-module` (libtoolgate_module.so, `make module`): the same plan, run by the dynamic module"),
     "cn": ("Toolgate, 20 tools, list filtering off", "(c)'s policies rendered with `--list-filtering off` and run by toolgate_filter_no_list_filtering.wasm (the module without response callbacks): what a tools/call pays when list filtering is off"),
     "c26": ("Toolgate, 20 tools, MCP 2026-07-28", "(c)'s configuration and plan; the same call in its 2026-07-28 form: `MCP-Protocol-Version: 2026-07-28` beside (c)'s `Mcp-Method` and `Mcp-Name`, and `params._meta` with the protocol version (the filter compares all three with the body; same 300 B)"),
     "d": ("Toolgate, 1,000 policies", "`toolgate render` output: 1,000 policies, 10,450 tools on two levels (the API allows 5 policies per target): on the Gateway 5 policies x 10 sourced rules x 10 tools, on each of the 199 XBackends 5 policies x 10 tools; the called tool is in the last rule of the last policy of each level"),
+    "dm": ("Toolgate native, 1,000 policies", "(d)'s policies rendered with `--native-module`"),
     "e": ("ext_authz (HTTP)", "envoy.filters.http.ext_authz to bench-authz (Rust, thread per connection) with the body and the caller (x-forwarded-client-cert URI); same rule"),
     "f1": ("Toolgate, CEL tool_name", "`toolgate render` output: 1 gateway-level XAccessPolicy, 1 rule: SPIFFE source (as (c)) + CEL `request.mcp.tool_name == 'tool-00017'`"),
     "f2": ("Toolgate, CEL argument", "as (f1), the CEL expression `request.mcp.tool_name == 'tool-00017' && request.mcp.params.arguments.path == '/srv/data/report.txt'` (the body carries `arguments.path`; `params` is captured for it)"),
     "g1": ("Toolgate + ExternalAuth gRPC", "(c)'s plan plus a gateway-level `action: ExternalAuth` policy (`protocol: GRPC, grpc: {}`, no rules: every request) calling toolgate-test-authz (tests/authz-servers) over gRPC, then (c)'s Allow policy"),
+    "gm": ("Toolgate native + ExternalAuth gRPC", "(g1)'s policies rendered with `--native-module`: the gRPC authorizer called through the module's HTTP/2 stream callout, then (c)'s Allow policy"),
     "g0": ("proxy-wasm gRPC callout alone", "(g1)'s Envoy configuration with bench/callout-filter in Toolgate's place: holds the request, sends a fixed CheckRequest (the one Toolgate sends for the benchmark's call: principal, the request's headers, `mcp_proxy`) to the same authorizer through proxy-wasm's gRPC call, resumes on its answer; reads nothing, counts nothing: the floor of a callout through the proxy-wasm ABI, against (n)"),
     "g2": ("ext_authz (gRPC)", "envoy.filters.http.ext_authz, `grpc_service.envoy_grpc` (HTTP/2 cluster), `with_request_body`, router only: the same authorizer and rule file as (g1)"),
     "l1": ("Toolgate, tools/list filtered", "`toolgate render --list-filtering on` output: 1 gateway-level XAccessPolicy, 1 rule: SPIFFE source (as (c)), `MATCH_BASE_PROTOCOL_METHODS` (tools/list is one) and tools/call of 10 of the upstream's 100 tools (every tenth); the request is a `tools/list` POST (`Mcp-Method: tools/list`, no `Mcp-Name`), the upstream answers a JSON result of 100 tools of 300 B each (~30 KB, content-length set), the filter keeps the 10"),
+    "lm": ("Toolgate native, tools/list filtered", "(l1)'s policy rendered with `--native-module --list-filtering on`: the same request and answer, the 10 tools kept by the module"),
     "l0": ("Toolgate, tools/list unfiltered", "(l1)'s policy rendered with `--list-filtering off`: the same request, authorized the same way; the 100-tool answer passes unchanged (the filter does no work on responses)"),
 }
 # Opt-in (`--baseline REV`): (c)'s configuration with the filter .wasm built at another commit.
 BASELINE_KEY = "c0"
 # Rows timed with the 300 B body only (their targets are about 300 B calls; keeps `make bench` short).
-SMALL_ONLY = {"cn", "f1", "f2", "g0", "g1", "g2", "c26", "l1", "l0", BASELINE_KEY}
+SMALL_ONLY = {"cn", "f1", "f2", "g0", "g1", "g2", "c26", "l1", "l0", "dm", "gm", "lm", BASELINE_KEY}
 MODERN = {"c26"}
-LIST_KEYS = {"l1", "l0"}
+LIST_KEYS = {"l1", "l0", "lm"}
+# The rows on the native host rendered by `toolgate render --native-module` ((nm) is derived from (cm)).
+NATIVE = {"cm", "dm", "gm", "lm"}
 
 
 def render(name: str, policies: str, certs: Path, upstream: Server, port: int, backends: int,
-           resolve: list[str] = (), extra: list[str] = (), wasm: Path = WASM_TOOLGATE) -> tuple[Path, float]:
+           resolve: list[str] = (), extra: list[str] = (), wasm: Path = WASM_TOOLGATE,
+           native: Path | None = None) -> tuple[Path, float]:
     """`toolgate render` of the bench Gateway with `policies` (`extra`: more render options, `wasm`:
-    the module); returns the Gateway's folder and the wall time of the render."""
+    the module; `native`: a dynamic module instead, `--native-module`); returns the Gateway's folder and
+    the wall time of the render."""
     src = WORK / "inputs" / name
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
@@ -56,7 +67,8 @@ def render(name: str, policies: str, certs: Path, upstream: Server, port: int, b
     out = WORK / "render" / name
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    sh([str(TOOLGATE), "render", "-f", str(src), "--wasm", str(wasm), "-o", str(out), "--bind", "127.0.0.1",
+    code = ["--native-module", str(native)] if native else ["--wasm", str(wasm)]
+    sh([str(TOOLGATE), "render", "-f", str(src), *code, "-o", str(out), "--bind", "127.0.0.1",
         "--resolve", f"upstream.{NS}={upstream.address}", *(a for r in resolve for a in ("--resolve", r)),
         "--access-log", "/dev/null", "--strict", *extra],
        stdout=subprocess.DEVNULL)
@@ -143,6 +155,19 @@ def edit_noop(lds, cds):
     cfg["vm_config"]["vm_id"] = "noop"
     cfg["vm_config"]["code"]["local"]["filename"] = str(WASM_NOOP)
     hcm["http_filters"] = [wasm, ROUTER]
+
+
+def edit_noop_module(lds, cds):
+    """(nm): (cm)'s dynamic-module filter with bench/noop-module in Toolgate's place (no plan), then the
+    router, as (n) is for Wasm."""
+    hcm = hcm_of(lds)
+    dm = json.loads(json.dumps(hcm["http_filters"][0]))
+    cfg = dm["typed_config"]
+    cfg["dynamic_module_config"]["name"] = "toolgate_bench_noop_module"
+    cfg["dynamic_module_config"]["module"]["local"]["filename"] = str(MODULE_NOOP)
+    cfg["filter_name"] = "noop"
+    cfg.pop("filter_config", None)
+    hcm["http_filters"] = [dm, ROUTER]
 
 
 def edit_naive(lds, cds):
@@ -325,18 +350,23 @@ def edit_baseline(wasm: Path, rev: str):
     return edit
 
 
-def plan_of(gateway_dir: Path) -> dict:
-    """The Toolgate plan in a Gateway folder's listener (the Wasm filter's configuration)."""
+def _plan_text(gateway_dir: Path) -> str | None:
+    """The Toolgate plan in a Gateway folder's listener: the Wasm filter's configuration, or the dynamic
+    module's filter_config."""
     for f in hcm_of(json.loads((gateway_dir / "lds.json").read_text()))["http_filters"]:
-        conf = f["typed_config"].get("config", {}).get("configuration")
+        conf = f["typed_config"].get("config", {}).get("configuration") or f["typed_config"].get("filter_config")
         if conf:
-            return json.loads(conf["value"])
-    raise RuntimeError(f"no plan in {gateway_dir}")
+            return conf["value"]
+    return None
+
+
+def plan_of(gateway_dir: Path) -> dict:
+    text = _plan_text(gateway_dir)
+    if text is None:
+        raise RuntimeError(f"no plan in {gateway_dir}")
+    return json.loads(text)
 
 
 def plan_bytes(gateway_dir: Path) -> int:
-    for f in hcm_of(json.loads((gateway_dir / "lds.json").read_text()))["http_filters"]:
-        conf = f["typed_config"].get("config", {}).get("configuration")
-        if conf:
-            return len(conf["value"].encode())
-    return 0
+    text = _plan_text(gateway_dir)
+    return len(text.encode()) if text else 0

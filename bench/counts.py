@@ -13,8 +13,9 @@ from load import body_name, request_headers
 import harness  # tests/e2e (on the path common sets): Envoy binary lookup, free ports, an HTTPS client
 
 # Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
-# 1.5 MB module at valgrind speed), so they go first.
-CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "g0", "f1", "f2", "d", "a", "n", "m", "e", "g2")
+# 1.5 MB module at valgrind speed), so they go first; the native rows start at once.
+CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "g0", "f1", "f2", "d", "a", "n", "m", "e", "g2",
+                     "nm", "cm", "dm", "gm", "lm")
 
 
 def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int,

@@ -91,8 +91,8 @@ def denied(r: harness.Response) -> bool:
 
 
 def sanity_list(key: str, port: int, certs: Path) -> str:
-    """(l1)/(l0): agent-a's tools/list (the benchmark request) comes back as the upstream's result with
-    exactly LIST_ALLOWED (l1) or all LIST_TOOLS (l0), nothing else changed; agent-b's is denied (the
+    """(l1)/(lm)/(l0): agent-a's tools/list (the benchmark request) comes back as the upstream's result with
+    exactly LIST_ALLOWED (l1, lm) or all LIST_TOOLS (l0), nothing else changed; agent-b's is denied (the
     policy has no rule for it); agent-a's tools/call is allowed for a kept tool, denied for a removed one
     (the list matches the calls). Returns a one-line summary."""
     url = f"https://localhost:{port}/mcp"
@@ -102,7 +102,8 @@ def sanity_list(key: str, port: int, certs: Path) -> str:
         return harness.mcp_post(url, body, headers=headers, cert=harness.client_cert(certs, agent), ca=ca)
 
     full = tools_list_response()
-    want = LIST_ALLOWED if key == "l1" else LIST_TOOLS
+    filtered = key in ("l1", "lm")
+    want = LIST_ALLOWED if filtered else LIST_TOOLS
     r = post("agent-a", LIST_REQUEST, request_headers(key))
     try:
         got = r.json()
@@ -127,7 +128,7 @@ def sanity_list(key: str, port: int, certs: Path) -> str:
     if ok.status != 200 or b'"result"' not in ok.body or not denied(no):
         raise RuntimeError(f"config {key}: agent-a's tools/call: {kept} -> {ok.status} {ok.text[:100]}, "
                            f"{removed} -> {no.status} {no.text[:100]}")
-    what = (f"exactly the {len(want)} it may call" if key == "l1" else "all of them (list filtering off)")
+    what = (f"exactly the {len(want)} it may call" if filtered else "all of them (list filtering off)")
     return (f"agent-a's tools/list: {len(names)} of the upstream's {len(LIST_TOOLS)} tools, {what} "
             f"({len(r.body):,} of {len(full):,} bytes, the rest of the JSON unchanged); denies agent-b's tools/list "
             f"({other.status}); allows agent-a/{kept}, denies agent-a/{removed} ({no.status})")
@@ -151,7 +152,7 @@ def sanity(key: str, port: int, certs: Path, bodies: dict[str, bytes]) -> str:
         r = call("agent-a", TOOL, body)
         if r.status != 200 or b'"result"' not in r.body:
             raise RuntimeError(f"config {key}: the {name} benchmark request was not allowed: {r.status} {r.text[:200]}")
-    if key in ("a", "n"):
+    if key in ("a", "n", "nm"):
         return "allows everything (no rule)"
     if key == "g0":
         return "allows everything after the authorizer answers (no rule of its own; the calls are counted below)"

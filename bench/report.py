@@ -8,12 +8,14 @@ import statistics
 import sys
 from pathlib import Path
 
+import report_native
+
 REPO = Path(__file__).resolve().parent.parent
 NOTES = Path(__file__).resolve().parent / "notes.md"
 
 COLORS = {"a": "#9e9e9e", "b": "#5b8def", "m": "#2c5aa0", "n": "#b0a0d0", "s": "#8e7cc3", "c": "#e8710a", "cn": "#f6a04d", "c26": "#f39c12", "c0": "#f4b183", "d": "#c0392b",
           "e": "#2e8b57", "f1": "#d4a017", "f2": "#b8860b", "g0": "#aec7e8", "g1": "#1f77b4", "g2": "#66a182",
-          "l1": "#17becf", "l0": "#9edae5"}
+          "l1": "#17becf", "l0": "#9edae5", "nm": "#7f7f7f", "cm": "#8c564b", "dm": "#5d3a33", "gm": "#c49c94", "lm": "#0e7c86"}
 
 # (c) in the last report before the request lifecycle moved into the engine and the filter dropped the
 # SDK (docs/benchmarks.md generated at 091d54c): the reference for "(c) must not get more expensive".
@@ -21,9 +23,10 @@ PREVIOUS_C = {"commit": "091d54c", "Ir": 291.7e3, "est_cycles": 439.0e3, "a_Ir":
 
 # Rows compared with another row than bare Envoy: what CEL, ExternalAuth and the earlier filter add to (c),
 # and list filtering to the same tools/list unfiltered.
-BASES = {"c0": "c", "cn": "c", "c26": "c", "f1": "c", "f2": "c", "g0": "n", "g1": "c", "g2": "a", "e": "a", "l1": "l0"}
+BASES = {"c0": "c", "cn": "c", "c26": "c", "f1": "c", "f2": "c", "g0": "n", "g1": "c", "g2": "a", "e": "a", "l1": "l0",
+         "gm": "cm"}
 # Rows whose request is a tools/list (bench/configs.py LIST_KEYS), timed in the 300 B body's place.
-LIST_KEYS = ("l1", "l0")
+LIST_KEYS = ("l1", "l0", "lm")
 
 
 def paired(runs: list, body: str, key: str, base: str, field: str) -> list:
@@ -343,11 +346,12 @@ def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
         rows.append((".wasm size (with and without CEL)",
                      f"{sizes['wasm_toolgate'] / 1024:,.0f} KiB with CEL; "
                      + (f"{nocel / 1024:,.0f} KiB without (`--no-default-features --features list-filtering`)" if nocel else
+                        "without CEL: not built (run with --no-build)" if results["info"].get("no_build") else
                         "without CEL: cannot be built at this commit without code changes (CEL is not an optional feature)")
                      + (f"; at {results['info'].get('baseline')} (before CEL) {sizes['wasm_baseline'] / 1024:,.0f} KiB"
                         if sizes.get("wasm_baseline") else "")
                      + f"; no-op filter {sizes['wasm_noop'] / 1024:,.0f} KiB", "", "reported"))
-    return rows
+    return rows + report_native.targets(results, summ)
 
 
 def markdown(results: dict, summ: dict) -> str:
@@ -420,7 +424,7 @@ def markdown(results: dict, summ: dict) -> str:
         L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         for k, s in per.items():
             aux = ", ".join(f"{n} {v:.1f}" for n, v in s["aux"].items() if v and v >= 0.05
-                            and (n != "authz" or k == "e") and (n != "authz_grpc" or k in ("g1", "g2")))
+                            and (n != "authz" or k == "e") and (n != "authz_grpc" or k in ("g1", "g2", "gm")))
             L.append(
                 f"| ({k}) {results['configs'][k][0]} | {s['rps']:,.0f} | {fmt(s.get('x_rps'), '.2f')} | {s['p50']:,.0f} | "
                 f"{fmt(s.get('x_p50'), '.2f')} | {s['p99']:,.0f} | {fmt(s.get('x_p99'), '.2f')} | "
@@ -453,7 +457,8 @@ def markdown(results: dict, summ: dict) -> str:
         sc = cg_scaled(results)
         L.append("## What the 2026-07-28 form, CEL, ExternalAuth, the earlier filter and list filtering add (300 B)\n")
         L.append("Each row against its base: (cn), (c26), (f1), (f2), (g1) and (c0) against Toolgate (c); (g2) and (e) against "
-                 "bare Envoy (a); (l1), the filtered tools/list, against (l0), the same unfiltered. "
+                 "bare Envoy (a); (l1), the filtered tools/list, against (l0), the same unfiltered; (gm) against (cm), "
+                 "both native. "
                  "Timed deltas: per round, then the median; p50/p99 are wrk's latencies at "
                  f"{p['connections']} connections (queueing included). Authorizer CPU: the authorizer process's CPU "
                  "time per request (toolgate-test-authz for (g), bench-authz for (e)), on the load generator's core.\n")
@@ -465,13 +470,14 @@ def markdown(results: dict, summ: dict) -> str:
             r, rb = cg.get(k), cg.get(base)
             t = small.get(k) or {}
             v = t.get(f"vs_{base}") or {}
-            auth = (t.get("aux") or {}).get("authz_grpc" if k in ("g1", "g2") else "authz") if k in ("g1", "g2", "e") else None
+            auth = (t.get("aux") or {}).get("authz_grpc" if k in ("g1", "g2", "gm") else "authz") if k in ("g1", "g2", "gm", "e") else None
             L.append(f"| ({k}) {results['configs'][k][0]} | ({base}) | {fmt(r and r['Ir'] / 1e3, ',.1f')} | "
                      f"{fmt(r and rb and (r['Ir'] - rb['Ir']) / 1e3, '+,.1f')} | "
                      f"{fmt(sc.get(k) - sc[base] if k in sc and base in sc else None, '+.2f')} | "
                      f"{fmt(t.get('cpu'), ',.1f')} | {fmt(v.get('cpu'), '+,.1f')} | {fmt(t.get('p50'), ',.0f')} | "
                      f"{fmt(v.get('p50'), '+,.0f')} | {fmt(t.get('p99'), ',.0f')} | {fmt(v.get('p99'), '+,.0f')} | {fmt(auth, '.1f')} |")
         L.append("")
+    L += report_native.section(results, summ)
     micro = results.get("micro") or {}
     if micro:
         L.append("## Native micro-benchmarks (criterion, policy crate)\n")
@@ -491,7 +497,8 @@ def markdown(results: dict, summ: dict) -> str:
         L.append(f"| toolgate_filter.wasm (with CEL, exports trimmed as `make wasm` does) | {sizes['wasm_toolgate']:,} bytes |")
         nocel = sizes.get("wasm_toolgate_nocel")
         L.append("| toolgate_filter.wasm without CEL | "
-                 + (f"{nocel:,} bytes (`--no-default-features --features list-filtering`) |" if nocel else "not buildable at this commit without code changes |"))
+                 + (f"{nocel:,} bytes (`--no-default-features --features list-filtering`) |" if nocel else
+                    "not built in this run (--no-build) |" if info.get("no_build") else "not buildable at this commit without code changes |"))
         if sizes.get("wasm_baseline"):
             L.append(f"| toolgate_filter.wasm at {results['info'].get('baseline')} ((c0), before CEL and ExternalAuth) | "
                      f"{sizes['wasm_baseline']:,} bytes |")

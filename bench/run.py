@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """`make bench`: Toolgate against bare Envoy, Envoy's RBAC filter (on headers; and on Envoy's own MCP
 filter's metadata, row (m), bench/mcp_rbac.py), a no-op proxy-wasm filter and ext_authz, side by side in one interleaved run, plus native micro-benchmarks of the policy crate.
+Toolgate runs on both hosts: the proxy-wasm filter in Envoy's V8, and the dynamic module (`make module`;
+rows (cm), (dm), (gm), (lm), against the no-op dynamic module (nm)); Envoy's start-up time and RSS are
+measured for (a), (c), (cm) and (nm) (bench/startup.py).
 
 Writes docs/benchmarks.md and docs/benchmarks.svg (BENCH_QUICK=1: a few seconds per configuration,
 output under .work/bench/quick/, for `make test` as a smoke test of the pipeline).
@@ -42,6 +45,8 @@ from common import (
     AUTHZ,
     AUTHZ_GRPC,
     BENCH,
+    MODULE_NOOP,
+    MODULE_TOOLGATE,
     REPO,
     SHIM,
     TOOLGATE,
@@ -84,6 +89,7 @@ from configs import (
     CONFIGS,
     LIST_KEYS,
     MODERN,
+    NATIVE,
     SMALL_ONLY,
     derive,
     edit_bare,
@@ -95,6 +101,7 @@ from configs import (
     edit_naive,
     edit_none,
     edit_noop,
+    edit_noop_module,
     edit_rbac,
     plan_bytes,
     plan_of,
@@ -102,6 +109,7 @@ from configs import (
 )
 from load import Loader, sanity
 from counts import callgrind
+import startup
 import harness  # tests/e2e (on the path common sets): Envoy binary lookup, free ports, an HTTPS client
 
 
@@ -136,11 +144,12 @@ def micro(quick: bool) -> dict:
 
 
 def build() -> None:
-    log("building: toolgate (release), bench servers, test authorizer, the filter's two modules (`make wasm`), "
-        "no-op, naive and callout filters")
+    log("building: toolgate (release), bench servers, test authorizer, the no-op dynamic module, the filter's two "
+        "modules (`make wasm`), the dynamic module (`make module`), no-op, naive and callout filters")
     sh(["cargo", "build", "--locked", "-q", "--release", "-p", "toolgate", "-p", "toolgate-bench-servers",
-        "-p", "toolgate-test-authz"])
+        "-p", "toolgate-test-authz", "-p", "toolgate-bench-noop-module"])
     sh(["make", "-s", "wasm"], cwd=REPO, stdout=subprocess.DEVNULL)
+    sh(["make", "-s", "module"], cwd=REPO, stdout=subprocess.DEVNULL)
     sh(["cargo", "build", "--locked", "-q", "--release", "--target", "wasm32-wasip1",
         "-p", "toolgate-bench-noop-filter", "-p", "toolgate-bench-naive-filter", "-p", "toolgate-bench-callout-filter"])
 
@@ -223,8 +232,12 @@ def main() -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--bodies", default=",".join(BODIES))
     ap.add_argument("--no-micro", action="store_true", help="skip the criterion micro-benchmarks")
+    ap.add_argument("--no-build", action="store_true",
+                    help="use the binaries, .wasm and .so files already built (as the build step leaves them)")
     ap.add_argument("--callgrind-requests", type=int, default=0 if quick else 1000,
                     help="requests per configuration under callgrind (0: skip that stage)")
+    ap.add_argument("--starts", type=int, default=3 if quick else 9,
+                    help="Envoy starts per configuration for the start-up time and RSS (bench/startup.py; 0: skip)")
     ap.add_argument("--out-dir", type=Path, default=WORK / "quick" if quick else REPO / "docs")
     ap.add_argument("--baseline", metavar="REV", default="",
                     help=f"also run ({BASELINE_KEY}): (c) with the filter .wasm built at commit REV (git worktree under /tmp)")
@@ -247,8 +260,14 @@ def main() -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     if not SHIM.exists():
         sh(["bash", str(BENCH / "setup.sh")])
-    build()
-    nocel_size = build_without_cel()
+    if args.no_build:
+        missing = [str(p) for p in (TOOLGATE, UPSTREAM, AUTHZ, AUTHZ_GRPC, WASM_TOOLGATE, WASM_NO_LISTS, WASM_NOOP,
+                                    MODULE_TOOLGATE, MODULE_NOOP) if not p.exists()]
+        if missing:
+            ap.error(f"--no-build: not built: {', '.join(missing)}")
+    else:
+        build()
+    nocel_size = None if args.no_build else build_without_cel()
     baseline_wasm = None
     if args.baseline:
         baseline_wasm, short = build_baseline(args.baseline)
@@ -270,6 +289,7 @@ def main() -> int:
     info["baseline_lifecycle"] = baseline_lifecycle
     info["baseline_list_filtering"] = baseline_lists
     info["quick"] = quick
+    info["no_build"] = args.no_build
     info["params"] = {"duration_s": args.duration, "rounds": args.rounds, "connections": args.connections,
                       "warmup_s": args.warmup, "configs": keys, "bodies": body_names}
 
@@ -334,21 +354,27 @@ def main() -> int:
         dirs["g2"] = derive(dir_c, "cfg-g2", rebased(ports["g2"])(edit_ext_authz_grpc(authz_grpc)))
         if baseline_wasm:
             dirs[BASELINE_KEY] = derive(dir_c, f"cfg-{BASELINE_KEY}", rebased(ports[BASELINE_KEY])(edit_baseline(baseline_wasm, args.baseline)))
+        grpc_authz = [f"{AUTHZ_SERVICE}.{NS}={authz_grpc.address}"]
         for k, pol, extra, opts in (("cn", policies_c, [], ["--list-filtering", "off"]),
                                     ("f1", policies_f1, [], []), ("f2", policies_f2, [], []),
-                                    ("g1", policies_g1, [f"{AUTHZ_SERVICE}.{NS}={authz_grpc.address}"], []),
+                                    ("g1", policies_g1, grpc_authz, []),
                                     ("l1", policies_l, [], ["--list-filtering", "on"]),
-                                    ("l0", policies_l, [], ["--list-filtering", "off"])):
-            if k in keys or (k == "g1" and "g0" in keys):
+                                    ("l0", policies_l, [], ["--list-filtering", "off"]),
+                                    ("cm", policies_c, [], []), ("dm", lambda: policies_many(BACKENDS), [], []),
+                                    ("gm", policies_g1, grpc_authz, []), ("lm", policies_l, [], ["--list-filtering", "on"])):
+            if k in keys or (k == "g1" and "g0" in keys) or (k == "cm" and "nm" in keys):
                 d, _ = render(k, pol(), certs, upstream, ports[k], BACKENDS, resolve=extra, extra=opts,
-                              wasm=WASM_NO_LISTS if k == "cn" else WASM_TOOLGATE)
+                              wasm=WASM_NO_LISTS if k == "cn" else WASM_TOOLGATE,
+                              native=MODULE_TOOLGATE if k in NATIVE else None)
                 dirs[k] = derive(d, f"cfg-{k}", edit_none)
                 if k == "g1" and "g0" in keys:
                     dirs["g0"] = derive(d, "cfg-g0", rebased(ports["g0"])(edit_callout(bodies["300B"], ports["g0"])))
+                if k == "cm" and "nm" in keys:
+                    dirs["nm"] = derive(d, "cfg-nm", rebased(ports["nm"])(edit_noop_module))
         for k in (k for k in keys if k in LIST_KEYS | {"cn"}):
             # The plan says it: listFiltering is written only when off.
             on = plan_of(dirs[k])["settings"].get("listFiltering", True)
-            if on != (k == "l1"):
+            if on != (k in ("l1", "lm")):
                 raise RuntimeError(f"config {k}: the rendered plan has listFiltering {on}")
         if "cn" in keys and b"proxy_on_response_" in WASM_NO_LISTS.read_bytes():
             raise RuntimeError(f"{WASM_NO_LISTS} exports response callbacks")
@@ -380,11 +406,16 @@ def main() -> int:
         sizes = {
             "wasm_toolgate": WASM_TOOLGATE.stat().st_size,
             "wasm_noop": WASM_NOOP.stat().st_size,
+            "module_toolgate": MODULE_TOOLGATE.stat().st_size if NATIVE & set(keys) else None,
+            "module_noop": MODULE_NOOP.stat().st_size if "nm" in keys else None,
             "wasm_toolgate_nocel": nocel_size,
             "wasm_baseline": baseline_wasm.stat().st_size if baseline_wasm else None,
             "plan_c": plan_bytes(dir_c), "plan_d": plan_bytes(dir_d), "plan_x10k": plan_bytes(dir_x),
             "compile_x10k_s": compile_times, "render_x10k_s": render_x_s, "render_d_s": render_d_s,
         }
+
+        # Start-up time and RSS (each Envoy alone on its port, before the configurations' own start).
+        starts = startup.measure(keys, dirs, ports, certs, bodies["300B"], args.starts)
 
         # Start every configuration's Envoy, check it enforces what it should, warm it up.
         for k in keys:
@@ -460,7 +491,7 @@ def main() -> int:
             p.stop()
 
     results = {"callgrind": cg, "info": info, "configs": {k: CONFIGS[k] for k in keys}, "bodies": {b: BODIES[b] for b in body_names},
-               "checks": checks, "runs": runs,
+               "checks": checks, "runs": runs, "startup": starts,
                "list": {"tools": len(LIST_TOOLS), "allowed": len(LIST_ALLOWED), "entry_bytes": LIST_ENTRY_BYTES,
                         "response_bytes": list_response.stat().st_size, "request_bytes": len(LIST_REQUEST)}, "micro": micro_results, "sizes": sizes, "plan_loads": plan_loads,
                "elapsed_s": time.monotonic() - started}
