@@ -266,17 +266,8 @@ fn mcp_fields(w: &mut Writer, m: &McpMessage<'_>) {
 #[cfg(test)]
 fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckRequest {
     let req = input.req;
-    let mut headers = std::collections::BTreeMap::<String, String>::new();
-    for (name, value) in sent_headers(authorizer, req) {
-        // Repeated headers are joined with "," as Envoy's ext_authz does.
-        headers
-            .entry(name.to_string())
-            .and_modify(|v| {
-                v.push(',');
-                v.push_str(value);
-            })
-            .or_insert_with(|| value.to_string());
-    }
+    let mut headers: std::collections::BTreeMap<_, _> =
+        crate::cel_rule::joined_headers(sent_headers(authorizer, req)).into_iter().collect();
     let (body, partial) = forwarded_body(authorizer, input.body);
     if partial {
         headers.insert(PARTIAL_BODY_HEADER.into(), "true".into());

@@ -102,6 +102,25 @@ pub struct Input<'a> {
     pub params: Option<&'a str>,
 }
 
+/// Headers as one map, repeated names joined with "," in the order they came, as Envoy's ext_authz
+/// does: `request.headers` here, and the CheckRequest reference the authz tests decode against.
+#[cfg(any(feature = "cel", test))]
+pub(crate) fn joined_headers<'h>(
+    headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+) -> std::collections::HashMap<String, String> {
+    let mut joined = std::collections::HashMap::<String, String>::new();
+    for (name, value) in headers {
+        joined
+            .entry(name.to_string())
+            .and_modify(|v| {
+                v.push(',');
+                v.push_str(value);
+            })
+            .or_insert_with(|| value.to_string());
+    }
+    joined
+}
+
 #[cfg(feature = "cel")]
 mod imp {
     use std::cell::RefCell;
@@ -473,16 +492,7 @@ mod imp {
                     boxed(params)
                 }))),
                 "request.headers" => Some(CowVal::Borrowed(&**self.headers.get_or_init(|| {
-                    let mut headers: HashMap<String, String> = HashMap::new();
-                    for (name, value) in req.headers.iter().filter(|(n, _)| !n.starts_with(':')) {
-                        headers
-                            .entry(name.to_string())
-                            .and_modify(|v| {
-                                v.push(',');
-                                v.push_str(value);
-                            })
-                            .or_insert_with(|| value.to_string());
-                    }
+                    let headers = super::joined_headers(req.headers.iter().copied().filter(|(n, _)| !n.starts_with(':')));
                     boxed(Value::from(headers))
                 }))),
                 "request.time" => self
