@@ -1,5 +1,6 @@
 """docs/benchmarks.md and docs/benchmarks.svg from bench/run.py's results (also usable on its own:
-`.venv/bin/python bench/report.py [.work/bench/results.json [OUT_DIR]]`)."""
+`.venv/bin/python bench/report.py [.work/bench/results.json [OUT_DIR [STEM]]]`, STEM: the files' name,
+`benchmarks` by default)."""
 
 from __future__ import annotations
 
@@ -354,7 +355,19 @@ def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
     return rows + report_native.targets(results, summ)
 
 
-def markdown(results: dict, summ: dict) -> str:
+def command(info: dict) -> str:
+    """The command of the run, as far as the results say."""
+    argv = info.get("argv")
+    if argv == []:
+        return "`make bench` (= `bash bench/setup.sh && .venv/bin/python bench/run.py`)"
+    if argv:
+        return f"`.venv/bin/python bench/run.py {' '.join(argv)}`"
+    if info.get("no_build"):
+        return "`.venv/bin/python bench/run.py --no-build` with the rounds, configurations and request counts above"
+    return "`make bench` (= `bash bench/setup.sh && .venv/bin/python bench/run.py`)"
+
+
+def markdown(results: dict, summ: dict, stem: str = "benchmarks") -> str:
     info = results["info"]
     p = info["params"]
     L = []
@@ -363,7 +376,7 @@ def markdown(results: dict, summ: dict) -> str:
              "part is bench/notes.md, appended below.\n")
     if info.get("quick"):
         L.append("**Quick mode (BENCH_QUICK=1): a pipeline smoke test, numbers not meaningful.**\n")
-    L.append("![Envoy CPU per request](benchmarks.svg)\n")
+    L.append(f"![Envoy CPU per request]({stem}.svg)\n")
     L.append("## Setup\n")
     L.append(f"- Machine: {info['cpu']}, {info['cpus']} CPUs, {info['memory_gib']} GiB, {info['os']}, Linux {info['kernel']}; "
              f"load average at start {' '.join(info['loadavg'])}")
@@ -380,7 +393,7 @@ def markdown(results: dict, summ: dict) -> str:
              "The rendered STRICT_DNS clusters (all 127.0.0.1) are made STATIC everywhere so DNS refresh timers add no noise")
     L.append("- Envoy CPU per request: CPU time of all Envoy threads (/proc/PID/task/*/schedstat) during the run ÷ completed requests; "
              "RSS: VmRSS after the run")
-    L.append(f"- Command: `make bench` (= `bash bench/setup.sh && .venv/bin/python bench/run.py`); "
+    L.append(f"- Command: {command(info)}; "
              f"this run took {results.get('elapsed_s', 0) / 60:.1f} min\n")
     L.append("| | configuration | what |")
     L.append("|---|---|---|")
@@ -570,14 +583,14 @@ def esc(s: str) -> str:
     return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def write(results: dict, out_dir: Path) -> None:
+def write(results: dict, out_dir: Path, stem: str = "benchmarks") -> None:
     summ = summarise(results)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "benchmarks.md").write_text(markdown(results, summ))
-    (out_dir / "benchmarks.svg").write_text(svg(results, summ))
+    (out_dir / f"{stem}.md").write_text(markdown(results, summ, stem))
+    (out_dir / f"{stem}.svg").write_text(svg(results, summ))
 
 
 if __name__ == "__main__":
     src = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / ".work" / "bench" / "results.json"
     dst = Path(sys.argv[2]) if len(sys.argv) > 2 else REPO / "docs"
-    write(json.loads(src.read_text()), dst)
+    write(json.loads(src.read_text()), dst, sys.argv[3] if len(sys.argv) > 3 else "benchmarks")

@@ -290,6 +290,7 @@ def main() -> int:
     info["baseline_list_filtering"] = baseline_lists
     info["quick"] = quick
     info["no_build"] = args.no_build
+    info["argv"] = sys.argv[1:]
     info["params"] = {"duration_s": args.duration, "rounds": args.rounds, "connections": args.connections,
                       "warmup_s": args.warmup, "configs": keys, "bodies": body_names}
 
