@@ -115,6 +115,20 @@ impl Conn {
     }
 
     fn read_response(&mut self) -> Resp {
+        let mut resp = self.read_head();
+        resp.body = if resp.header("transfer-encoding") == Some("chunked") {
+            self.read_chunks().concat()
+        } else {
+            let len = resp.header("content-length").map(|v| v.parse::<usize>().unwrap()).unwrap_or(0);
+            let mut body = vec![0; len];
+            self.r.read_exact(&mut body).unwrap();
+            body
+        };
+        resp
+    }
+
+    /// The status line and headers of a response (names lower-case), its body left to read.
+    fn read_head(&mut self) -> Resp {
         let mut line = String::new();
         self.r.read_line(&mut line).unwrap();
         let status: u16 = line.split(' ').nth(1).unwrap_or_else(|| panic!("bad status line {line:?}")).parse().unwrap();
@@ -129,16 +143,7 @@ impl Conn {
             let (n, v) = h.split_once(':').unwrap();
             headers.push((n.to_ascii_lowercase(), v.trim().to_string()));
         }
-        let chunked = headers.iter().any(|(n, v)| n == "transfer-encoding" && v == "chunked");
-        let body = if chunked {
-            self.read_chunks().concat()
-        } else {
-            let len = headers.iter().find(|(n, _)| n == "content-length").map(|(_, v)| v.parse::<usize>().unwrap()).unwrap_or(0);
-            let mut body = vec![0; len];
-            self.r.read_exact(&mut body).unwrap();
-            body
-        };
-        Resp { status, headers, body }
+        Resp { status, headers, body: Vec::new() }
     }
 
     /// The chunks of a chunked body, as sent.

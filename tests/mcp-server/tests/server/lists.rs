@@ -97,21 +97,11 @@ fn sse_answers_come_chunked_after_a_notification() {
         body.len()
     );
     c.w.write_all(head.as_bytes()).unwrap();
-    // Read the head by hand, then the chunks one by one.
-    let mut line = String::new();
-    c.r.read_line(&mut line).unwrap();
-    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
-    let mut head = Vec::new();
-    loop {
-        let mut h = String::new();
-        c.r.read_line(&mut h).unwrap();
-        if h.trim_end().is_empty() {
-            break;
-        }
-        head.push(h.trim_end().to_ascii_lowercase());
-    }
-    assert!(head.contains(&"content-type: text/event-stream".to_string()), "{head:?}");
-    assert!(head.contains(&"transfer-encoding: chunked".to_string()), "{head:?}");
+    // Read the head, then the chunks one by one.
+    let head = c.read_head();
+    assert_eq!(head.status, 200, "{head:?}");
+    assert_eq!(head.header("content-type"), Some("text/event-stream"), "{head:?}");
+    assert_eq!(head.header("transfer-encoding"), Some("chunked"), "{head:?}");
     let chunks = c.read_chunks();
     assert_eq!(chunks.len(), 3, "a notification, the response in two pieces");
     let text = String::from_utf8(chunks.concat()).unwrap();

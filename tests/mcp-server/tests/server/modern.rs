@@ -150,19 +150,9 @@ fn modern_listen_is_an_sse_stream() {
         text.len()
     );
     c.w.write_all(req.as_bytes()).unwrap();
-    let mut status = String::new();
-    c.r.read_line(&mut status).unwrap();
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let mut head = Vec::new();
-    loop {
-        let mut h = String::new();
-        c.r.read_line(&mut h).unwrap();
-        if h.trim().is_empty() {
-            break;
-        }
-        head.push(h.trim().to_ascii_lowercase());
-    }
-    assert!(head.contains(&"content-type: text/event-stream".to_string()), "{head:?}");
+    let head = c.read_head();
+    assert_eq!(head.status, 200, "{head:?}");
+    assert_eq!(head.header("content-type"), Some("text/event-stream"), "{head:?}");
     let ack = &read_events(&mut c, 1)[0];
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 9);
