@@ -565,5 +565,15 @@ pub fn plan_file_name(gateway: &Object<GatewaySpec>, listener: &Listener) -> Str
 mod route_selection;
 pub use route_selection::{path_of, Precedence};
 
+/// The topology of an inventory's YAML with `clusters` naming, as the controller builds it (the tests'
+/// way in, here and in runtime/).
+#[cfg(test)]
+pub(crate) fn topology_of(yaml: &str, clusters: ClusterNaming) -> Topology {
+    let inv = Inventory::from_yaml(yaml);
+    let opts =
+        TopologyOptions { compile: CompileOptions { clusters, ..CompileOptions::default() }, ..TopologyOptions::default() };
+    build(&inv, &opts)
+}
+
 #[cfg(test)]
 mod tests;

@@ -225,15 +225,8 @@ mod tests {
             apiVersion: agentic.networking.x-k8s.io/v0alpha0\nkind: XBackend\nmetadata: {{name: tools, namespace: ns}}\n\
             spec: {{mcp: {{serviceName: mcp, port: 8080}}}}\n---\n{extra}"
         );
-        let inv = crate::model::Inventory::from_yaml(&yaml);
-        let opts = crate::topology::TopologyOptions {
-            compile: toolgate_policy::compile::CompileOptions {
-                clusters: toolgate_policy::compile::ClusterNaming::Istio { cluster_domain: "cluster.local".into() },
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        crate::topology::build(&inv, &opts)
+        let istio = toolgate_policy::compile::ClusterNaming::Istio { cluster_domain: "cluster.local".into() };
+        crate::topology::topology_of(&yaml, istio)
     }
 
     fn policy(name: &str, target: &str, annotations: &str) -> String {

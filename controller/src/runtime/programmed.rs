@@ -166,15 +166,8 @@ mod tests {
             spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: b}], action: Allow}\n---\n\
             apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: on-tools, namespace: ns}\n\
             spec: {targetRefs: [{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}, {group: agentic.networking.x-k8s.io, kind: XBackend, name: unrouted}], action: Allow}\n";
-        let inv = crate::model::Inventory::from_yaml(yaml);
-        let opts = crate::topology::TopologyOptions {
-            compile: toolgate_policy::compile::CompileOptions {
-                clusters: toolgate_policy::compile::ClusterNaming::Istio { cluster_domain: "cluster.local".into() },
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        crate::topology::build(&inv, &opts)
+        let istio = toolgate_policy::compile::ClusterNaming::Istio { cluster_domain: "cluster.local".into() };
+        crate::topology::topology_of(yaml, istio)
     }
 
     fn programmed(status: &PolicyStatus) -> Vec<(String, String, String)> {

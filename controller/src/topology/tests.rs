@@ -2,13 +2,6 @@
 
 use super::*;
 
-fn topology(yaml: &str, clusters: ClusterNaming) -> Topology {
-    let inv = Inventory::from_yaml(yaml);
-    let opts =
-        TopologyOptions { compile: CompileOptions { clusters, ..CompileOptions::default() }, ..TopologyOptions::default() };
-    build(&inv, &opts)
-}
-
 fn istio() -> ClusterNaming {
     ClusterNaming::Istio { cluster_domain: "cluster.local".into() }
 }
@@ -35,14 +28,14 @@ fn keys(topo: &Topology, ns: &str) -> Vec<String> {
 #[test]
 fn a_gateways_plan_keys_only_the_backends_its_routes_reach() {
     let yaml = ["a", "b", "c"].map(tenant).join("---\n");
-    let topo = topology(&yaml, istio());
+    let topo = topology_of(&yaml, istio());
     for ns in ["a", "b", "c"] {
         assert_eq!(keys(&topo, ns), vec![format!("outbound|8080||mcp.{ns}.svc.cluster.local")], "{ns}");
     }
     // A Gateway whose routes reach no backend with policies: an empty plan (no outputs).
     let lonely = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: d}\n\
                   spec: {gatewayClassName: istio, listeners: [{name: http, port: 8080, protocol: HTTP}]}\n";
-    let topo = topology(&format!("{}---\n{lonely}", tenant("a")), istio());
+    let topo = topology_of(&format!("{}---\n{lonely}", tenant("a")), istio());
     assert!(keys(&topo, "d").is_empty());
     assert!(crate::runtime::output::desired_hold(&topo.gateways[1], None).is_none(), "nothing enforced: no EnvoyFilter");
 }
@@ -63,17 +56,17 @@ const GRANT_ROUTES: &str =
 
 #[test]
 fn a_route_into_another_namespace_needs_a_reference_grant() {
-    let topo = topology(&cross_namespace_route(""), istio());
+    let topo = topology_of(&cross_namespace_route(""), istio());
     assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local"], "b's backend level stays out of a's plan");
     let rule = &topo.gateways[0].listeners[0].routes.iter().find(|r| r.name == "a/x").unwrap().rules[0];
     assert!(rule.backends.is_empty(), "the rule has no usable backend (500)");
     assert!(topo.warnings.iter().any(|w| w.contains("HTTPRoute a/x") && w.contains("RefNotPermitted")), "{:?}", topo.warnings);
 
-    let topo = topology(&cross_namespace_route(GRANT_ROUTES), istio());
+    let topo = topology_of(&cross_namespace_route(GRANT_ROUTES), istio());
     assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local", "outbound|8080||mcp.b.svc.cluster.local"]);
     assert!(topo.warnings.is_empty(), "{:?}", topo.warnings);
     // Rendered (plain Envoy): the granted rule routes to b's Service.
-    let topo = topology(&cross_namespace_route(GRANT_ROUTES), ClusterNaming::Rendered);
+    let topo = topology_of(&cross_namespace_route(GRANT_ROUTES), ClusterNaming::Rendered);
     let rule = &topo.gateways[0].listeners[0].routes.iter().find(|r| r.name == "a/x").unwrap().rules[0];
     assert_eq!(rule.backends[0].0, Upstream::Service { namespace: "b".into(), name: "mcp".into(), port: 8080 });
 }
@@ -93,7 +86,7 @@ fn an_authorizer_in_another_namespace_needs_a_reference_grant() {
         let s = topo.statuses.iter().find(|s| s.policy == "a/ea").unwrap();
         (s.ancestors[0].conditions[0].reason.clone(), s.ancestors[0].conditions[0].message.clone())
     };
-    let topo = topology(&external_auth(""), istio());
+    let topo = topology_of(&external_auth(""), istio());
     let (r, message) = reason(&topo);
     assert_eq!(r, "Invalid");
     assert!(message.contains("Service security/authz") && message.contains("ReferenceGrant"), "{message}");
@@ -105,10 +98,10 @@ fn an_authorizer_in_another_namespace_needs_a_reference_grant() {
              spec: {{from: [{{group: agentic.networking.x-k8s.io, kind: {from_kind}, namespace: a}}], to: [{{group: '', kind: Service, name: authz}}]}}\n"
         )
     };
-    let topo = topology(&external_auth(&grant("XAccessPolicy")), istio());
+    let topo = topology_of(&external_auth(&grant("XAccessPolicy")), istio());
     assert_eq!(reason(&topo).0, "Accepted");
     assert!(topo.gateways[0].listeners[0].plan.gateway.external_auth.is_some());
-    let topo = topology(&external_auth(&grant("XBackend")), istio());
+    let topo = topology_of(&external_auth(&grant("XBackend")), istio());
     assert_eq!(reason(&topo).0, "Invalid", "a grant for another kind does not count");
 }
 
@@ -120,7 +113,7 @@ fn route_selection_honours_query_parameter_matches() {
         spec:\n  parentRefs: [{name: gw}]\n  rules:\n  - matches: [{path: {value: /mcp}, queryParams: [{name: v, value: '2'}]}]\n    backendRefs: [{name: two, port: 80}]\n\
         \x20 - matches: [{path: {value: /mcp}, queryParams: [{type: RegularExpression, name: v, value: '[3-4]'}]}]\n    backendRefs: [{name: three, port: 80}]\n\
         \x20 - matches: [{path: {value: /mcp}}]\n    backendRefs: [{name: one, port: 80}]\n";
-    let topo = topology(yaml, ClusterNaming::Rendered);
+    let topo = topology_of(yaml, ClusterNaming::Rendered);
     let listener = &topo.gateways[0].listeners[0];
     let to = |path: &str| match &listener.select_route("h", path, "POST", &[]).unwrap().backends[0].0 {
         Upstream::Service { name, .. } => name.clone(),
