@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(r.upstream_removed, ["authorization", JWT_PAYLOAD_HEADER]);
         assert!(render(&for_gateway(&inv, "gw", "none"), false).unwrap().filters.is_empty());
         assert!(p.get("forward_payload_header").is_none());
-        // The native host: the payload header too, removed before jwt_authn and before the upstream.
+        // The native host: jwt_authn also writes the payload header (removed as on the Wasm host).
         let r = render(&ras, true).unwrap();
         assert_eq!(
             r.filters[0]["typed_config"]["mutations"]["request_mutations"],
@@ -375,5 +375,12 @@ mod tests {
         assert!(render(&for_gateway(&inv, "gw", "g"), false).is_ok());
         let err = render(&for_gateway(&inv, "gw", "g"), true).err().unwrap_or_default();
         assert!(err.contains("not supported with --native-module"), "{err}");
+        // spaceDelimitedClaims: added to Istio's two; the native host splits those two only.
+        let inv = ra("spaceDelimitedClaims: [groups, scope]");
+        let r = render(&for_gateway(&inv, "gw", "g"), false).unwrap();
+        let claims = &r.filters[1]["typed_config"]["providers"]["origins-0"]["normalize_payload_in_metadata"];
+        assert_eq!(claims["space_delimited_claims"], json!(["scope", "permission", "groups"]));
+        let err = render(&for_gateway(&inv, "gw", "g"), true).err().unwrap_or_default();
+        assert!(err.contains("spaceDelimitedClaims \"groups\" is not supported with --native-module"), "{err}");
     }
 }

@@ -416,12 +416,13 @@ mod tests {
         use base64::Engine as _;
         let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string()).into_bytes();
         let claims = serde_json::json!({"iss": "https://issuer.test", "sub": "agent-7", "exp": 1_900_000_000, "scope": "a  b"});
-        let issuer = b"https://issuer.test".to_vec();
+        let two = [b"https://issuer.test".to_vec(), b"other".to_vec()];
+        let issuer = &two[..1];
         let read = |issuers: &[Vec<u8>], payloads: &[Vec<u8>]| {
             metadata_from_payload_header(issuers, payloads).and_then(|m| Auth::from_metadata(&m))
         };
         // What the Wasm host reads from the metadata, and the same namespace for an authorizer.
-        let auth = read(&[issuer.clone()], &[b64(&claims)]).expect("claims");
+        let auth = read(issuer, &[b64(&claims)]).expect("claims");
         let wasm = Auth::from_metadata(&metadata_with_claims(&claims)).expect("claims");
         assert_eq!(auth, wasm);
         assert_eq!(auth.principal, "https://issuer.test/agent-7");
@@ -429,20 +430,20 @@ mod tests {
         assert_eq!(auth.claims["scope"], serde_json::json!(["a", "b"]));
         // Padded, as with `pad_forward_payload_header`.
         let mut padded = base64::engine::general_purpose::URL_SAFE.encode(claims.to_string()).into_bytes();
-        assert_eq!(read(&[issuer.clone()], &[padded.clone()]), Some(wasm.clone()));
+        assert_eq!(read(issuer, &[padded.clone()]), Some(wasm.clone()));
         padded.extend_from_slice(b"===");
-        assert_eq!(read(&[issuer.clone()], &[padded]), None);
+        assert_eq!(read(issuer, &[padded]), None);
         // A client's header without a verified token, or beside one.
         assert_eq!(read(&[], &[b64(&claims)]), None);
-        assert_eq!(read(&[issuer.clone()], &[b64(&claims), b64(&claims)]), None);
-        assert_eq!(read(&[issuer.clone(), b"other".to_vec()], &[b64(&claims)]), None);
+        assert_eq!(read(issuer, &[b64(&claims), b64(&claims)]), None);
+        assert_eq!(read(&two, &[b64(&claims)]), None);
         let other = serde_json::json!({"iss": "https://forged.test", "sub": "agent-7"});
-        assert_eq!(read(&[issuer.clone()], &[b64(&other)]), None);
-        assert_eq!(read(&[issuer.clone()], &[b64(&serde_json::json!({"sub": "agent-7"}))]), None);
+        assert_eq!(read(issuer, &[b64(&other)]), None);
+        assert_eq!(read(issuer, &[b64(&serde_json::json!({"sub": "agent-7"}))]), None);
         // Not base64url, not JSON, not an object: none, no panic.
         for bad in [&b"%%%"[..], b"", b"e30", b"WzFd", b"bm90IGpzb24"] {
-            assert_eq!(read(&[issuer.clone()], &[bad.to_vec()]), None, "{bad:?}");
+            assert_eq!(read(issuer, &[bad.to_vec()]), None, "{bad:?}");
         }
-        assert_eq!(read(&[issuer], &[]), None);
+        assert_eq!(read(issuer, &[]), None);
     }
 }
