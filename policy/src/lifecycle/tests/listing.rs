@@ -242,7 +242,7 @@ fn claims_decide_calls_and_lists_per_token() {
         allow_level(vec![
             RulePlan { name: "base".into(), mcp: Some(McpMatch { base_protocol: true, methods: vec![] }), ..RulePlan::default() },
             cel("agent-7", "request.auth.claims.sub == 'agent-7' && request.mcp.tool_name == 'get-sum'"),
-            cel("writers", "'tools:write' in request.auth.claims.scope.split(' ') && request.mcp.tool_name == 'echo'"),
+            cel("writers", "'tools:write' in request.auth.claims.scope && request.mcp.tool_name == 'echo'"), // a list (§6b)
             cel("principal", "request.auth.principal == 'https://i.test/agent-p' && request.mcp.tool_name == 'get-env'"),
         ]),
         None,
