@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,9 +15,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests/e2e"))
-sys.path.insert(0, str(REPO / "tests/k8s"))  # istio_chain: the ArrivalLog upstream (test_istio.py)
+sys.path.insert(0, str(REPO / "tests/k8s"))  # gateway_objects; istio_chain: the ArrivalLog upstream (test_istio.py)
 
 import harness  # noqa: E402
+from gateway_objects import ISTIO_SVC, ROUTE_AND_BACKEND, allow_policy, call, gateway  # noqa: E402,F401 (the tests' names)
 from harness import assert_allowed, assert_denied  # noqa: E402
 
 CACHE = Path(os.environ.get("TOOLGATE_ISTIO_CACHE")
@@ -114,13 +114,7 @@ class Controller:
         return harness.request("GET", f"http://127.0.0.1:{self.metrics_port}/metrics").body.decode()
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        harness._stop_process(self.proc)
 
 
 class XdsShim:
@@ -141,13 +135,7 @@ class XdsShim:
         return [line for line in self.log.read_text().splitlines() if "dropped" in line]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        harness._stop_process(self.proc)
 
 
 def envoy_bootstrap(xds_port: int, token: str, ip: str = GATEWAY_IP) -> dict:
@@ -188,51 +176,8 @@ def envoy_bootstrap(xds_port: int, token: str, ip: str = GATEWAY_IP) -> dict:
     }
 
 
-# The test objects and calls shared by the test files (the `stack` fixture in conftest.py applies services()).
-
-ISTIO_SVC = "outbound|8080||mcp-server.default.svc.cluster.local"
-
-
-
-def gateway(port: int) -> str:
-    """The Gateway's listener port is also its Service's port and targetPort, the port Envoy listens on."""
-    return f"""
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: default}}
-spec:
-  gatewayClassName: istio
-  listeners: [{{name: http, port: {port}, protocol: HTTP}}]
-"""
-ROUTE_AND_BACKEND = """
-apiVersion: agentic.networking.x-k8s.io/v0alpha0
-kind: XBackend
-metadata: {name: tools, namespace: default}
-spec: {mcp: {serviceName: mcp-server, port: 8080}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: r, namespace: default}
-spec:
-  parentRefs: [{name: gw}]
-  rules: [{matches: [{path: {type: PathPrefix, value: /mcp}}], backendRefs: [{name: mcp-server, port: 8080}]}]
-"""
-
-
-def allow_policy(name: str, tools: list[str], target: str = "gw") -> str:
-    ref = ("{group: gateway.networking.k8s.io, kind: Gateway, name: %s}" % target if target.startswith("gw")
-           else "{group: agentic.networking.x-k8s.io, kind: XBackend, name: %s}" % target)
-    return f"""
-apiVersion: agentic.networking.x-k8s.io/v1alpha1
-kind: XAccessPolicy
-metadata: {{name: {name}, namespace: default}}
-spec:
-  targetRefs: [{ref}]
-  action: Allow
-  rules:
-  - name: tools
-    authorization: {{type: Inline, mcp: {{methods: [{{name: tools/call, params: {json.dumps(tools)}}}]}}}}
-"""
+# The test objects and calls shared by the test files (the `stack` fixture in conftest.py applies services();
+# the Gateway, route, policies and call are tests/k8s/gateway_objects.py's, shared with tests/k8s).
 
 
 def services(gateway_port: int, mcp: harness.McpServer) -> str:
@@ -272,24 +217,6 @@ spec:
   address: {mcp.host}
   labels: {{app: mcp-server}}
 """
-
-
-def call(port: int, tool: str, mcp: harness.McpServer, headers: dict | None = None, *, method: str = "tools/call",
-         tls: tuple[harness.ClientCert | None, Path] | None = None) -> harness.Sent:
-    """A tools/call of `tool` (or a `method` without params) through the gateway; `tls=(client cert or None,
-    CA file)`: over HTTPS to a listener with a certificate for localhost from that CA."""
-    tag = f"tg={time.monotonic_ns()}"
-    params = {"name": tool, "arguments": {"a": 2, "b": 3, "message": "m"}} if method == "tools/call" else {}
-    body = harness.jsonrpc(method, params, id=7)
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **(headers or {})}
-    scheme, cert, ca = ("https", *tls) if tls else ("http", None, None)
-    try:
-        r = harness.request("POST", f"{scheme}://127.0.0.1:{port}/mcp?{tag}", body, headers, cert=cert, ca=ca,
-                            server_hostname="localhost" if tls else None, timeout=5)
-    except OSError as exc:
-        return harness.Sent(None, tag, 7, [], 0, exc)
-    executed = [e for e in mcp.executed() if str(e.get("path", "")).endswith(tag)]
-    return harness.Sent(r, tag, 7, executed, len(executed))
 
 
 def allowed(s: harness.Sent) -> bool:

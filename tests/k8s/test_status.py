@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 import harness
-from test_controller import BACKEND, GATEWAY, Controller, allow_policy, cluster, plugin, reset  # noqa: F401
+from gateway_objects import ROUTE_AND_BACKEND, allow_policy, gateway
+from k8s_stack import Controller, plugin, reset
 
 AFFECTED = "toolgate.dev/XAccessPolicyAffected"
 OTHER = "example.com/other-gateway-controller"
@@ -58,9 +59,9 @@ def test_target_condition_beside_other_controllers(cluster, tmp_path):
     reset(server)
     controller = Controller(server, tmp_path)
     try:
-        server.apply(GATEWAY + "---" + BACKEND)
+        server.apply(gateway() + "---" + ROUTE_AND_BACKEND)
         other_controller_writes(server, "by the other controller")
-        server.apply(allow_policy("p", "gw", ["get-sum"]) + "---" + allow_policy("q", "tools", ["get-sum"]))
+        server.apply(allow_policy("p", ["get-sum"]) + "---" + allow_policy("q", ["get-sum"], "tools"))
         gw = wait_affected(server, "gateway", "gw", "True", "Programmed")
         assert gw["message"] == "XAccessPolicy default/p: enforced", gw
         assert gw["observedGeneration"] == server.get("gateway", "gw")["metadata"]["generation"]
@@ -82,7 +83,7 @@ def test_target_condition_beside_other_controllers(cluster, tmp_path):
         assert affected(server, "gateway", "gw")["status"] == "True"
 
         # A second policy on the Gateway: named in the message, the transition time kept.
-        server.apply(allow_policy("p2", "gw", ["echo"]))
+        server.apply(allow_policy("p2", ["echo"]))
         again = harness.wait_for(lambda: (c := affected(server, "gateway", "gw")) and "default/p2" in c["message"] and c,
                                  timeout=30, what="p2 in the Gateway's condition")
         assert again["message"] == "XAccessPolicy default/p: enforced; default/p2: enforced", again
@@ -113,14 +114,14 @@ def test_rollout_annotations_reach_the_plan(cluster, tmp_path):
     reset(server)
     controller = Controller(server, tmp_path)
     try:
-        server.apply(GATEWAY + "---" + BACKEND)
+        server.apply(gateway() + "---" + ROUTE_AND_BACKEND)
         server.kubectl("annotate", "gateway", "gw", "-n", "default", "toolgate.dev/default=deny")
         wp = harness.wait_for(lambda: plugin(server), timeout=30, what="a WasmPlugin for the deny-by-default Gateway")
         config = wp["spec"]["pluginConfig"]
         assert config["settings"]["defaultDeny"] is True and config["gateway"] == {"allow": []}, config
         assert affected(server, "gateway", "gw") is None, "no policy targets gw"
 
-        server.apply(dry_run(allow_policy("shadow", "gw", ["get-sum"])))
+        server.apply(dry_run(allow_policy("shadow", ["get-sum"])))
         wp = harness.wait_for(lambda: (w := plugin(server)) and w["spec"]["pluginConfig"]["gateway"]["allow"] and w,
                               timeout=30, what="the dry-run policy in the plan")
         [entry] = wp["spec"]["pluginConfig"]["gateway"]["allow"]
