@@ -9,7 +9,8 @@
 //! repeated headers joined with `,`), `request.time`, `source.principal` (the caller's SPIFFE ID or
 //! ""), `request.auth.claims` (the payload of the JWT Envoy's `jwt_authn` verified, a map; `{}`
 //! without one) and `request.auth.principal` (`<iss>/<sub>` of that token, Istio's definition; ""
-//! without one): docs/semantics.md §6b. Functions: CEL's standard ones and the strings extension. A result other than `true`, or an
+//! without one): docs/semantics.md §6b. Functions: CEL's standard ones, the strings extension, and `split` on a
+//! list of strings too (each element split, the parts flattened: §6b). A result other than `true`, or an
 //! error (e.g. a missing key), is "no match".
 
 use crate::eval::HttpRequest;
@@ -128,7 +129,7 @@ mod imp {
     use std::sync::{Arc, OnceLock};
 
     use cel::common::ast::{Expr, IdedExpr, LiteralValue};
-    use cel::common::types::{CelBool, CelNull, CelString, STRING_TYPE};
+    use cel::common::types::{CelBool, CelList, CelNull, CelString, LIST_TYPE, STRING_TYPE};
     use cel::common::value::{CowVal, Val};
     use cel::context::VariableResolver;
     use cel::parser::PrattParser;
@@ -139,12 +140,13 @@ mod imp {
 
     thread_local! {
         /// The standard environment plus the strings extension (`lowerAscii`, `upperAscii`, `replace`,
-        /// `split`, `trim`, ...).
+        /// `split`, `trim`, ...), RE2's `matches` and `split` on a list of strings ([`split_each`]).
         static ENV: Arc<Env> = {
             let mut env = Env::stdlib();
             // Declaring these into a fresh standard environment cannot conflict.
             let _ = env.add_extension(cel::extensions::strings);
             let _ = env.add_overload(RE2_MATCHES, "toolgate_re2_matches_string_string", vec![STRING_TYPE, STRING_TYPE], re2_matches);
+            let _ = env.add_member_overload("split", "toolgate_list_split_string", LIST_TYPE, vec![STRING_TYPE], split_each);
             Arc::new(env)
         };
     }
@@ -194,6 +196,30 @@ mod imp {
         let matched = compiled_pattern(&pattern, |regex| regex.is_match(&subject))
             .map_err(|e| ExecutionError::function_error("matches", e))?;
         Ok(CowVal::owned(CelBool::from(matched)))
+    }
+
+    /// `list.split(sep)`: every element, a string, split as `string.split(sep)` splits it, the parts
+    /// in one list (docs/semantics.md §6b). So `claims.scope.split(' ')` reads a scope claim whether
+    /// it is a space-separated string or already a list (`jwt_authn`'s `normalize_payload_in_metadata`).
+    /// An element that is not a string is an error (no match).
+    fn split_each<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+        let failed = |why: &str| ExecutionError::function_error("split", why);
+        let [list, sep] = args.as_slice() else { return Err(failed("expects a list and a separator")) };
+        let sep = sep.downcast_ref::<CelString>().ok_or_else(|| failed("the separator must be a string"))?.inner();
+        let items = list.as_iterable().ok_or_else(|| failed("expects a list"))?;
+        let mut parts: Vec<Box<dyn Val>> = Vec::new();
+        let mut elements = items.iter();
+        while let Some(element) = elements.next() {
+            let text = element.downcast_ref::<CelString>().ok_or_else(|| failed("a list element is not a string"))?.inner();
+            // The strings extension's `split`: an empty separator splits between code points.
+            let pieces: Vec<&str> = if sep.is_empty() {
+                text.char_indices().map(|(i, c)| &text[i..i + c.len_utf8()]).collect()
+            } else {
+                text.split(sep).collect()
+            };
+            parts.extend(pieces.into_iter().map(|p| Box::new(CelString::from(p.to_owned())) as Box<dyn Val>));
+        }
+        Ok(CowVal::owned(CelList::from(parts)))
     }
 
     /// How many compiled `matches` patterns a VM keeps: an expression's patterns are almost always

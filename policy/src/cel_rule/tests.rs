@@ -196,3 +196,57 @@ fn token_claims_and_principal() {
     assert_eq!(u, Uses { auth: true, ..Uses::default() });
     assert!(compile("request.auth.token == 'x'").unwrap_err().contains("is not a variable"));
 }
+
+/// docs/semantics.md §6b: `split` on a list of strings splits every element and flattens the parts,
+/// so `scope.split(' ')` reads a normalized (list) scope as it reads a space-separated one; a string
+/// receiver keeps the strings extension's `split`.
+#[test]
+fn split_reads_a_scope_as_a_string_or_a_list() {
+    let headers = [(":path", "/mcp")];
+    let with = |claims: serde_json::Value, expression: &str| {
+        let token = crate::jwt::Auth::of_claims(claims, Vec::new());
+        let r = HttpRequest { auth: Some(&token), ..req(&headers) };
+        let rule = compile(expression).unwrap_or_else(|e| panic!("{expression}: {e}"));
+        rule.matches(&Input { req: &r, method: Some("tools/call"), tool_name: Some("get-sum"), params: Some("{}") })
+    };
+    let as_string = serde_json::json!({"scope": "tools:read tools:write", "n": 1});
+    let as_list = serde_json::json!({"scope": ["tools:read", "tools:write"], "n": 1});
+    for claims in [&as_string, &as_list] {
+        for yes in [
+            "'tools:write' in request.auth.claims.scope.split(' ')",
+            "request.auth.claims.scope.split(' ') == ['tools:read', 'tools:write']",
+        ] {
+            assert!(with(claims.clone(), yes), "{claims}: {yes}");
+        }
+        assert!(!with(claims.clone(), "'tools:admin' in request.auth.claims.scope.split(' ')"), "{claims}");
+    }
+    // A string receiver: the strings extension's `split`, unchanged (an empty separator splits
+    // between code points, a limit keeps the remainder).
+    for yes in [
+        "'a b  c'.split(' ') == ['a', 'b', '', 'c']",
+        "'aé'.split('') == ['a', 'é']",
+        "'a b c'.split(' ', 2) == ['a', 'b c']",
+        "''.split(' ') == ['']",
+    ] {
+        assert!(with(as_string.clone(), yes), "{yes}");
+    }
+    // A list receiver: each element split, the parts in order; an empty list has none.
+    for yes in [
+        "['a b', 'c', ''].split(' ') == ['a', 'b', 'c', '']",
+        "['a,b', 'c d'].split(',') == ['a', 'b', 'c d']",
+        "['aé', 'b'].split('') == ['a', 'é', 'b']",
+        "[].split(' ') == []",
+        "request.auth.claims.scope.split(' ').split(':').exists(p, p == 'write')",
+    ] {
+        assert!(with(as_list.clone(), yes), "{yes}");
+    }
+    // An element that is not a string is an evaluation error: no match, whatever surrounds it.
+    for no in [
+        "'a' in ['a', 1].split(' ')",
+        "!('a' in ['a', 1].split(' '))",
+        "size(['a', ['b']].split(' ')) >= 0",
+        "request.auth.claims.n.split(' ') == []",
+    ] {
+        assert!(!with(as_list.clone(), no), "{no}");
+    }
+}
