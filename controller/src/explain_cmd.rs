@@ -395,6 +395,7 @@ impl lifecycle::Host for Simulated {
     fn record(&mut self, summary: &str) {
         self.summary = Some(summary.to_string());
     }
+    const RECORDS: bool = true;
     fn recorder(&mut self) -> Option<&mut Record> {
         Some(&mut self.trace)
     }

@@ -278,6 +278,7 @@ impl Host for FakeHost {
     fn logs_at(&mut self, level: LogLevel) -> bool {
         self.debug || level > LogLevel::Debug
     }
+    const RECORDS: bool = true;
     fn recorder(&mut self) -> Option<&mut crate::eval::Record> {
         self.trace.as_mut()
     }

@@ -45,7 +45,7 @@ pub(super) struct AuthIndex {
     pub(super) index: LevelIndex,
 }
 
-/// What deciding needs of a rule; `explain` reads the rest from the plan.
+/// What deciding needs of a rule; the record of a walk (trace.rs) reads the rest from the plan.
 #[derive(Debug)]
 pub(super) struct IndexedRule {
     /// Index in `LevelIndex::policies`.

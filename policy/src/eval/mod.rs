@@ -119,7 +119,7 @@ pub struct Evaluator {
     /// enforced (the shadow decision). None without dry-run policies: nothing to do per request.
     shadow: Option<Box<ShadowLevels>>,
     /// docs/semantics.md §6a deny by default (`settings.defaultDeny`): the level in force on a route
-    /// where no enforced policy applies, and the plan it was built from (for `explain`).
+    /// where no enforced policy applies, and the plan it was built from (for the record of a walk).
     default_deny: Option<Box<(LevelPlan, LevelIndex)>>,
 }
 

@@ -167,9 +167,11 @@ pub trait Host: HostBase {
     fn remove_request_header(&mut self, name: &str);
     /// Stores the decision summary where the access log reads it.
     fn record(&mut self, summary: &str);
+    /// Whether this host keeps the engine's record of why it decides ([`Host::recorder`]). False
+    /// in the proxies (the default): their lifecycle is compiled without the recording walk.
+    const RECORDS: bool = false;
     /// Where `toolgate explain` keeps why the engine decided (docs/semantics.md §7): the walks of
-    /// the request's routes, recorded as the engine makes them. None in the proxies (the default):
-    /// the engine then walks with a trace that records nothing, compiled away.
+    /// the request's routes, recorded as the engine makes them. Read only when [`Host::RECORDS`].
     fn recorder(&mut self) -> Option<&mut crate::eval::Record> {
         None
     }

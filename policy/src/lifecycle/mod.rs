@@ -359,11 +359,10 @@ impl Request {
             Denied(String, Counter, response::Reply),
             Call(authz::Prepared<'p>, Level, Option<usize>),
         }
-        let recorder = host.recorder();
         let (next, read) = with_request(
             &held,
             loaded,
-            |req, body| match step(&ev.route(held.cluster.as_deref()), req, body, held.authorized, recorder) {
+            |req, body| match step(&mut *host, &ev.route(held.cluster.as_deref()), req, body, held.authorized) {
                 Step::Decided(d) if d.allowed() => {
                     // A route without (enforced) policy is read only for the shadow decision: its lists pass.
                     let lists = match body {

@@ -7,18 +7,21 @@ use crate::authz::{self, CallInput};
 use crate::eval::{BodyInput, HttpRequest, Step};
 use crate::mcp::{self, KeptBody, NotMcp, ReadOptions};
 
-/// A step of `route`'s walk, recorded when the host keeps a record (`toolgate explain`).
-pub(super) fn step<'e>(
+/// A step of `route`'s walk, recorded when the host keeps a record (`toolgate explain`). Decided at
+/// compile time ([`Host::RECORDS`]): the proxies' code has no recording walk in it.
+pub(super) fn step<'e, H: Host>(
+    host: &mut H,
     route: &crate::eval::Route<'e>,
     req: &HttpRequest<'_>,
     body: BodyInput<'_, '_>,
     authorized: u32,
-    recorder: Option<&mut crate::eval::Record>,
 ) -> Step<'e> {
-    match recorder {
-        Some(record) => route.step_recorded(req, body, authorized, record),
-        None => route.step(req, body, authorized),
+    if H::RECORDS {
+        if let Some(record) = host.recorder() {
+            return route.step_recorded(req, body, authorized, record);
+        }
     }
+    route.step(req, body, authorized)
 }
 
 /// The authorizer call a walk asks for, about the JSON-RPC message it names (the enforced and the

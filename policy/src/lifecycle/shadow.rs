@@ -47,11 +47,10 @@ impl Request {
         loop {
             let Some(shadow) = held.shadow.as_deref() else { return Action::Continue };
             let authorized = shadow.authorized;
-            let recorder = host.recorder();
             let (next, read) = with_request(
                 &held,
                 loaded,
-                |req, body| match step(&route, req, body, authorized, recorder) {
+                |req, body| match step(&mut *host, &route, req, body, authorized) {
                     Step::Decided(d) => Next::Decided(d.allowed(), d.summary()),
                     Step::Authorize(call) => {
                         // The enforced walk's answer to the same call (the n-th for this level and message), if it got one.
