@@ -511,3 +511,24 @@ fn a_dry_run_annotation_that_is_not_a_boolean_is_warned_about() {
     let status = std::fs::read_to_string(case.dir.join("out/status.json")).unwrap();
     assert!(status.contains(r#""Policy accepted""#), "{status}");
 }
+
+/// docs/semantics.md §6b: the issue's `scope.split(' ')` validates, and explains the same whether the
+/// scope claim is a space-separated string or a list (as jwt_authn's normalize_payload_in_metadata
+/// writes it): `split` on a list splits every element.
+#[test]
+fn a_scope_split_rule_reads_a_string_or_a_list_scope() {
+    let rules = "  rules:\n  - name: writers\n    authorization: {type: CEL, cel: {expression: \"'tools:write' in request.auth.claims.scope.split(' ')\"}}\n";
+    let case = Case::new("scope-split", &[policy("p", "2026-01-01T00:00:00Z", GW, rules)]);
+    let o = toolgate(&["validate", "-f", case.input()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let call = r#"body: {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get-sum"}}"#;
+    let explain = |scope: &str| case.explain(&format!("listener: http\nclaims: {{sub: agent-7, scope: {scope}}}\n{call}\n"), &[]);
+    for scope in [r#"["tools:read", "tools:write"]"#, r#""tools:read tools:write""#] {
+        let out = explain(scope);
+        assert!(out.contains("decision: ALLOW (allow gateway=default/p:writers"), "{scope}: {out}");
+    }
+    for scope in [r#"["tools:read"]"#, r#""tools:read""#, "[tools:read, 7]"] {
+        let out = explain(scope);
+        assert!(out.contains("decision: DENY"), "{scope}: {out}");
+    }
+}
