@@ -147,6 +147,18 @@ def test_allowed_and_denied_by_sub_scope_and_principal(gw, keys):
     assert_denied(gw.call("get-sum", headers=ec_token, **HTTP))
 
 
+def test_the_issues_scope_split_expression_matches_the_normalized_scope(gateway, keys):
+    """docs/semantics.md §6b: jwt_authn hands `scope` over as a list, and `split` on a list splits every
+    element, so the issue's own `scope.split(' ')` matches as `in scope` does."""
+    gw = gateway(policy("split", cel("writers", "'tools:write' in request.auth.claims.scope.split(' ')")),
+                 request_authentication(keys), listeners={"http": "HTTP"})
+    writer = bearer(keys.token("agent-w", scope="tools:read tools:write"))
+    assert "allow gateway=default/split:writers" in gw.decision(gw.call("get-sum", headers=writer, **HTTP))
+    assert_allowed(gw.call("echo", headers=writer, **HTTP))
+    assert_denied(gw.call("get-sum", headers=bearer(keys.token("agent-r", scope="tools:read")), **HTTP))
+    assert_denied(gw.call("get-sum", **HTTP))
+
+
 def test_invalid_tokens_get_401_and_reach_nothing(gw, keys):
     for token in (keys.token(exp_in=-120),                     # expired
                   keys.token(forged=True),                     # signed by another key (same kid)
