@@ -238,6 +238,8 @@ def main() -> int:
                     help="requests per configuration under callgrind (0: skip that stage)")
     ap.add_argument("--starts", type=int, default=3 if quick else 9,
                     help="Envoy starts per configuration for the start-up time and RSS (bench/startup.py; 0: skip)")
+    ap.add_argument("--callgrind-configs", default="",
+                    help="the configurations counted under callgrind (default: every one of --configs)")
     ap.add_argument("--out-dir", type=Path, default=WORK / "quick" if quick else REPO / "docs")
     ap.add_argument("--baseline", metavar="REV", default="",
                     help=f"also run ({BASELINE_KEY}): (c) with the filter .wasm built at commit REV (git worktree under /tmp)")
@@ -484,7 +486,8 @@ def main() -> int:
             e.stop()
         cg = {}
         if args.callgrind_requests:
-            cg = callgrind(keys, dirs, ports, certs, body_paths, args.callgrind_requests)
+            counted = [k for k in keys if not args.callgrind_configs or k in args.callgrind_configs.split(",")]
+            cg = callgrind(counted, dirs, ports, certs, body_paths, args.callgrind_requests)
     finally:
         for e in envoys.values():
             e.stop()
