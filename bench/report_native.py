@@ -131,7 +131,7 @@ def section(results: dict, summ: dict) -> list[str]:
                 return (small.get(k) or {}).get("d_cpu")
             dw, dn = d(w), d(n)
             ratio = f"{dn / dw:.2f}" if dw and dn is not None and dw > 0 else "–"
-            L.append(f"| ({w}) {results['configs'].get(w, ('?',))[0]} | {_f(dw, '+,.1f')} | {_f(t(w), '+.1f')} | "
+            L.append(f"| ({w}) {results['configs'].get(w, ('not in this run',))[0]} | {_f(dw, '+,.1f')} | {_f(t(w), '+.1f')} | "
                      f"({n}) {results['configs'][n][0]} | {_f(dn, '+,.1f')} | {_f(t(n), '+.1f')} | {ratio} |")
         L.append("")
     if starts:
