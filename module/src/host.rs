@@ -9,16 +9,24 @@ use crate::base::{log, log_level, now_ms};
 use crate::counters::{Counters, DECISION_KEY};
 
 /// A header map in the proxy-wasm serialisation the lifecycle reads (`headers::serialize_map`, on
-/// bytes: header values need not be UTF-8).
-fn serialize_raw(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+/// bytes: header values need not be UTF-8), written in one allocation of its final size.
+///
+/// SAFETY: `headers` must be what Envoy wrote in the current hook.
+unsafe fn serialize_raw(headers: &[EnvoyHttpHeader]) -> Vec<u8> {
     let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
-    let mut out = Vec::with_capacity(4 + pairs.iter().map(|(k, v)| 10 + k.len() + v.len()).sum::<usize>());
-    out.extend(len(pairs.len()));
-    for (k, v) in pairs {
+    let size = headers.iter().fold(4usize, |t, h| {
+        let (k, v) = h.parts();
+        t.saturating_add(10).saturating_add(k.len()).saturating_add(v.len())
+    });
+    let mut out = Vec::with_capacity(size);
+    out.extend(len(headers.len()));
+    for h in headers {
+        let (k, v) = h.parts();
         out.extend(len(k.len()));
         out.extend(len(v.len()));
     }
-    for (k, v) in pairs {
+    for h in headers {
+        let (k, v) = h.parts();
         out.extend_from_slice(k);
         out.push(0);
         out.extend_from_slice(v);
@@ -73,27 +81,42 @@ impl ModuleHost {
         }
     }
 
-    fn body(&self, buffered: u32, received: u32, in_hook: bool, received_is_buffered: bool) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut kinds = vec![buffered];
-        if in_hook && !received_is_buffered {
-            kinds.push(received);
-        }
-        for kind in kinds {
-            // SAFETY: `envoy` is this filter's pointer; the vector has room for `n` buffers; the
-            // buffers are copied out before any other callback.
-            unsafe {
-                let n = envoy_dynamic_module_callback_http_get_body_chunks_size(self.envoy, kind);
-                if n == 0 {
-                    continue;
-                }
-                let mut chunks = vec![EnvoyBuffer::null(); n];
-                if envoy_dynamic_module_callback_http_get_body_chunks(self.envoy, kind, chunks.as_mut_ptr()) {
-                    for c in &chunks {
-                        out.extend_from_slice(c.bytes());
-                    }
-                }
+    /// The chunks Envoy holds in body `kind` (borrowed: valid until the next callback that changes
+    /// the body).
+    fn chunks(&self, kind: u32) -> Vec<EnvoyBuffer> {
+        // SAFETY: `envoy` is this filter's pointer; the vector has room for `n` buffers.
+        unsafe {
+            let n = envoy_dynamic_module_callback_http_get_body_chunks_size(self.envoy, kind);
+            if n == 0 {
+                return Vec::new();
             }
+            let mut chunks = vec![EnvoyBuffer::null(); n];
+            if envoy_dynamic_module_callback_http_get_body_chunks(self.envoy, kind, chunks.as_mut_ptr()) {
+                chunks
+            } else {
+                Vec::new()
+            }
+        }
+    }
+
+    /// The first `size` bytes of the body: the buffered chunks, then (inside the body hook, when
+    /// Envoy has not buffered them yet) the received ones, copied once into a vector allocated at
+    /// its final size (issue 27: growing it chunk by chunk re-copied a 30 KB answer in reallocs).
+    fn body(&self, buffered: u32, received: u32, in_hook: bool, received_is_buffered: bool, size: usize) -> Vec<u8> {
+        let mut chunks = self.chunks(buffered);
+        if in_hook && !received_is_buffered {
+            chunks.extend(self.chunks(received));
+        }
+        let total = chunks.iter().fold(0usize, |t, c| t.saturating_add(c.length));
+        let mut out = Vec::with_capacity(total.min(size));
+        for c in &chunks {
+            let room = size - out.len();
+            if room == 0 {
+                break;
+            }
+            // SAFETY: the buffers Envoy just wrote, copied out before any other callback.
+            let bytes = unsafe { c.bytes() };
+            out.extend_from_slice(bytes.get(..room).unwrap_or(bytes));
         }
         out
     }
@@ -221,8 +244,7 @@ impl Host for ModuleHost {
             if n > 0 && !envoy_dynamic_module_callback_http_get_headers(self.envoy, REQUEST_HEADER, headers.as_mut_ptr()) {
                 return None;
             }
-            let pairs: Vec<(&[u8], &[u8])> = headers.iter().map(|h| h.parts()).collect();
-            Some(serialize_raw(&pairs))
+            Some(serialize_raw(&headers))
         }
     }
 
@@ -259,10 +281,8 @@ impl Host for ModuleHost {
 
     fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
         let in_hook = self.phase == Phase::RequestBody;
-        let mut body =
-            self.body(BUFFERED_REQUEST_BODY, RECEIVED_REQUEST_BODY, in_hook, in_hook && self.received_is_buffered_request());
-        body.truncate(size);
-        Some(body)
+        let received_is_buffered = in_hook && self.received_is_buffered_request();
+        Some(self.body(BUFFERED_REQUEST_BODY, RECEIVED_REQUEST_BODY, in_hook, received_is_buffered, size))
     }
 
     fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool {
@@ -360,10 +380,8 @@ impl Host for ModuleHost {
 
     fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
         let in_hook = self.phase == Phase::ResponseBody;
-        let mut body =
-            self.body(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, in_hook, in_hook && self.received_is_buffered_response());
-        body.truncate(size);
-        Some(body)
+        let received_is_buffered = in_hook && self.received_is_buffered_response();
+        Some(self.body(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, in_hook, received_is_buffered, size))
     }
 
     fn replace_response_body(&mut self, _size: usize, body: &[u8]) -> bool {
