@@ -214,7 +214,7 @@ impl Ctx<'_> {
         let plan_json = serde_json::to_string(&l.plan).expect("plans serialise");
         let access_log_path =
             self.args.access_log.as_ref().map_or_else(|| "/dev/stdout".to_string(), |p| p.display().to_string());
-        let hcm = json!({
+        let mut hcm = json!({
             "name": "envoy.filters.network.http_connection_manager",
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
@@ -272,6 +272,10 @@ impl Ctx<'_> {
                 ]).collect::<Vec<Value>>(),
             },
         });
+        // jwt_authn's wrong-audience 403 answered 401, as its other invalid tokens (docs/semantics.md §6b).
+        if let Some(local_reply) = &tokens.local_reply_config {
+            hcm["typed_config"]["local_reply_config"] = local_reply.clone();
+        }
         let mut chain = json!({ "filters": [hcm] });
         match listener.protocol.as_str() {
             "HTTP" => {}

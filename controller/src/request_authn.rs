@@ -141,6 +141,31 @@ pub struct Rendered {
     /// so that the filter can count the credentials a request carries (docs/semantics.md §6b), and
     /// the route removes them before the upstream, as Istio's `forward: false` would.
     pub upstream_removed: Vec<String>,
+    /// The HTTP connection manager's `local_reply_config` (None without RequestAuthentication):
+    /// see [`WRONG_AUDIENCE_DETAILS`].
+    pub local_reply_config: Option<Value>,
+}
+
+/// The response code details of jwt_authn's answer to a token whose audience no rule accepts: 403
+/// "Audiences in Jwt are not allowed". Every other invalid token is its 401. RFC 6750 (§3.1) and the
+/// issue's semantics make it an invalid token as well: the connection manager's local reply mapper
+/// answers this one reply, and no other 403, with 401 (docs/semantics.md §6b). jwt_authn's own
+/// `www-authenticate: Bearer realm=..., error="invalid_token"` header stays on the reply.
+pub const WRONG_AUDIENCE_DETAILS: &str = "jwt_authn_access_denied{Audiences_in_Jwt_are_not_allowed}";
+
+fn local_reply_config() -> Value {
+    json!({
+        "mappers": [{
+            "filter": { "extension_filter": {
+                "name": "envoy.access_loggers.extension_filters.cel",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter",
+                    "expression": format!("response.code == 403 && response.code_details == '{WRONG_AUDIENCE_DETAILS}'"),
+                },
+            } },
+            "status_code": 401,
+        }],
+    })
 }
 
 /// The filters (none without RequestAuthentication), or what is wrong with a rule. `native_module`:
@@ -259,7 +284,7 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -
         }
     }
     if providers.is_empty() {
-        return Ok(Rendered { filters: Vec::new(), jwks, upstream_removed: Vec::new() });
+        return Ok(Rendered { filters: Vec::new(), jwks, upstream_removed: Vec::new(), local_reply_config: None });
     }
     let mut upstream_removed: Vec<String> = unforwarded.into_iter().filter(|h| !forwarded.contains(h)).collect();
     // The client's copy before jwt_authn, the verified one (native host) before the upstream: on
@@ -291,7 +316,7 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -
         }));
     }
     filters.push(jwt_authn);
-    Ok(Rendered { filters, jwks, upstream_removed })
+    Ok(Rendered { filters, jwks, upstream_removed, local_reply_config: Some(local_reply_config()) })
 }
 
 /// `--resolve` keys a jwksUri host may be given by: the host itself, or `name.namespace` of a
@@ -344,6 +369,17 @@ mod tests {
         assert_eq!(r.upstream_removed, ["authorization", JWT_PAYLOAD_HEADER]);
         assert!(render(&for_gateway(&inv, "gw", "none"), false).unwrap().filters.is_empty());
         assert!(p.get("forward_payload_header").is_none());
+        // jwt_authn's wrong-audience 403, and only that reply, is answered 401.
+        let mappers = &r.local_reply_config.as_ref().expect("a local reply mapper")["mappers"];
+        assert_eq!(mappers.as_array().map(Vec::len), Some(1));
+        assert_eq!(mappers[0]["status_code"], 401);
+        let filter = &mappers[0]["filter"]["extension_filter"];
+        assert_eq!(filter["name"], "envoy.access_loggers.extension_filters.cel");
+        assert_eq!(
+            filter["typed_config"]["expression"],
+            "response.code == 403 && response.code_details == 'jwt_authn_access_denied{Audiences_in_Jwt_are_not_allowed}'"
+        );
+        assert!(render(&for_gateway(&inv, "gw", "none"), false).unwrap().local_reply_config.is_none());
         // The native host: jwt_authn also writes the payload header (removed as on the Wasm host).
         let r = render(&ras, true).unwrap();
         assert_eq!(

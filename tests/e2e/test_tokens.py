@@ -109,7 +109,8 @@ def bearer(token: str) -> dict:
 
 
 def assert_unauthorized(sent: harness.Sent, status: int = 401) -> None:
-    """Envoy's jwt_authn refused the token (401; 403 for a wrong audience): nothing reached the MCP server."""
+    """Envoy's jwt_authn refused the token (401; its 403 for a wrong audience is mapped to 401 by render):
+    nothing reached the MCP server."""
     assert sent.response is not None, sent
     assert sent.status == status, sent
     assert sent.executed == [] and sent.upstream_requests == 0, sent
@@ -166,12 +167,30 @@ def test_invalid_tokens_get_401_and_reach_nothing(gw, keys):
                   keys.token(iss=EC_ISSUER, algorithm="RS256"),  # the EC issuer's name on an RSA-signed token
                   "not.a.jwt"):
         assert_unauthorized(gw.call("get-sum", headers=bearer(token), **HTTP))
-    # A wrong audience: Envoy's jwt_authn (and so Istio) answers 403 "Audiences in Jwt are not allowed".
+    # A wrong audience: jwt_authn answers it 403 "Audiences in Jwt are not allowed" (as under Istio);
+    # render's local reply mapper makes that one reply a 401 (RFC 6750 invalid_token), nothing else.
     sent = gw.call("get-sum", headers=bearer(keys.token(aud="another-audience")), **HTTP)
-    assert_unauthorized(sent, status=403)
+    assert_unauthorized(sent)
     assert b"Audiences in Jwt are not allowed" in sent.response.body, sent
+    assert 'error="invalid_token"' in sent.response.headers.get("www-authenticate", ""), sent.response.headers
     # The same token with the right audience passes.
     assert_allowed(gw.call("get-sum", headers=bearer(keys.token(aud=AUDIENCE)), **HTTP))
+
+
+def test_the_audience_mapping_leaves_every_other_403_alone(gw, keys):
+    """docs/semantics.md §6b: the local reply mapper matches jwt_authn's wrong-audience reply only; Toolgate's
+    own plain 403s (a request that is not MCP, a denied notification) stay 403, with or without a token."""
+    wrong_audience = bearer(keys.token("agent-7", aud="another-audience"))
+    for headers, status in ((None, 403), (bearer(keys.token("agent-7")), 403), (wrong_audience, 401)):
+        for sent in (gw.send("DELETE", None, headers=headers, **HTTP), gw.send("POST", "not json", headers=headers, content_type="text/plain", **HTTP),
+                     gw.post({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo", "arguments": {}}},
+                             headers=headers, **HTTP)):
+            assert sent.status == status, (headers, sent)
+            assert sent.executed == [] and sent.upstream_requests == 0, sent
+    # The JSON-RPC denial of a call is 200 with a JSON-RPC 403, untouched.
+    denied = gw.call("echo", headers=bearer(keys.token("agent-7")), **HTTP)
+    assert_denied(denied)
+    assert denied.status == 200, denied
 
 
 def test_without_a_token_rules_over_claims_do_not_match(gw):
