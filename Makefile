@@ -40,24 +40,44 @@ wasm: setup
 	$(VENV)/bin/python scripts/wasm-keep-exports.py $(WASM) filter/exports.txt
 	@ls -l $(WASM) $(WASM_NO_LISTS)
 
-# make test: lint and the native and wasm32 unit tests; then everything the Envoy, API-server and
-# Istio suites need, built once; then those suites in parallel (they wait on conditions, never on
-# time; pytest-xdist spreads the e2e files over workers); then fuzzing. Each suite also runs alone
-# (make test-e2e, test-k8s, test-istio).
+# make test: one dependency graph run by `make -j` (TEST_GRAPH=1 below). The unit tests' build comes
+# first (it also writes target/debug/toolgate with its own features, so it must not run under a suite),
+# then the dev binaries, the two .wasm and the module (cargo takes them one at a time on its target-dir
+# lock). Each suite starts as soon as its own inputs exist: the e2e and bypass suites once per host
+# (pytest-xdist spreads their files over workers), the API-server and Istio suites one after the other.
+# Lint, the unit tests' run, the wasm32 unit tests and the fuzzing (its own target folder) fill the
+# cores beside them at a lower priority (nice). The suites wait on conditions, never on time. Each part
+# also runs alone (make lint, test-unit, test-wasm, test-e2e, test-k8s, test-istio, test-fuzz).
 E2E_WORKERS ?= 3
-test: lint test-unit test-wasm test-prepare
-	$(MAKE) --no-print-directory -j3 --output-sync=target suite-e2e suite-e2e-native suite-clusters
-	$(MAKE) --no-print-directory test-fuzz
+TEST_JOBS ?= 6
+test:
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target TEST_GRAPH=1 test-graph
+
+.PHONY: test-graph test-unit-build
+test-graph: lint test-unit test-wasm suite-e2e suite-e2e-native suite-clusters test-fuzz
+
+test-unit-build: setup
+	$(CARGO) test --locked --workspace --no-run
+
+ifdef TEST_GRAPH
+suite-e2e: build wasm go-mcp-server
+suite-e2e-native: build module go-mcp-server
+suite-clusters: build wasm istio-control-plane
+# Order only: one cargo build after another, in the order the suites need them.
+build: | test-unit-build
+wasm: | build
+module: | wasm
+lint test-unit test-wasm: | module
+lint test-unit test-wasm test-fuzz: NICE := nice -n 10
+endif
+NICE ?=
 
 # Formatting (rustfmt.toml) and clippy with warnings as errors, over every crate and target.
 lint: setup
-	$(CARGO) fmt --all --check
-	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	$(NICE) $(CARGO) fmt --all --check
+	$(NICE) $(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
-test-prepare: build wasm module go-mcp-server istio-control-plane
-	bash tests/k8s/apiserver.sh ensure
-
-.PHONY: lint test-prepare suite-e2e suite-e2e-native suite-clusters suite-k8s suite-istio
+.PHONY: lint suite-e2e suite-e2e-native suite-clusters suite-k8s suite-istio
 # The e2e and bypass suites once per filter host (tests/conftest.py: --host): every test runs on
 # both, except those marked host("wasm") or host("native") (about one host: the Wasm VM, the module
 # itself), which run in their host's suite and are skipped, with their reason, in the other's.
@@ -80,13 +100,13 @@ suite-istio:
 	$(PYTEST) tests/istio -q -ra
 
 test-unit: setup
-	$(CARGO) test --locked --workspace
+	$(NICE) $(CARGO) test --locked --workspace
 
 # The engine's tests compiled to wasm32-wasip1, the filter's target (32-bit usize), run by Node's WASI.
 test-wasm: setup
 	@command -v node >/dev/null || apt-get install -y -qq nodejs
 	CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $(CURDIR)/scripts/wasi-run.mjs" \
-	  $(CARGO) test --locked -p toolgate-policy --target wasm32-wasip1
+	  $(NICE) $(CARGO) test --locked -p toolgate-policy --target wasm32-wasip1
 
 # Fuzzing with libFuzzer on the stable toolchain (fuzz/run.sh, docs/security.md): FUZZ_SECONDS per
 # target; make test runs each for 60 s from the checked-in corpus.
@@ -95,7 +115,7 @@ fuzz: setup
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh
 
 test-fuzz: setup
-	FUZZ_SECONDS=60 bash fuzz/run.sh
+	FUZZ_SECONDS=60 $(NICE) bash fuzz/run.sh
 
 test-e2e: build wasm module go-mcp-server
 	$(MAKE) --no-print-directory suite-e2e

@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tests/k8s/apiserver.sh ensure
-${CARGO:-cargo} test --locked -p toolgate --test crd_apiserver -- --include-ignored --nocapture
+# --workspace, as `make test-unit`: dependencies get the same features, so this reuses its build (with -p,
+# feature unification differs and about 2 minutes of crates are compiled again).
+${CARGO:-cargo} test --locked --workspace --test crd_apiserver -- --include-ignored --nocapture
 # `toolgate controller` against the same kind of server (its own instance), and its WasmPlugin's
 # pluginConfig in a real Envoy.
 exec .venv/bin/pytest tests/k8s -q -ra
