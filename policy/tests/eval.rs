@@ -1,4 +1,6 @@
 //! Evaluator and per-policy compiler: docs/semantics.md §3 decisions on hand-built messages.
+//! The policy model's decisions are here; the MCP headers' agreement with the body (§4) is in
+//! eval/headers.rs, the denial replies (§5) and `explain`'s record in eval/replies.rs.
 
 use std::borrow::Cow;
 
@@ -339,82 +341,6 @@ fn batch_is_allowed_only_when_every_element_is() {
 }
 
 #[test]
-fn mcp_headers_must_agree_with_the_body() {
-    let empty = r#"{"targetRefs":[],"action":"Allow"}"#;
-    let ev = plan(vec![policy("open", empty)], vec![]);
-    let mut req = Req::post(None);
-    req.headers.push(("mcp-method", "tools/call"));
-    assert!(allowed(&ev, &req, call("echo")));
-    assert!(!allowed(&ev, &req, msg("tools/list", Some("1"), None, None)));
-    req.headers.push(("mcp-name", "echo"));
-    assert!(allowed(&ev, &req, call("echo")));
-    assert_eq!(decide(&ev, None, &req, call("get-sum")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Name" }));
-    let mut req = Req::post(None);
-    req.headers.push(("mcp-name", "x"));
-    assert!(!allowed(&ev, &req, msg("ping", Some("1"), None, None)), "Mcp-Name on a message without a name");
-    // MCP 2026-07-28: values that are not plain ASCII come base64-encoded; compared decoded.
-    let mut req = Req::post(None);
-    req.headers.push(("mcp-name", "=?base64?d2V0dGVyLWfDpHN0?=")); // "wetter-gäst"
-    assert!(allowed(&ev, &req, call("wetter-gäst")));
-    assert!(!allowed(&ev, &req, call("wetter-gast")));
-    let mut req = Req::post(None);
-    req.headers.push(("mcp-name", "=?base64?not base64!?="));
-    assert!(!allowed(&ev, &req, call("echo")), "undecodable: a mismatch");
-    // The encoded form is for Mcp-Name and Mcp-Param-* only: an encoded Mcp-Method is compared as sent.
-    let mut req = Req::post(None);
-    req.headers.push(("mcp-method", "=?base64?dG9vbHMvY2FsbA==?=")); // "tools/call"
-    assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Method" }));
-    assert_eq!(toolgate_policy::eval::mcp_header_value("mcp-param-region", "=?base64?w6k=?=").as_deref(), Some("é"));
-    // A mismatch is answered 400 with -32020 and the request id.
-    let body = McpBody::Single(msg("tools/call", Some("5"), Some("echo"), None));
-    let mut req = Req::post(None);
-    req.headers.push(("mcp-method", "tools/list"));
-    let d = ev.route(None).decide(&req.http(), BodyInput::Mcp(&body));
-    let reply = response::denial(BodyInput::Mcp(&body), &d, false);
-    assert_eq!(reply.status, 400);
-    assert_eq!(
-        reply.body,
-        r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32020,"message":"Header mismatch: the Mcp-Method header does not match the body"}}"#
-    );
-}
-
-#[test]
-fn header_matchers_see_decoded_mcp_values() {
-    let rule = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"r","authorization":{"type":"Inline","headers":[{"name":"mcp-name","value":"wetter-gäst"}]}}]}"#;
-    let ev = plan(vec![policy("p", rule)], vec![]);
-    let mut req = Req::post(None);
-    req.headers.push(("mcp-name", "=?base64?d2V0dGVyLWfDpHN0?="));
-    assert!(allowed(&ev, &req, call("wetter-gäst")));
-}
-
-#[test]
-fn denial_replies_echo_the_id_with_its_type() {
-    let ev = plan(vec![policy("p", SA_A_GET_SUM)], vec![]);
-    let req = Req::post(None);
-    for (id, expected) in [("7", r#""id":7"#), (r#""abc""#, r#""id":"abc""#)] {
-        let body = McpBody::Single(msg("tools/call", Some(id), Some("echo"), None));
-        let d = ev.route(None).decide(&req.http(), BodyInput::Mcp(&body));
-        let reply = response::denial(BodyInput::Mcp(&body), &d, false);
-        assert_eq!(reply.status, 200);
-        assert_eq!(
-            reply.body,
-            format!(r#"{{"jsonrpc":"2.0",{expected},"error":{{"code":403,"message":"Access to this tool is forbidden."}}}}"#)
-        );
-    }
-    // A notification (no id) and a null id get HTTP 403.
-    for id in [None, Some("null")] {
-        let body = McpBody::Single(msg("notifications/x", id, None, None));
-        let d = ev.route(None).decide(&req.http(), BodyInput::Mcp(&body));
-        assert_eq!(response::denial(BodyInput::Mcp(&body), &d, false).status, 403);
-    }
-    // Debug reasons are opt-in.
-    let body = McpBody::Single(call("echo"));
-    let d = ev.route(None).decide(&req.http(), BodyInput::Mcp(&body));
-    assert!(!response::denial(BodyInput::Mcp(&body), &d, false).body.contains("gateway"));
-    assert!(response::denial(BodyInput::Mcp(&body), &d, true).body.contains("no rule of 1 allow policy matched"));
-}
-
-#[test]
 fn invalid_plans_are_refused_with_a_reason() {
     let mut p = CompiledPlan::empty("l");
     p.version = 99;
@@ -458,84 +384,6 @@ fn cost_does_not_scan_unrelated_policies() {
     assert_eq!(d.gateway_rule.map(|r| r.policy), Some("default/p0777"));
 }
 
-/// What `toolgate explain` shows of a request: the record of the walk that decided it.
-fn explain(
-    route: &toolgate_policy::eval::Route<'_>,
-    req: &HttpRequest<'_>,
-    body: BodyInput<'_, '_>,
-) -> Vec<toolgate_policy::eval::MessageRecord> {
-    let mut record = toolgate_policy::eval::Record::default();
-    let decided = route.decide_recorded(req, body, &mut record);
-    assert_eq!(decided, route.decide(req, body), "the recorded walk decides as the filter's");
-    record.last().map(|w| w.messages.clone()).unwrap_or_default()
-}
-
-#[test]
-fn explain_agrees_with_decide_and_names_the_failing_matcher() {
-    let gateway = r#"{"targetRefs":[],"action":"Allow","rules":[
-        {"name":"a-tools","source":{"type":"ServiceAccount","serviceAccount":{"name":"a"}},
-         "authorization":{"type":"Inline","methods":["POST","GET"],"mcp":{"mcpBaseProtocolMethodsOption":"MATCH_BASE_PROTOCOL_METHODS","methods":[{"name":"tools"}]}}},
-        {"name":"b-sum","source":{"type":"SPIFFE","spiffe":"spiffe://cluster.local/ns/default/sa/b"},
-         "authorization":{"type":"Inline","paths":[{"type":"Exact","value":"/mcp"}],"mcp":{"methods":[{"name":"tools/call","params":["get-sum"]}]}}}]}"#;
-    let backend = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"no-env","authorization":{"type":"Inline",
-        "mcp":{"mcpBaseProtocolMethodsOption":"MATCH_BASE_PROTOCOL_METHODS","methods":[{"name":"tools/call","params":["get-sum","echo"]},{"name":"prompts/get"}]}}}]}"#;
-    let ev = plan(vec![policy("g", gateway)], vec![("backend", vec![policy("b", backend)])]);
-    let route = ev.route(Some("backend"));
-    let messages = [
-        call("get-sum"),
-        call("echo"),
-        call("get-env"),
-        msg("initialize", Some("1"), None, None),
-        msg("prompts/get", Some("1"), Some("greeting"), None),
-        McpMessage {
-            method: None,
-            id: Some("1"),
-            name: None,
-            uri: None,
-            subscriptions: vec![],
-            protocol_version: None,
-            params: None,
-        },
-    ];
-    let mut denied_with_reason = 0;
-    for principal in [Some(A), Some(B), None] {
-        for path in ["/mcp", "/other"] {
-            for m in &messages {
-                let mut req = Req::post(principal);
-                req.path = path;
-                let body = McpBody::Single(m.clone());
-                let allowed = route.decide(&req.http(), BodyInput::Mcp(&body)).allowed();
-                let explained = explain(&route, &req.http(), BodyInput::Mcp(&body));
-                assert_eq!(explained.len(), 1);
-                let every_level_has_a_match = explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
-                assert_eq!(allowed, every_level_has_a_match, "{principal:?} {path} {:?}", m.method);
-                if !allowed {
-                    denied_with_reason += 1;
-                    assert!(explained[0].levels.iter().flat_map(|l| &l.rules).any(|r| r.outcome.is_err()));
-                }
-            }
-            for method in ["GET", "PUT"] {
-                let mut req = Req::post(principal);
-                req.method = method;
-                req.path = path;
-                let allowed = route.decide(&req.http(), BodyInput::None).allowed();
-                let explained = explain(&route, &req.http(), BodyInput::None);
-                let ok = explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
-                assert_eq!(allowed, ok, "{principal:?} {method} {path}");
-            }
-        }
-    }
-    assert!(denied_with_reason > 5);
-    // The reason names the matcher.
-    let mut req = Req::post(Some(B));
-    req.path = "/other";
-    let body = McpBody::Single(call("get-sum"));
-    let e = explain(&route, &req.http(), BodyInput::Mcp(&body));
-    let gw = &e[0].levels[0].rules;
-    assert_eq!(gw[0].outcome, Err(format!("source: caller {B} is not {A}")));
-    assert_eq!(gw[1].outcome, Err("paths: the request does not match".to_string()));
-}
-
 #[test]
 fn subscriptions_listen_is_judged_as_a_set() {
     // MATCH base protocol, and resources/subscribe of one URI.
@@ -556,48 +404,7 @@ fn subscriptions_listen_is_judged_as_a_set() {
     assert!(!allowed(&ev, &req, listen(&["memo://a", "memo://b"])), "one forbidden URI denies the whole listen");
 }
 
-#[test]
-fn protocol_version_header_and_meta_must_agree() {
-    let empty = r#"{"targetRefs":[],"action":"Allow"}"#;
-    let ev = plan(vec![policy("open", empty)], vec![]);
-    let mut m = call("echo");
-    m.protocol_version = Some(Cow::Borrowed("2026-07-28"));
-    let mut req = Req::post(None);
-    req.headers.push(("mcp-protocol-version", "2026-07-28"));
-    assert!(allowed(&ev, &req, m.clone()));
-    let mut req = Req::post(None);
-    req.headers.push(("mcp-protocol-version", "2025-11-25"));
-    assert_eq!(
-        decide(&ev, None, &req, m.clone()),
-        Verdict::Deny(DenyReason::McpHeaderMismatch { header: "MCP-Protocol-Version" })
-    );
-    // Only one of them: nothing to compare.
-    assert!(allowed(&ev, &req, call("echo")));
-}
-
-#[test]
-fn repeated_mcp_headers_are_a_mismatch() {
-    // A server reading the last (or the joined) value would see another tool than the check did.
-    let empty = r#"{"targetRefs":[],"action":"Allow"}"#;
-    let ev = plan(vec![policy("open", empty)], vec![]);
-    for (name, first, second, header) in [
-        ("mcp-name", "echo", "get-env", "Mcp-Name"),
-        ("mcp-method", "tools/call", "tools/list", "Mcp-Method"),
-        ("mcp-name", "echo", "echo", "Mcp-Name"),
-        ("mcp-protocol-version", "2025-11-25", "2025-11-25", "MCP-Protocol-Version"),
-    ] {
-        let mut req = Req::post(None);
-        req.headers.push((name, first));
-        req.headers.push(("x-other", "1"));
-        req.headers.push((name, second));
-        assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header }), "{name}");
-    }
-    // With several repeated, the denial names the first of Mcp-Method, Mcp-Name, MCP-Protocol-Version,
-    // whatever order the headers came in.
-    let mut req = Req::post(None);
-    for (name, value) in [("mcp-name", "echo"), ("mcp-name", "echo"), ("mcp-method", "tools/call"), ("mcp-method", "tools/call")]
-    {
-        req.headers.push((name, value));
-    }
-    assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Method" }));
-}
+#[path = "eval/headers.rs"]
+mod headers;
+#[path = "eval/replies.rs"]
+mod replies;
