@@ -13,6 +13,7 @@ pub mod lease;
 pub mod metrics;
 pub mod output;
 pub mod programmed;
+pub mod retry;
 pub mod shared_port;
 
 use std::collections::BTreeSet;
@@ -311,6 +312,8 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
     }
     let ctx = Context { metrics, client, args, policy_api, output_api, hold_api, written: Written::default() };
     let mut shutdown = Box::pin(shutdown_signal());
+    // After a failed pass, the next runs at the first change or when its retry is due.
+    let mut retry = retry::Retry::new();
     loop {
         let is_leader = *leading.borrow_and_update();
         let m = &ctx.metrics;
@@ -318,6 +321,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         if !is_leader {
             // A follower watches (its caches stay current) and writes nothing.
             m.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+            retry.succeeded();
         } else {
             let started = Instant::now();
             let result = reconcile(&ctx, &watched).await;
@@ -325,6 +329,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             m.duration_micros_sum.fetch_add(started.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
             match result {
                 Ok(writes) => {
+                    retry.succeeded();
                     m.ready.store(true, std::sync::atomic::Ordering::Relaxed);
                     m.writes.fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
                     if writes > 0 {
@@ -333,9 +338,8 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
                 }
                 Err(e) => {
                     m.error(e.label());
-                    tracing::warn!(error = %e.label(), "pass failed: {e}; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    changed.notify_one();
+                    let delay = retry.failed();
+                    tracing::warn!(error = %e.label(), retry_in = ?delay, "pass failed: {e}; retrying in {delay:?}");
                 }
             }
         }
@@ -343,6 +347,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             _ = changed.notified() => {}
             // Leadership gained (a first pass at once) or lost.
             _ = leading.changed() => {}
+            _ = retry.due() => {}
             _ = &mut shutdown => {
                 tracing::info!("shutting down");
                 break;
