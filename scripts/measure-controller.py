@@ -190,6 +190,9 @@ spec: {{mcp: {{serviceName: svc{b}, port: 8080}}}}""")
              "(tests/k8s/apiserver.sh) on this machine, and the istiod row on the stack of tests/istio (kube-apiserver,",
              "istiod, the pinned Envoy as the gateway). The controller recomputes everything from its watch caches",
              "on each (coalesced, 100 ms) change and writes only what differs.", "",
+             f"Measured on {time.strftime('%Y-%m-%d', time.gmtime())} at "
+             f"{subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, cwd=REPO).stdout.strip()}.",
+             "",
              "| measure | result |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in results.items()]
     out.write_text("\n".join(lines) + "\n" + kept)
