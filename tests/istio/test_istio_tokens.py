@@ -17,7 +17,7 @@ import pytest
 import harness
 from harness import assert_allowed, assert_denied
 from istio_stack import ROUTE_AND_BACKEND, Cluster, Controller, allowed, call, denied, gateway, listener_http_filters
-from test_tokens import EC_ISSUER, POLICY, RSA_ISSUER, Keys, bearer, request_authentication
+from test_tokens import AUDIENCE, EC_ISSUER, POLICY, RSA_ISSUER, Keys, bearer, request_authentication
 
 # The filters the xds-shim may drop: built into Istio's proxy, absent from upstream Envoy (xds-shim/main.go).
 ISTIO_ONLY = {"istio.metadata_exchange", "istio.alpn", "istio.stats"}
@@ -85,4 +85,31 @@ def test_istiod_verifies_tokens_and_the_wasm_plugin_reads_the_claims(stack, keys
         harness.wait_for(lambda: "envoy.filters.http.jwt_authn" not in listener_http_filters(envoy), timeout=60,
                          what="jwt_authn gone with the RequestAuthentication")
     finally:
+        controller.stop()
+
+
+def test_a_wrong_audience_is_istios_403_and_reaches_nothing(stack, keys, tmp_path):
+    """docs/semantics.md §6b: under Istio, jwt_authn is istiod's and so is its reply to a token whose `aud` no
+    rule lists: 403 "Audiences in Jwt are not allowed" (plain Envoy's render maps that reply to 401; the
+    controller writes no such mapping under Istio). The MCP server sees nothing of the call."""
+    cluster: Cluster = stack["cluster"]
+    mcp, envoy, port = stack["mcp"], stack["envoy"], stack["port"]
+    controller = Controller(cluster, tmp_path, stack["wasm"])
+    try:
+        harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
+        cluster.apply(gateway(port) + "---" + ROUTE_AND_BACKEND)
+        cluster.apply(harness.to_yaml(POLICY))
+        cluster.apply(harness.to_yaml(request_authentication(keys)))
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp, headers=bearer(keys.token("agent-7")))),
+                         timeout=60, what=f"istiod's jwt_authn and the policy at the gateway\n{envoy.log_tail(20)}")
+
+        sent = call(port, "get-sum", mcp, headers=bearer(keys.token("agent-7", aud="another-audience")))
+        assert sent.response is not None and sent.status == 403, sent
+        assert b"Audiences in Jwt are not allowed" in sent.response.body, sent
+        assert 'error="invalid_token"' in sent.response.headers.get("www-authenticate", ""), sent.response.headers
+        assert sent.executed == [] and sent.upstream_requests == 0, sent  # the server's log has no request of it
+        # Only the audience differs: the same caller with the audience the rule lists is allowed.
+        assert_allowed(call(port, "get-sum", mcp, headers=bearer(keys.token("agent-7", aud=AUDIENCE))))
+    finally:
+        cluster.kubectl("delete", "requestauthentication", "agents", "-n", "default", check=False)
         controller.stop()
