@@ -331,40 +331,81 @@ impl LevelIndex {
         subject: &Subject<'_, '_>,
         trace: &mut T,
     ) -> Option<&IndexedRule> {
-        let mut best = None;
+        let method = match subject {
+            Subject::Http | Subject::BaseHttp => None,
+            Subject::Message(msg) | Subject::Listed(msg) => msg.method.as_deref(),
+        };
+        self.first_match_in(&self.candidates(req, method), req, subject, trace)
+    }
+
+    /// What of the index a subject's candidates come from that depends only on the caller and the
+    /// method (`method`: the message's, None for another subject): resolved once, it serves every
+    /// entry of a list response ([`super::route::ListJudge`]).
+    pub(super) fn candidates(&self, req: &HttpRequest<'_>, method: Option<&str>) -> Candidates<'_> {
         let caller = req.principal.and_then(|p| self.principals.get(p)).copied();
+        let Some(method) = method else {
+            return Candidates { caller, base: true, method: None, category: None };
+        };
+        // The category: what precedes the first `/` (a byte search; `split_once` runs str's
+        // generic pattern searcher).
+        let category =
+            if self.by_category.is_empty() { None } else { method.bytes().position(|c| c == b'/').and_then(|i| method.get(..i)) };
+        Candidates {
+            caller,
+            base: is_base_method(method),
+            method: self.by_method.get(method),
+            category: category.and_then(|c| self.by_category.get(c)),
+        }
+    }
+
+    /// [`LevelIndex::first_match`] with the caller's and the method's part of the index resolved
+    /// (`found`, by [`LevelIndex::candidates`] for this subject's method).
+    pub(super) fn first_match_in<T: Trace>(
+        &self,
+        found: &Candidates<'_>,
+        req: &HttpRequest<'_>,
+        subject: &Subject<'_, '_>,
+        trace: &mut T,
+    ) -> Option<&IndexedRule> {
+        let mut best = None;
+        let caller = found.caller;
         let mut probe = |bucket: &Bucket| bucket.first_match(&self.rules, req, subject, caller, &mut best, &mut *trace);
         probe(&self.unrestricted);
         match subject {
             Subject::Http => {}
             Subject::BaseHttp => probe(&self.base),
-            Subject::Message(msg) | Subject::Listed(msg) => match msg.method.as_deref() {
-                // A client-sent JSON-RPC response (sampling, elicitation): base protocol.
-                None => probe(&self.base),
-                Some(method) => {
-                    if is_base_method(method) {
-                        probe(&self.base);
-                    }
-                    if let Some(m) = self.by_method.get(method) {
-                        probe(&m.any_param);
-                        if let Some(b) = param_of(msg).and_then(|param| m.by_param.get(param)) {
-                            probe(b);
-                        }
-                    }
-                    // The category: what precedes the first `/` (a byte search; `split_once` runs
-                    // str's generic pattern searcher).
-                    let category = if self.by_category.is_empty() {
-                        None
-                    } else {
-                        method.bytes().position(|c| c == b'/').and_then(|i| method.get(..i))
-                    };
-                    if let Some(b) = category.and_then(|c| self.by_category.get(c)) {
+            // A message without a method is a client-sent JSON-RPC response (sampling,
+            // elicitation): base protocol, as `found.base` says.
+            Subject::Message(msg) | Subject::Listed(msg) => {
+                if found.base {
+                    probe(&self.base);
+                }
+                if let Some(m) = found.method {
+                    probe(&m.any_param);
+                    if let Some(b) = param_of(msg).and_then(|param| m.by_param.get(param)) {
                         probe(b);
                     }
                 }
-            },
+                if let Some(b) = found.category {
+                    probe(b);
+                }
+            }
         }
         trace.level_done(self, (caller, req.principal), subject);
         best.and_then(|o| self.rules.get(o as usize))
     }
+}
+
+/// The part of a level's index that a subject's candidate rules come from, as far as it depends on
+/// the caller and the method only ([`LevelIndex::candidates`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Candidates<'i> {
+    /// The caller's principal number, if a rule of the level names it.
+    caller: Option<u32>,
+    /// Whether the base-protocol rules are candidates.
+    base: bool,
+    /// The rules naming the method.
+    method: Option<&'i MethodIndex>,
+    /// The rules naming its category.
+    category: Option<&'i Bucket>,
 }

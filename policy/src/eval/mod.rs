@@ -23,7 +23,7 @@ pub use decision::{AuthzFailure, Decision, DenyReason, Level, RuleRef, Verdict};
 pub use http::{host_suffix_covers, path_prefix_matches};
 use index::LevelIndex;
 pub use mcp_headers::{mcp_header_value, HEADERS_READ};
-pub use route::{AuthzCall, Route, Step, MAX_AUTHZ_CALLS};
+pub use route::{AuthzCall, ListJudge, Route, Step, MAX_AUTHZ_CALLS};
 pub use trace::{HeaderRecord, LevelRecord, MessageRecord, Record, RuleRecord, WalkEnd, WalkRecord};
 
 use crate::cel_rule::Uses;

@@ -2,7 +2,7 @@
 //! (docs/semantics.md §3, §4): the walk the filter runs, and that `explain` records.
 
 use super::decision::{Decision, DenyReason, Level, RuleRef, Verdict};
-use super::index::LevelIndex;
+use super::index::{Candidates, LevelIndex};
 use super::mcp_headers::check_mcp_headers;
 use super::trace::{NoTrace, Record, Trace};
 use super::{host_suffix_covers, BodyInput, HttpRequest};
@@ -269,13 +269,34 @@ impl<'e> Route<'e> {
     }
 }
 
-impl Route<'_> {
+impl<'e> Route<'e> {
     /// Whether the caller of `req` may use an entry of a list response (docs/semantics.md §5 list filtering): a
     /// call to it (`tools/call` or `prompts/get` by name, `resources/read` by uri) on this route
     /// matches a rule at every level. What an entry cannot tell counts as possibly allowing: an
     /// ExternalAuth policy's authorizer is not asked, and a CEL rule on `request.mcp.params`
     /// matches. The MCP header check is not made: the request's `Mcp-*` headers name the list.
     pub fn may_use(&self, req: &HttpRequest<'_>, kind: ListKind, entry: &str) -> bool {
+        self.list_judge(req).may_use(kind, entry)
+    }
+
+    /// [`Route::may_use`] for every entry of the list responses to one request: the caller's and
+    /// each call method's part of the levels' indexes is looked up once, not once per entry.
+    pub fn list_judge<'j>(&'j self, req: &'j HttpRequest<'j>) -> ListJudge<'j, 'e> {
+        ListJudge { route: self, req, resolved: [None; 3] }
+    }
+}
+
+/// [`Route::list_judge`]: the route and request whose list entries are judged, and for each list
+/// kind met so far the levels' candidates of its call method.
+pub struct ListJudge<'j, 'e> {
+    route: &'j Route<'e>,
+    req: &'j HttpRequest<'j>,
+    resolved: [Option<[Option<Candidates<'e>>; 2]>; 3],
+}
+
+impl ListJudge<'_, '_> {
+    /// [`Route::may_use`].
+    pub fn may_use(&mut self, kind: ListKind, entry: &str) -> bool {
         let entry = Some(std::borrow::Cow::Borrowed(entry));
         let call = McpMessage {
             method: Some(std::borrow::Cow::Borrowed(kind.call_method())),
@@ -287,10 +308,22 @@ impl Route<'_> {
             params: None,
         };
         let subject = Subject::Listed(&call);
-        self.levels
-            .iter()
-            .flatten()
-            .all(|level| level.policies.is_empty() || level.first_match(req, &subject, &mut NoTrace).is_some())
+        let (route, req) = (self.route, self.req);
+        let slot = match kind {
+            ListKind::Tools => 0,
+            ListKind::Prompts => 1,
+            ListKind::Resources => 2,
+        };
+        let resolved = self.resolved.get_mut(slot).map(|r| {
+            *r.get_or_insert_with(|| route.levels.map(|level| level.map(|l| l.candidates(req, Some(kind.call_method())))))
+        });
+        let Some(resolved) = resolved else { return false };
+        route.levels.iter().zip(resolved).all(|(level, found)| match (level, found) {
+            (None, _) => true,
+            (Some(level), _) if level.policies.is_empty() => true,
+            (Some(level), Some(found)) => level.first_match_in(&found, req, &subject, &mut NoTrace).is_some(),
+            (Some(_), None) => false,
+        })
     }
 }
 

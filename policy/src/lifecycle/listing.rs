@@ -90,7 +90,8 @@ impl Request {
                     let body = host.response_body(body_size).unwrap_or_default();
                     let rewritten = match std::str::from_utf8(&body) {
                         Ok(text) => http_request(held, |req| {
-                            list_filter::rewrite_json(text, requests, &mut |kind, name| route.may_use(req, kind, name))
+                            let mut judge = route.list_judge(req);
+                            list_filter::rewrite_json(text, requests, &mut |kind, name| judge.may_use(kind, name))
                         }),
                         Err(_) => Err(Unreadable::Syntax("the response is not UTF-8".into())),
                     };
@@ -103,7 +104,8 @@ impl Request {
             Phase::Sse(filter) => {
                 let chunk = host.response_body(body_size).unwrap_or_default();
                 let fed = http_request(held, |req| {
-                    filter.feed(&chunk, end_of_stream, limit, requests, &mut |kind, name| route.may_use(req, kind, name))
+                    let mut judge = route.list_judge(req);
+                    filter.feed(&chunk, end_of_stream, limit, requests, &mut |kind, name| judge.may_use(kind, name))
                 });
                 match fed {
                     Ok(out) => {
