@@ -256,6 +256,9 @@ impl Elector {
                 tracing::warn!(lease_namespace = %ns, lease = %name, "no longer leading: Lease {ns}/{name} not renewed within the renew deadline");
                 leading.send_replace(false);
             }
+            // Every retry period, after a failure too (client-go's): no backoff here, since the protocol's
+            // timing rests on it (a leader that cannot renew stops within the renew deadline; a follower
+            // takes an expired or released Lease within a retry). Failed passes back off (retry.rs).
             tokio::select! {
                 _ = &mut stop => break,
                 _ = tokio::time::sleep(self.config.retry_period) => {}
