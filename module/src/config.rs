@@ -32,8 +32,9 @@ pub(crate) static NEXT_CONFIG_ID: AtomicU64 = AtomicU64::new(1);
 static SHARED: Mutex<Option<HashMap<String, Vec<u8>>>> = Mutex::new(None);
 
 thread_local! {
-    /// This worker's plugin per configuration.
-    static PLUGINS: RefCell<HashMap<u64, (Weak<()>, Plugin)>> = RefCell::new(HashMap::new());
+    /// This worker's plugin per configuration: a list searched in order, as there are few (one per
+    /// listener's filter, plus the old ones until pruned); no hashing per request (issue 27).
+    static PLUGINS: RefCell<Vec<(u64, Weak<()>, Plugin)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The host of a plan load on the main thread: logs, counts (on the configuration), shared data.
@@ -103,12 +104,14 @@ impl RootHost for QuietHost {
 pub(crate) fn new_request(config: &Config) -> Request {
     PLUGINS.with(|plugins| {
         let Ok(mut plugins) = plugins.try_borrow_mut() else { return Plugin::default().request() };
-        if !plugins.contains_key(&config.id) {
-            plugins.retain(|_, (alive, _)| alive.strong_count() > 0);
-            let mut plugin = Plugin::default();
-            plugin.configure(&mut QuietHost(config.name.clone()), &config.plan);
-            plugins.insert(config.id, (Arc::downgrade(&config.alive), plugin));
+        if let Some((_, _, p)) = plugins.iter().find(|(id, _, _)| *id == config.id) {
+            return p.request();
         }
-        plugins.get(&config.id).map(|(_, p)| p.request()).unwrap_or_else(|| Plugin::default().request())
+        plugins.retain(|(_, alive, _)| alive.strong_count() > 0);
+        let mut plugin = Plugin::default();
+        plugin.configure(&mut QuietHost(config.name.clone()), &config.plan);
+        let request = plugin.request();
+        plugins.push((config.id, Arc::downgrade(&config.alive), plugin));
+        request
     })
 }

@@ -81,44 +81,61 @@ impl ModuleHost {
         }
     }
 
-    /// The chunks Envoy holds in body `kind` (borrowed: valid until the next callback that changes
-    /// the body).
-    fn chunks(&self, kind: u32) -> Vec<EnvoyBuffer> {
-        // SAFETY: `envoy` is this filter's pointer; the vector has room for `n` buffers.
+    /// Calls `f` with the chunks Envoy holds in body `kind` (borrowed: valid until the next callback
+    /// that changes the body), listed on the stack for the usual few (issue 27: a vector per read
+    /// was an allocation and its free on every request).
+    fn with_chunks<T>(&self, kind: u32, f: impl FnOnce(&[EnvoyBuffer]) -> T) -> T {
+        const ON_STACK: usize = 8;
+        // SAFETY: `envoy` is this filter's pointer; the array or vector has room for `n` buffers.
         unsafe {
             let n = envoy_dynamic_module_callback_http_get_body_chunks_size(self.envoy, kind);
             if n == 0 {
-                return Vec::new();
+                return f(&[]);
+            }
+            if n <= ON_STACK {
+                let mut chunks = [EnvoyBuffer::null(); ON_STACK];
+                let ok = envoy_dynamic_module_callback_http_get_body_chunks(self.envoy, kind, chunks.as_mut_ptr());
+                return f(if ok { chunks.get(..n).unwrap_or_default() } else { &[] });
             }
             let mut chunks = vec![EnvoyBuffer::null(); n];
-            if envoy_dynamic_module_callback_http_get_body_chunks(self.envoy, kind, chunks.as_mut_ptr()) {
-                chunks
-            } else {
-                Vec::new()
-            }
+            let ok = envoy_dynamic_module_callback_http_get_body_chunks(self.envoy, kind, chunks.as_mut_ptr());
+            f(if ok { &chunks } else { &[] })
         }
     }
 
     /// The first `size` bytes of the body: the buffered chunks, then (inside the body hook, when
     /// Envoy has not buffered them yet) the received ones, copied once into a vector allocated at
     /// its final size (issue 27: growing it chunk by chunk re-copied a 30 KB answer in reallocs).
+    /// `size` is what Envoy reported (the lifecycle's body size): it bounds the allocation, which the
+    /// chunks' own total bounds too.
     fn body(&self, buffered: u32, received: u32, in_hook: bool, received_is_buffered: bool, size: usize) -> Vec<u8> {
-        let mut chunks = self.chunks(buffered);
-        if in_hook && !received_is_buffered {
-            chunks.extend(self.chunks(received));
-        }
-        let total = chunks.iter().fold(0usize, |t, c| t.saturating_add(c.length));
-        let mut out = Vec::with_capacity(total.min(size));
-        for c in &chunks {
-            let room = size - out.len();
-            if room == 0 {
-                break;
+        let total = |chunks: &[EnvoyBuffer]| chunks.iter().fold(0usize, |t, c| t.saturating_add(c.length));
+        let copy = |chunks: &[EnvoyBuffer], out: &mut Vec<u8>| {
+            for c in chunks {
+                let room = size.saturating_sub(out.len());
+                if room == 0 {
+                    break;
+                }
+                // SAFETY: the buffers Envoy just wrote, copied out before any other callback.
+                let bytes = unsafe { c.bytes() };
+                out.extend_from_slice(bytes.get(..room).unwrap_or(bytes));
             }
-            // SAFETY: the buffers Envoy just wrote, copied out before any other callback.
-            let bytes = unsafe { c.bytes() };
-            out.extend_from_slice(bytes.get(..room).unwrap_or(bytes));
-        }
-        out
+        };
+        let with_received = in_hook && !received_is_buffered;
+        self.with_chunks(buffered, |held| {
+            if !with_received {
+                let mut out = Vec::with_capacity(total(held).min(size));
+                copy(held, &mut out);
+                return out;
+            }
+            // Both lists are Envoy's until the next callback that changes a body; none is made here.
+            self.with_chunks(received, |new| {
+                let mut out = Vec::with_capacity(total(held).saturating_add(total(new)).min(size));
+                copy(held, &mut out);
+                copy(new, &mut out);
+                out
+            })
+        })
     }
 
     pub(crate) fn received_is_buffered_request(&self) -> bool {
@@ -236,15 +253,26 @@ impl HostBase for ModuleHost {
 
 impl Host for ModuleHost {
     fn request_headers(&mut self) -> Option<Vec<u8>> {
-        // SAFETY: `envoy` is this filter's pointer; the vector has room for `n` headers, copied out
-        // (serialised) before any other callback.
+        // Listed on the stack for the usual number of headers (issue 27: a vector was an allocation
+        // and its free on every request).
+        const ON_STACK: usize = 24;
+        // SAFETY: `envoy` is this filter's pointer; the array or vector has room for `n` headers,
+        // copied out (serialised) before any other callback.
         unsafe {
             let n = envoy_dynamic_module_callback_http_get_headers_size(self.envoy, REQUEST_HEADER);
-            let mut headers = vec![EnvoyHttpHeader::null(); n];
-            if n > 0 && !envoy_dynamic_module_callback_http_get_headers(self.envoy, REQUEST_HEADER, headers.as_mut_ptr()) {
-                return None;
+            if n == 0 {
+                return Some(serialize_raw(&[]));
             }
-            Some(serialize_raw(&headers))
+            let read = |headers: &mut [EnvoyHttpHeader]| {
+                envoy_dynamic_module_callback_http_get_headers(self.envoy, REQUEST_HEADER, headers.as_mut_ptr())
+                    .then(|| serialize_raw(headers))
+            };
+            if n <= ON_STACK {
+                let mut headers = [EnvoyHttpHeader::null(); ON_STACK];
+                read(headers.get_mut(..n).unwrap_or_default())
+            } else {
+                read(&mut vec![EnvoyHttpHeader::null(); n])
+            }
         }
     }
 
