@@ -312,8 +312,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
     }
     let ctx = Context { metrics, client, args, policy_api, output_api, hold_api, written: Written::default() };
     let mut shutdown = Box::pin(shutdown_signal());
-    // After a failed pass, the next runs at the first change or when its retry is due.
-    let mut retry = retry::Retry::new();
+    let mut retry = retry::Retry::new(); // a failed pass runs again at the next change or when its retry is due
     loop {
         let is_leader = *leading.borrow_and_update();
         let m = &ctx.metrics;
