@@ -264,8 +264,8 @@ fn corpus() -> Vec<String> {
         r#"{"jsonrpc":"2.0","id":1E4444,"result":{"tools":[{"name":"echo"}]}}"#,
         r#"{"jsonrpc":"2.0","id":7.0,"result":{"tools":[{"name":"echo"}]}}"#,
         r#"{"jsonrpc":"2.0","id":"\u0070","result":{"prompts":[{"name":"echo"}]}}"#,
-        // Strings longer than the 16 bytes searched eight at a time (`find_raw_string_special`), with
-        // escapes (`\\"`, `\\\\`, `\\u`) before, across and after that edge.
+        // Strings longer than a few eight-byte words (a tool's description), with escaped quotes,
+        // backslashes and \u escapes at and across word edges.
         r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a-tool-with-a-long-name","description":"Reads a file under /srv/data, \"quoted\", a \\ and \u00e9 \ud83d\ude00: long enough"},{"name":"echo-0123456789\"ab","d":"0123456789abcdef0123456789abcdef\n"}]}}"#,
         // Literals and empty containers everywhere.
         r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[null,true,false,[],{},{"name":null},{"name":"get-a","x":[[],{},[{}]]}]}}"#,
@@ -305,25 +305,6 @@ fn the_single_pass_reads_as_serde_json_did() {
     assert_eq!((r.removed, r.entries), (1, 2));
     let r = same(&pick("1E4444,-1e-4444"), TOOLS_LIST).unwrap();
     assert_eq!((r.text, r.removed), (None, 0), "1E4444 is JSON");
-}
-
-#[test]
-fn the_long_string_search_finds_what_the_short_one_finds() {
-    use crate::mcp::scan::{find_raw_string_special, find_string_special};
-    for len in 0..80 {
-        for special in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
-            for at in 0..=len {
-                // Plain text (ASCII and UTF-8 bytes) with `special` at `at` (none when `at == len`).
-                let mut buf: Vec<u8> = (0..len).map(|i| if i % 7 == 3 { 0xc3 } else { b'a' + (i % 26) as u8 }).collect();
-                if let Some(b) = buf.get_mut(at) {
-                    *b = special;
-                }
-                for from in 0..=len {
-                    assert_eq!(find_raw_string_special(&buf, from), find_string_special(&buf, from), "{buf:?} from {from}");
-                }
-            }
-        }
-    }
 }
 
 #[test]

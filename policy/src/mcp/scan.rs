@@ -149,7 +149,7 @@ pub(crate) fn scan_raw_string(b: &[u8], open: usize) -> Result<(usize, bool), No
 
 #[inline(always)]
 fn scan_string_as<const STRICT: bool>(b: &[u8], open: usize) -> Result<(usize, bool), NotMcp> {
-    let i = if STRICT { find_string_special(b, open + 1) } else { find_raw_string_special(b, open + 1) };
+    let i = find_string_special(b, open + 1);
     if b.get(i) == Some(&b'"') {
         return Ok((i, false));
     }
@@ -170,58 +170,8 @@ fn scan_string_slow<const STRICT: bool>(b: &[u8], mut i: usize) -> Result<(usize
             Some(_) => return Err(NotMcp::ControlCharacter { offset: i }),
             None => return Err(eof("the quote that closes the string")),
         }
-        i = if STRICT { find_string_special(b, i) } else { find_raw_string_special(b, i) };
+        i = find_string_special(b, i);
     }
-}
-
-/// [`find_string_special`] for the strings list filtering skips ([`scan_raw_string`]), which may be
-/// long (a tool's description): natively, the first 16 bytes eight at a time as there (most keys
-/// and names end in them), then `memchr2` for the next quote or backslash (SSE2/AVX2 on x86-64) and
-/// a check that no control character comes before it. On wasm32 (no SIMD in the filter's build,
-/// where `memchr` falls back to four bytes at a time) it is [`find_string_special`].
-#[inline(always)]
-pub(crate) fn find_raw_string_special(b: &[u8], i: usize) -> usize {
-    #[cfg(target_arch = "wasm32")]
-    {
-        find_string_special(b, i)
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let Some(head) = b.get(..i.saturating_add(16)) else {
-            return find_string_special(b, i);
-        };
-        let at = find_string_special(head, i);
-        if at < head.len() {
-            return at;
-        }
-        let end = b.get(at..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)).map_or(b.len(), |p| at + p);
-        find_control(b, at, end)
-    }
-}
-
-/// The first control character (< 0x20) of `b[i..end]`, or `end`; eight bytes at a time.
-#[cfg(not(target_arch = "wasm32"))]
-#[inline]
-fn find_control(b: &[u8], mut i: usize, end: usize) -> usize {
-    let Some(b) = b.get(..end) else { return end };
-    while let Some(chunk) = b.get(i..i.wrapping_add(8)) {
-        let mut w8 = [0u8; 8];
-        w8.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(w8);
-        // The lowest flagged byte is exact (false positives only appear above a true one).
-        let m = w.wrapping_sub(LO * 0x20) & !w & HI;
-        if m != 0 {
-            return i + (m.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while let Some(&c) = b.get(i) {
-        if c < 0x20 {
-            return i;
-        }
-        i += 1;
-    }
-    end
 }
 
 /// [`validate_escape`] without the surrogate pairing (serde_json's check of a skipped string).
