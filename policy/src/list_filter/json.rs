@@ -254,7 +254,10 @@ impl<'t, 'k> Reader<'t, 'k> {
     }
 
     /// A key at `i` (its quote) and its colon, judged against `fields` (lower case, as
-    /// [`folded_field`] compares) spelled `exact_fields`.
+    /// [`folded_field`] compares) spelled `exact_fields`. Always inlined: it runs for every key of
+    /// a response, its result and each list entry (about 400 for a 100-tool list), and the call
+    /// cost 13 k of the pass's 299 k instructions (policy/benches/engine.rs `-- count list_json`).
+    #[inline(always)]
     fn judged_key(&mut self, i: usize, fields: &[&str], exact_fields: &[&str]) -> Result<Judged, NotMcp> {
         let b = self.b;
         let key = self.key(i)?;
