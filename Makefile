@@ -109,13 +109,15 @@ test-wasm: setup
 	  $(NICE) $(CARGO) test --locked -p toolgate-policy --target wasm32-wasip1
 
 # Fuzzing with libFuzzer on the stable toolchain (fuzz/run.sh, docs/security.md): FUZZ_SECONDS per
-# target; make test runs each for 60 s from the checked-in corpus.
+# target. make test runs each for TEST_FUZZ_SECONDS: the checked-in corpus (and what earlier runs on
+# this machine found, .work/fuzz/corpus) replayed, then a short search; `make fuzz` is the long search.
+TEST_FUZZ_SECONDS ?= 30
 FUZZ_SECONDS ?= 300
 fuzz: setup
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh
 
 test-fuzz: setup
-	FUZZ_SECONDS=60 $(NICE) bash fuzz/run.sh
+	FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) $(NICE) bash fuzz/run.sh
 
 test-e2e: build wasm module go-mcp-server
 	$(MAKE) --no-print-directory suite-e2e

@@ -6,9 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tests/k8s/apiserver.sh ensure
-# --workspace, as `make test-unit`: dependencies get the same features, so this reuses its build (with -p,
-# feature unification differs and about 2 minutes of crates are compiled again).
-${CARGO:-cargo} test --locked --workspace --test crd_apiserver -- --include-ignored --nocapture
+# The same target selection as `make test-unit` (`cargo test --workspace`), filtered to the one test: it
+# reuses that build. Any narrower selection (-p toolgate, --test crd_apiserver) resolves dependency
+# features differently and compiles about 2 minutes of crates again.
+${CARGO:-cargo} test --locked --workspace -- --include-ignored --nocapture crds_and_cases_against_a_real_api_server
 # `toolgate controller` against the same kind of server (its own instance), and its WasmPlugin's
 # pluginConfig in a real Envoy.
 exec .venv/bin/pytest tests/k8s -q -ra
