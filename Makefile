@@ -69,6 +69,10 @@ wasm: | build
 module: | wasm
 lint test-unit test-wasm: | module
 lint test-unit test-wasm test-fuzz: NICE := nice -n 10
+# Make passes its jobserver only to recursive recipes; cargo, seeing MAKEFLAGS without it, would warn on
+# every run. Outside make -j cargo schedules its own jobs, and does so here too.
+override CARGO := env -u MAKEFLAGS -u MFLAGS $(CARGO)
+test-fuzz: NICE := env -u MAKEFLAGS -u MFLAGS nice -n 10
 endif
 NICE ?=
 
