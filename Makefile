@@ -45,15 +45,16 @@ wasm: setup
 # then the dev binaries, the two .wasm and the module (cargo takes them one at a time on its target-dir
 # lock). Each suite starts as soon as its own inputs exist: the e2e and bypass suites once per host
 # (pytest-xdist spreads their files over workers), the API-server and Istio suites one after the other.
-# Lint, the unit tests' run, the wasm32 unit tests and the fuzzing (its own target folder) fill the
-# cores beside them at a lower priority (nice). The suites wait on conditions, never on time. Each part
-# also runs alone (make lint, test-unit, test-wasm, test-e2e, test-k8s, test-istio, test-fuzz).
+# Lint, the unit tests' run, the wasm32 unit tests and the fuzz targets' build (its own target folder)
+# fill the cores beside them at a lower priority (nice); the fuzzing itself runs last, on a quiet
+# machine. The suites wait on conditions, never on time. Each part also runs alone (make lint,
+# test-unit, test-wasm, test-e2e, test-k8s, test-istio, test-fuzz).
 E2E_WORKERS ?= 3
 TEST_JOBS ?= 6
 test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target TEST_GRAPH=1 test-graph
 
-.PHONY: test-graph test-unit-build
+.PHONY: test-graph test-unit-build test-fuzz-build
 test-graph: lint test-unit test-wasm suite-e2e suite-e2e-native suite-clusters test-fuzz
 
 test-unit-build: setup
@@ -68,11 +69,15 @@ build: | test-unit-build
 wasm: | build
 module: | wasm
 lint test-unit test-wasm: | module
-lint test-unit test-wasm test-fuzz: NICE := nice -n 10
+# The fuzz targets are built beside everything (their own target folder), and fuzzed once the suites
+# and checks are done: a time-bounded run on a busy machine would hardly get past its corpus.
+test-fuzz: | test-fuzz-build suite-e2e suite-e2e-native suite-clusters lint test-unit test-wasm
+lint test-unit test-wasm test-fuzz-build: NICE := nice -n 10
 # Make passes its jobserver only to recursive recipes; cargo, seeing MAKEFLAGS without it, would warn on
 # every run. Outside make -j cargo schedules its own jobs, and does so here too.
 override CARGO := env -u MAKEFLAGS -u MFLAGS $(CARGO)
-test-fuzz: NICE := env -u MAKEFLAGS -u MFLAGS nice -n 10
+test-fuzz-build: NICE := env -u MAKEFLAGS -u MFLAGS nice -n 10
+test-fuzz: NICE := env -u MAKEFLAGS -u MFLAGS
 endif
 NICE ?=
 
@@ -122,6 +127,9 @@ fuzz: setup
 
 test-fuzz: setup
 	FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) $(NICE) bash fuzz/run.sh
+
+test-fuzz-build: setup
+	FUZZ_BUILD_ONLY=1 $(NICE) bash fuzz/run.sh
 
 test-e2e: build wasm module go-mcp-server
 	$(MAKE) --no-print-directory suite-e2e

@@ -14,6 +14,8 @@
 #                  fuzz/corpus/<target> are read, never written)
 #   FUZZ_ARGS      more libFuzzer options
 #   FUZZ_NICE      niceness of the fuzzing processes (default 10)
+#   FUZZ_BUILD_ONLY=1  build the targets and stop (make test builds them beside the suites and fuzzes
+#                  after them, so a busy machine cannot starve the time-bounded runs)
 # A crash, a hang (-timeout, 10 s) or an RSS over 2 GiB fails the run; the input is kept under
 # .work/fuzz/artifacts/<target>/ and reproduced by running the target binary on it.
 set -euo pipefail
@@ -39,6 +41,7 @@ for t in "${TARGETS[@]}"; do bins+=(--bin "$t"); done
 # Not --locked: fuzz/Cargo.lock pins what it lists, and a dependency that toolgate-policy gains
 # later is added to it rather than failing the run.
 cargo build --release --manifest-path fuzz/Cargo.toml --target "$HOST" --target-dir "$TARGET_DIR" "${bins[@]}"
+[ -n "${FUZZ_BUILD_ONLY:-}" ] && exit 0
 
 # max_len per target: bodies up to 64 KiB for the reader (the realistic plan's limit), plans up to 64 KiB.
 declare -A MAX_LEN=([mcp_reader]=65536 [plan_load]=65536 [plan_structured]=4096 [request_eval]=16384 [lifecycle]=8192 [list_filter]=8192 [module_hooks]=8192)
