@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tests/k8s/apiserver.sh ensure
+# Under make -j (make test) MAKEFLAGS names a jobserver this non-recursive recipe was not given: cargo
+# and rustdoc would warn that they cannot connect to it.
+unset MAKEFLAGS MFLAGS
 # The same target selection as `make test-unit` (`cargo test --workspace`), filtered to the one test: it
 # reuses that build. Any narrower selection (-p toolgate, --test crd_apiserver) resolves dependency
 # features differently and compiles about 2 minutes of crates again.

@@ -189,7 +189,7 @@ def h2_in_two_parts(port: int, path: str, body: bytes, log: istio_chain.ArrivalL
                              "-H", "accept: application/json, text/event-stream", "-T", "-",
                              f"http://127.0.0.1:{port}{path}"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    early = log.wait_for_any(window)
+    early = log.arrivals_within(window)
     out, err = curl.communicate(body, timeout=30)
     return int(out or b"0"), early, err
 
