@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from harness_http import request
-from harness_procs import HarnessError, _stop_process, envoy_binary, tail, tcp_open
+from harness_procs import HarnessError, _stop_process, envoy_binary, tail, tcp_open, wait_for
 
 # Envoy's /ready answers LIVE once the server is initialised (static listeners bound).
 ENVOY_START_TIMEOUT = 30.0
@@ -88,6 +88,12 @@ class Envoy:
                                          cwd=self.workdir, start_new_session=True)
         finally:
             out.close()
+
+    def wait_for_log(self, text: str, timeout: float = 10.0) -> str:
+        """Waits until Envoy's log contains `text` (a line written by a filter reaches the file a moment
+        after the request that caused it has been answered) and returns the log."""
+        return wait_for(lambda: log if text in (log := self.log_path.read_text(errors="replace")) else None,
+                        timeout=timeout, what=f"{text!r} in {self.log_path}")
 
     def log_tail(self, lines: int = 60) -> str:
         parts = []

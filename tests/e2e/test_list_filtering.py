@@ -554,7 +554,7 @@ def test_the_module_without_response_callbacks_refuses_a_plan_that_filters_lists
         assert_denied(r, id=None)
         assert gw.decision(r) == "deny: no valid plan loaded"
     assert gw.server.executed() == []
-    assert NO_LISTS_REFUSAL in gw.envoy.log_path.read_text(errors="replace")
+    gw.envoy.wait_for_log(NO_LISTS_REFUSAL)
     # Rendered with --list-filtering off, the same policies apply.
     gw.rerender(extra_args=["--list-filtering", "off"])
     wait_for(lambda: gw.call("get-sum", agent="agent-b").executed, timeout=10, interval=0.1, what="the plan")

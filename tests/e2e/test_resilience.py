@@ -268,7 +268,7 @@ def test_reload_under_load(gateway):
         if r.sent >= t_broken:
             assert r.outcome == EXPECTED[r.tool][current], (r, current)
     assert len([r for r in results if r.sent >= t_broken + 1]) > 50
-    assert "REFUSED new plan" in gw.envoy.log_path.read_text(errors="replace")
+    gw.envoy.wait_for_log("REFUSED new plan")
     check_executions(gw, results)
 
     new_conn = convergence(results, changes, "echo", {4})
@@ -511,7 +511,7 @@ def test_vm_that_cannot_be_created_serves_nothing(tmp_path, certs, wasm_path, st
         assert not tcp_open("127.0.0.1", port), name
     r = gw.call("get-sum")
     assert r.response is None and r.error is not None, r
-    assert "Unable to create Wasm plugin" in gw.envoy.log_path.read_text(errors="replace")
+    gw.envoy.wait_for_log("Unable to create Wasm plugin")
     assert server.executed() == []
     # The real module afterwards: the listeners come up with the plan.
     replace_text(gw.dir / "lds.json", good)
