@@ -116,6 +116,12 @@ class Envoy:
                     status, _, body = self.admin_get("/ready", timeout=1)
                     if status == 200 and body.strip() == b"LIVE":
                         bound = self.listener_addresses()
+                        # A port another process took meanwhile: Envoy logs the failed bind and runs
+                        # without that listener, and tcp_open would reach the other process.
+                        missing = sorted(set(ports) - {p for _, p in bound})
+                        if missing:
+                            raise EnvoyStartError(f"envoy did not bind port(s) {missing} (in use by another process?) "
+                                                  f"({self.config})", self.log_tail())
                         if all(tcp_open("127.0.0.1", p) for p in ports) and all(tcp_open(h, p) for h, p in bound):
                             return
                 except OSError:

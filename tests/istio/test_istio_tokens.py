@@ -33,14 +33,19 @@ def unauthorized(sent: harness.Sent) -> bool:
     return sent.response is not None and sent.status == 401 and sent.executed == [] and sent.upstream_requests == 0
 
 
+def apply_gateway_and_policy(cluster: Cluster, port: int) -> None:
+    """Once istiod serves its GatewayClass: the Gateway with its route and backend, and POLICY."""
+    harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
+    cluster.apply(gateway(port) + "---" + ROUTE_AND_BACKEND)
+    cluster.apply(harness.to_yaml(POLICY))
+
+
 def test_istiod_verifies_tokens_and_the_wasm_plugin_reads_the_claims(stack, keys, tmp_path):
     cluster: Cluster = stack["cluster"]
     mcp, envoy, port = stack["mcp"], stack["envoy"], stack["port"]
     controller = Controller(cluster, tmp_path, stack["wasm"])
     try:
-        harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
-        cluster.apply(gateway(port) + "---" + ROUTE_AND_BACKEND)
-        cluster.apply(harness.to_yaml(POLICY))
+        apply_gateway_and_policy(cluster, port)
         harness.wait_for(lambda: cluster.get("wasmplugin", "toolgate-gw-http"), timeout=30, what="WasmPlugin")
         harness.wait_for(lambda: denied(call(port, "get-sum", mcp)), timeout=60,
                          what=f"the policy at the gateway (no token: denied)\n{envoy.log_tail(20)}")
@@ -96,9 +101,7 @@ def test_a_wrong_audience_is_istios_403_and_reaches_nothing(stack, keys, tmp_pat
     mcp, envoy, port = stack["mcp"], stack["envoy"], stack["port"]
     controller = Controller(cluster, tmp_path, stack["wasm"])
     try:
-        harness.wait_for(lambda: cluster.get("gatewayclass", "istio"), timeout=60, what="GatewayClass istio")
-        cluster.apply(gateway(port) + "---" + ROUTE_AND_BACKEND)
-        cluster.apply(harness.to_yaml(POLICY))
+        apply_gateway_and_policy(cluster, port)
         cluster.apply(harness.to_yaml(request_authentication(keys)))
         harness.wait_for(lambda: allowed(call(port, "get-sum", mcp, headers=bearer(keys.token("agent-7")))),
                          timeout=60, what=f"istiod's jwt_authn and the policy at the gateway\n{envoy.log_tail(20)}")
