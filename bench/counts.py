@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from common import SHIM, WORK, log
+from common import REPO, SHIM, WORK, log
 from configs import BASELINE_KEY
 from load import body_name, request_headers
 import harness  # tests/e2e (on the path common sets): Envoy binary lookup, free ports, an HTTPS client
@@ -103,3 +103,27 @@ def callgrind(keys: list[str], dirs: dict, ports: dict, certs: Path, bodies: dic
     for k, r in out.items():
         log(f"  ({k}) {r['Ir'] / 1e3:8.1f} k instructions/request, {r['est_cycles'] / 1e3:8.1f} k estimated cycles")
     return out
+
+
+def engine_list_pass() -> dict:
+    """The engine's list pass alone, natively: policy/benches/engine.rs's `-- count list_json N` under
+    callgrind, (N = 201 − N = 1) / 200 instructions (the 100-tool answer filtered to 10, what (l1) and
+    (lm) send). Both hosts run this pass, so it is the floor under (lm) − (cm)."""
+    r = subprocess.run(["cargo", "bench", "--locked", "-q", "-p", "toolgate-policy", "--bench", "engine", "--no-run",
+                        "--message-format=json"], cwd=REPO, capture_output=True, text=True, check=True)
+    exe = None
+    for line in r.stdout.splitlines():
+        m = re.search(r'"executable":"([^"]+)"', line)
+        if m and '"name":"engine"' in line:
+            exe = m.group(1)
+    if exe is None:
+        raise RuntimeError("engine bench binary not found in cargo's output")
+
+    def instructions(n: int) -> int:
+        out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", exe, "count", "list_json",
+                              str(n)], capture_output=True, text=True, check=True)
+        return int(re.search(r"Collected : (\d+)", out.stderr).group(1))
+
+    per = (instructions(201) - instructions(1)) / 200
+    log(f"  the engine's list pass alone (native, policy/benches/engine.rs count list_json): {per / 1e3:.1f} k instructions")
+    return {"Ir": per, "case": "list_json", "bench": "policy/benches/engine.rs"}
