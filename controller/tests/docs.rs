@@ -8,8 +8,7 @@
 //! run: rerunning one takes minutes, so each says at which commit it was measured, and what can be
 //! compared without measuring is):
 //! - `crds/` (`toolgate crds`): byte for byte against the generator (`src/crds.rs`);
-//! - docs/benchmarks.md, docs/benchmarks-native.md (`make bench`, bench/report.py): end with
-//!   bench/notes.md, name their commit;
+//! - docs/benchmarks.md (`make bench`, bench/report.py): ends with bench/notes.md, names its commit;
 //! - docs/wasm-size.md (`make wasm-size`): built with `.cargo/config.toml`'s time zones, names its commit;
 //! - docs/controller.md (`make measure-controller`): names its commit.
 
@@ -287,19 +286,16 @@ fn the_security_doc_lists_every_fuzz_target() {
 fn the_benchmarks_docs_end_with_the_notes() {
     // bench/report.py appends bench/notes.md to the generated part; an edit of either alone is stale.
     let notes = read("bench/notes.md");
-    for doc in ["docs/benchmarks.md", "docs/benchmarks-native.md"] {
-        assert!(
-            read(doc).ends_with(&format!("{}\n", notes.trim_end())),
-            "{doc} does not end with bench/notes.md: rerun `.venv/bin/python bench/report.py` on the last \
-             results, or copy the notes' change into {doc}"
-        );
-    }
+    assert!(
+        read("docs/benchmarks.md").ends_with(&format!("{}\n", notes.trim_end())),
+        "docs/benchmarks.md does not end with bench/notes.md: rerun `.venv/bin/python bench/report.py` on \
+         the last results"
+    );
 }
 
 /// The docs a measuring command writes, and the command.
-const MEASURED: [(&str, &str); 4] = [
+const MEASURED: [(&str, &str); 3] = [
     ("docs/benchmarks.md", "make bench"),
-    ("docs/benchmarks-native.md", "make bench"),
     ("docs/wasm-size.md", "make wasm-size"),
     ("docs/controller.md", "make measure-controller"),
 ];
