@@ -61,6 +61,30 @@ pub(crate) struct ModuleHost {
 }
 
 impl ModuleHost {
+    /// Envoy's request header array, to `f` before any other callback; None if Envoy cannot list it.
+    /// Listed on the stack for the usual number of headers (issue 27: a vector was an allocation and
+    /// its free on every request).
+    fn with_request_headers<R>(&mut self, f: impl FnOnce(&[EnvoyHttpHeader]) -> R) -> Option<R> {
+        const ON_STACK: usize = 24;
+        // SAFETY: `envoy` is this filter's pointer; the array or vector has room for `n` headers.
+        unsafe {
+            let n = envoy_dynamic_module_callback_http_get_headers_size(self.envoy, REQUEST_HEADER);
+            if n == 0 {
+                return Some(f(&[]));
+            }
+            let read = |headers: &mut [EnvoyHttpHeader]| {
+                envoy_dynamic_module_callback_http_get_headers(self.envoy, REQUEST_HEADER, headers.as_mut_ptr())
+                    .then(|| f(headers))
+            };
+            if n <= ON_STACK {
+                let mut headers = [EnvoyHttpHeader::null(); ON_STACK];
+                read(headers.get_mut(..n).unwrap_or_default())
+            } else {
+                read(&mut vec![EnvoyHttpHeader::null(); n])
+            }
+        }
+    }
+
     pub(crate) fn schedule(&mut self) {
         if self.scheduler.is_null() {
             // SAFETY: `envoy` is this filter's pointer.
@@ -252,28 +276,23 @@ impl HostBase for ModuleHost {
 }
 
 impl Host for ModuleHost {
+    /// Envoy's header array handed to the engine pair by pair: no block to build and parse (issue 27).
+    const HEADER_PAIRS: bool = true;
+
+    fn each_request_header(&mut self, each: &mut dyn FnMut(&[u8], &[u8])) -> bool {
+        let read = self.with_request_headers(|headers| {
+            for h in headers {
+                // SAFETY: Envoy wrote the array in this hook; `each` copies what it keeps.
+                let (k, v) = unsafe { h.parts() };
+                each(k, v);
+            }
+        });
+        read.is_some()
+    }
+
     fn request_headers(&mut self) -> Option<Vec<u8>> {
-        // Listed on the stack for the usual number of headers (issue 27: a vector was an allocation
-        // and its free on every request).
-        const ON_STACK: usize = 24;
-        // SAFETY: `envoy` is this filter's pointer; the array or vector has room for `n` headers,
-        // copied out (serialised) before any other callback.
-        unsafe {
-            let n = envoy_dynamic_module_callback_http_get_headers_size(self.envoy, REQUEST_HEADER);
-            if n == 0 {
-                return Some(serialize_raw(&[]));
-            }
-            let read = |headers: &mut [EnvoyHttpHeader]| {
-                envoy_dynamic_module_callback_http_get_headers(self.envoy, REQUEST_HEADER, headers.as_mut_ptr())
-                    .then(|| serialize_raw(headers))
-            };
-            if n <= ON_STACK {
-                let mut headers = [EnvoyHttpHeader::null(); ON_STACK];
-                read(headers.get_mut(..n).unwrap_or_default())
-            } else {
-                read(&mut vec![EnvoyHttpHeader::null(); n])
-            }
-        }
+        // SAFETY: Envoy wrote the array in this hook.
+        self.with_request_headers(|headers| unsafe { serialize_raw(headers) })
     }
 
     /// docs/semantics.md §6b: Envoy 1.40's ABI reads a metadata namespace's keys and top-level

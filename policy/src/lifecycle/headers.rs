@@ -196,20 +196,33 @@ impl RequestHeaders {
         let (text_start, spans, own) = header_spans(&block, wanted);
         // Only the text after the length table needs to be UTF-8 (a length of 128 or more is not).
         block.drain(..text_start.min(block.len()));
-        match String::from_utf8(block) {
+        Self::from_text(block, spans, own)
+    }
+
+    /// `spans` are the wanted headers' names and values in `bytes`; if something in `bytes` is not
+    /// UTF-8, those are converted lossily.
+    fn from_text(bytes: Vec<u8>, spans: Vec<(Range<usize>, Range<usize>)>, own: [u32; FIXED_HEADERS]) -> Self {
+        match String::from_utf8(bytes) {
             Ok(text) => RequestHeaders { text, wanted: spans, own },
             Err(e) => {
-                let block = e.into_bytes();
+                let bytes = e.into_bytes();
                 let mut text = String::new();
                 let mut copy = |range: Range<usize>| {
                     let start = text.len();
-                    text.push_str(&String::from_utf8_lossy(block.get(range).unwrap_or_default()));
+                    text.push_str(&String::from_utf8_lossy(bytes.get(range).unwrap_or_default()));
                     start..text.len()
                 };
                 let wanted = spans.into_iter().map(|(k, v)| (copy(k), copy(v))).collect();
                 RequestHeaders { text, wanted, own }
             }
         }
+    }
+
+    /// Built from a host's header pairs ([`crate::lifecycle::Host::each_request_header`]): the
+    /// wanted ones are copied as they come, as [`header_spans`] keeps them from a block.
+    pub fn keeping(wanted: &WantedHeaders) -> Keeping<'_> {
+        // Sized for the usual wanted headers' text (methods, path, authority, the MCP headers).
+        Keeping { wanted, text: Vec::with_capacity(512), spans: Vec::with_capacity(11), own: [ABSENT; FIXED_HEADERS] }
     }
 
     fn text(&self, range: &Range<usize>) -> &str {
@@ -250,6 +263,38 @@ impl RequestHeaders {
             n += 1;
         }
         n
+    }
+}
+
+/// [`RequestHeaders`] being built from header pairs ([`RequestHeaders::keeping`]): the wanted ones'
+/// bytes copied as they come, checked as UTF-8 once at the end, as a block is.
+pub(crate) struct Keeping<'w> {
+    wanted: &'w WantedHeaders,
+    text: Vec<u8>,
+    spans: Vec<(Range<usize>, Range<usize>)>,
+    own: [u32; FIXED_HEADERS],
+}
+
+impl Keeping<'_> {
+    /// The request's next header: kept if wanted.
+    pub fn keep(&mut self, name: &[u8], value: &[u8]) {
+        let Some(at) = self.wanted.position(name) else { return };
+        if let Some(slot @ &mut ABSENT) = self.own.get_mut(at) {
+            *slot = u32::try_from(self.spans.len()).unwrap_or(ABSENT);
+        }
+        // NUL after each, as in a block: a name or value that is not UTF-8 cannot join its neighbour
+        // into a valid character, so the ranges stay on character boundaries.
+        let start = self.text.len();
+        self.text.extend_from_slice(name);
+        let name_end = self.text.len();
+        self.text.push(0);
+        self.text.extend_from_slice(value);
+        self.spans.push((start..name_end, name_end + 1..self.text.len()));
+        self.text.push(0);
+    }
+
+    pub fn into_headers(self) -> RequestHeaders {
+        RequestHeaders::from_text(self.text, self.spans, self.own)
     }
 }
 
@@ -401,6 +446,43 @@ mod tests {
         let mut all = wanted(&[]);
         all.all = true;
         assert_eq!(RequestHeaders::from_block(block(pairs), &all).pairs().len(), 6);
+    }
+
+    /// What a host's pairs give ([`RequestHeaders::keeping`]) is what its block gives.
+    fn kept(pairs: &[(&[u8], &[u8])], wanted: &WantedHeaders) -> RequestHeaders {
+        let mut k = RequestHeaders::keeping(wanted);
+        for (name, value) in pairs {
+            k.keep(name, value);
+        }
+        k.into_headers()
+    }
+
+    #[test]
+    fn header_pairs_and_the_block_give_the_same_headers() {
+        let cases: &[&[(&[u8], &[u8])]] = &[
+            &[(b":method", b"POST"), (b"x-other", b"abc"), (b"mcp-name", b"echo"), (b"x-team", b"blue"), (b"x-team", b"red")],
+            // Not UTF-8: a header that is not wanted, then one that is (read lossily either way).
+            &[(b":path", b"/mcp"), (b"x-bin", b"\xff\xfe"), (b"x-team", b"b\xc3lue"), (b"mcp-method", b"tools/call")],
+            &[(b"\xff", b"v"), (b"mcp-method", b"tools/list"), (b"mcp-method", b"tools/call"), (b":method", b"GET")],
+            // A value ending in a lead byte, then continuation bytes: each alone is not UTF-8.
+            &[(b"x-team", b"a\xc3"), (b"x-team", b"\xa9b"), (b":method", b"POST")],
+            &[],
+        ];
+        let all = || {
+            let mut w = wanted(&["x-team"]);
+            w.all = true;
+            w
+        };
+        for pairs in cases {
+            for w in [wanted(&["x-team"]), wanted(&[]), all()] {
+                let (a, b) = (kept(pairs, &w), RequestHeaders::from_block(block(pairs), &w));
+                assert_eq!(a.pairs(), b.pairs(), "{pairs:?}");
+                for own in 0..FIXED_HEADERS {
+                    assert_eq!((a.get(own), a.first(own)), (b.get(own), b.first(own)), "{pairs:?} {own}");
+                }
+            }
+        }
+        assert_eq!(kept(&[(b"mcp-method", b"tools/list"), (b"mcp-method", b"x")], &wanted(&[])).get(MCP_METHOD), "tools/list");
     }
 
     #[test]

@@ -127,7 +127,15 @@ pub(super) fn one_credential(headers: &RequestHeaders) -> bool {
     }
 }
 
-pub(super) fn read_headers(host: &mut impl Host, wanted: &WantedHeaders) -> RequestHeaders {
+pub(super) fn read_headers<H: Host>(host: &mut H, wanted: &WantedHeaders) -> RequestHeaders {
+    if H::HEADER_PAIRS {
+        let mut kept = RequestHeaders::keeping(wanted);
+        return if host.each_request_header(&mut |name, value| kept.keep(name, value)) {
+            kept.into_headers()
+        } else {
+            RequestHeaders::default()
+        };
+    }
     host.request_headers().map_or_else(RequestHeaders::default, |block| RequestHeaders::from_block(block, wanted))
 }
 
