@@ -21,8 +21,11 @@ CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "g0", "f1
 def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Path, requests: int,
                   headers: dict) -> dict:
     """Envoy under `valgrind --tool=callgrind --cache-sim=yes`: counters zeroed after a warm-up, then
-    `requests` requests (h2load over HTTP/1.1, 4 connections, agent-a's certificate; `body` with the
+    `requests` requests (h2load over HTTP/1.1, one connection, agent-a's certificate; `body` with the
     MCP `headers`), then a dump.
+    One connection, so requests come one at a time: with 4, how many requests Envoy handled per event
+    loop wake-up depended on timing under valgrind, and the same row moved by up to 10 k instructions
+    per request between runs (bench/notes.md); one at a time, two runs agree within 0.1 k.
     Returns the events per request and an estimate of cycles (Ir + 10 x L1 misses + 100 x LL misses,
     KCachegrind's rule of thumb). Deterministic up to timers, unlike CPU time on a shared machine."""
     out = WORK / "callgrind" / f"{key}.out"
@@ -50,7 +53,7 @@ def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Pat
                    BENCH_CLIENT_KEY=str(certs / "agent-a.key"))
 
         def load(n: int, strict: bool = True) -> None:
-            r = subprocess.run(["h2load", "--h1", "-n", str(n), "-c", "4", "-d", str(body),
+            r = subprocess.run(["h2load", "--h1", "-n", str(n), "-c", "1", "-d", str(body),
                                 "-H", "content-type: application/json", "-H", "accept: application/json, text/event-stream",
                                 *(a for k, v in headers.items() for a in ("-H", f"{k}: {v}")),
                                 f"https://127.0.0.1:{port}/mcp"],
@@ -105,6 +108,13 @@ def callgrind(keys: list[str], dirs: dict, ports: dict, certs: Path, bodies: dic
     return out
 
 
+def _instructions(cmd: list[str]) -> int:
+    """The instructions callgrind counts for `cmd` (which must succeed)."""
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd], capture_output=True,
+                         text=True, check=True)
+    return int(re.search(r"Collected : (\d+)", out.stderr).group(1))
+
+
 def engine_list_pass() -> dict:
     """The engine's list pass alone, natively: policy/benches/engine.rs's `-- count list_json N` under
     callgrind, (N = 201 − N = 1) / 200 instructions (the 100-tool answer filtered to 10, what (l1) and
@@ -119,11 +129,28 @@ def engine_list_pass() -> dict:
     if exe is None:
         raise RuntimeError("engine bench binary not found in cargo's output")
 
-    def instructions(n: int) -> int:
-        out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", exe, "count", "list_json",
-                              str(n)], capture_output=True, text=True, check=True)
-        return int(re.search(r"Collected : (\d+)", out.stderr).group(1))
-
-    per = (instructions(201) - instructions(1)) / 200
+    per = (_instructions([exe, "count", "list_json", "201"]) - _instructions([exe, "count", "list_json", "1"])) / 200
     log(f"  the engine's list pass alone (native, policy/benches/engine.rs count list_json): {per / 1e3:.1f} k instructions")
     return {"Ir": per, "case": "list_json", "bench": "policy/benches/engine.rs"}
+
+
+JSON_FLOOR = REPO / "bench" / "json-floor"
+JSON_FLOOR_READERS = ("sonic-rs", "simd-json", "serde_json")
+
+
+def json_floor(answer: Path) -> dict:
+    """What the fastest validating JSON readers on crates.io need to check `answer` (the list rows'
+    tools/list answer) once, natively: bench/json-floor, built for AVX2 (x86-64-v3, the widest SIMD
+    valgrind executes), (N = 101 − N = 1) / 100 instructions per reader. The floor under (lm) − (cm):
+    no list filter can judge an answer it has not read."""
+    target = REPO / "target" / "json-floor"
+    subprocess.run(["cargo", "build", "--locked", "-q", "--release", "--manifest-path", str(JSON_FLOOR / "Cargo.toml"),
+                    "--target-dir", str(target)], cwd=REPO, check=True,
+                   env=dict(os.environ, RUSTFLAGS="-C target-cpu=x86-64-v3"))
+    exe = str(target / "release" / "toolgate-bench-json-floor")
+    out = {}
+    for reader in JSON_FLOOR_READERS:
+        per = (_instructions([exe, reader, str(answer), "101"]) - _instructions([exe, reader, str(answer), "1"])) / 100
+        log(f"  validating the answer alone with {reader} (bench/json-floor, AVX2): {per / 1e3:.1f} k instructions")
+        out[reader] = per
+    return {"Ir": out, "bytes": answer.stat().st_size, "bench": "bench/json-floor"}

@@ -451,8 +451,8 @@ def markdown(results: dict, summ: dict, stem: str = "benchmarks") -> str:
         a = cg.get("a")
         L.append("## Instructions per request (callgrind)\n")
         L.append("Envoy under `valgrind --tool=callgrind --cache-sim=yes` (one worker), counters zeroed after a warm-up, "
-                 f"then {next(iter(cg.values()))['requests']:,} requests of the 300 B body (h2load, HTTP/1.1, 4 connections, agent-a's "
-                 "certificate). Estimated cycles = instructions + 10 × L1 misses + 100 × last-level misses. Last column: "
+                 f"then {next(iter(cg.values()))['requests']:,} requests of the 300 B body (h2load, HTTP/1.1, one connection, so one "
+                 "request at a time; agent-a's certificate). Estimated cycles = instructions + 10 × L1 misses + 100 × last-level misses. Last column: "
                  "estimated cycles scaled so that (a) = 16.6 µs, the issue's reference for bare Envoy on its machine "
                  "(on that scale the no-op and naive filters come out near the issue's +3.3 and +4.3 µs)."
                  + (" (l1)/(l0) send their `tools/list` request instead." if any(k in cg for k in LIST_KEYS) else "") + "\n")

@@ -108,7 +108,7 @@ from configs import (
     render,
 )
 from load import Loader, sanity
-from counts import callgrind, engine_list_pass
+from counts import callgrind, engine_list_pass, json_floor
 import startup
 import harness  # tests/e2e (on the path common sets): Envoy binary lookup, free ports, an HTTPS client
 
@@ -484,12 +484,13 @@ def main() -> int:
                         raise RuntimeError(f"config {k}, body {b}: {errors} errors: {w['errors']}")
         for e in envoys.values():
             e.stop()
-        cg, engine_list = {}, None
+        cg, engine_list, floor = {}, None, None
         if args.callgrind_requests:
             counted = [k for k in keys if not args.callgrind_configs or k in args.callgrind_configs.split(",")]
             cg = callgrind(counted, dirs, ports, certs, body_paths, args.callgrind_requests)
             if "lm" in counted:
                 engine_list = engine_list_pass()
+                floor = json_floor(list_response)
     finally:
         for e in envoys.values():
             e.stop()
@@ -499,7 +500,7 @@ def main() -> int:
     results = {"callgrind": cg, "info": info, "configs": {k: CONFIGS[k] for k in keys}, "bodies": {b: BODIES[b] for b in body_names},
                "checks": checks, "runs": runs, "startup": starts,
                "list": {"tools": len(LIST_TOOLS), "allowed": len(LIST_ALLOWED), "entry_bytes": LIST_ENTRY_BYTES,
-                        "response_bytes": list_response.stat().st_size, "request_bytes": len(LIST_REQUEST)}, "micro": micro_results, "engine_list_pass": engine_list, "sizes": sizes, "plan_loads": plan_loads,
+                        "response_bytes": list_response.stat().st_size, "request_bytes": len(LIST_REQUEST)}, "micro": micro_results, "engine_list_pass": engine_list, "json_floor": floor, "sizes": sizes, "plan_loads": plan_loads,
                "elapsed_s": time.monotonic() - started}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     raw = WORK / "quick" / "results.json" if quick else WORK / "results.json"
