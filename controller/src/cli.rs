@@ -120,7 +120,7 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
             pause_headers,
             list_filtering: args.list_filtering,
             default_deny: args.default_deny,
-            default_deny_except_hosts: Vec::new(),
+            ..PlanSettings::default()
         },
         gateway_classes: args.gateway_class.iter().cloned().collect(),
     };

@@ -66,8 +66,11 @@ impl<T> Object<T> {
 }
 
 // Gateway API objects: the generated serde types of the `gateway-api` crate, under shorter names.
-use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesFrom;
 pub use gateway_api::apis::standard::gateways::{GatewayListeners as Listener, GatewaySpec};
+use gateway_api::apis::standard::gateways::{
+    GatewayListenersAllowedRoutesNamespacesFrom, GatewayTlsFrontendDefaultValidationMode as DefaultMode,
+    GatewayTlsFrontendPerPortTlsValidationMode as PerPortMode,
+};
 use gateway_api::apis::standard::httproutes::HttpRouteRulesMatchesMethod;
 pub use gateway_api::apis::standard::httproutes::{
     HttpRouteRulesBackendRefs as BackendRef, HttpRouteRulesFiltersUrlRewrite as UrlRewrite, HttpRouteRulesMatches as RouteMatch,
@@ -119,6 +122,17 @@ pub fn client_ca_refs(gateway: &GatewaySpec, port: i32) -> Vec<CaRef<'_>> {
             .flat_map(|v| &v.ca_certificate_refs)
             .map(|r| CaRef::new(&r.kind, &r.name, &r.namespace))
             .collect(),
+    }
+}
+
+/// Whether the client validation in force for a listener port (`perPort` wins over `default`, as in
+/// [`client_ca_refs`]) lets clients through whose certificate is missing or fails verification:
+/// `mode: AllowInsecureFallback`.
+pub fn insecure_client_fallback(gateway: &GatewaySpec, port: i32) -> bool {
+    let Some(frontend) = gateway.tls.as_ref().and_then(|t| t.frontend.as_ref()) else { return false };
+    match frontend.per_port.iter().flatten().find(|p| p.port == port) {
+        Some(p) => p.tls.validation.as_ref().and_then(|v| v.mode.as_ref()) == Some(&PerPortMode::AllowInsecureFallback),
+        None => frontend.default.validation.as_ref().and_then(|v| v.mode.as_ref()) == Some(&DefaultMode::AllowInsecureFallback),
     }
 }
 

@@ -325,8 +325,12 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                     }
                 }
             }
+            // docs/semantics.md §2: under Istio a listener that lets unverified certificates through has
+            // no caller identities (istiod accepts untrusted chains there); `render` always verifies.
+            let insecure = model::insecure_client_fallback(&gw.spec, listener.port);
+            let istio = matches!(opts.compile.clusters, ClusterNaming::Istio { .. });
             let plan = CompiledPlan {
-                settings: settings.clone(),
+                settings: PlanSettings { unverified_client_certificates: insecure && istio, ..settings.clone() },
                 gateway: gateway_level,
                 backends,
                 ..CompiledPlan::empty(&listener_id)
@@ -338,6 +342,18 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 .iter()
                 .chain(plan.backends.values().flat_map(|l| &l.allow))
                 .any(|p| p.rules.iter().any(|r| r.principal.is_some()));
+            if insecure && istio && sourced {
+                topo.warnings.push(format!(
+                    "listener {listener_id}: spec.tls.frontend validation mode AllowInsecureFallback lets clients through \
+                     with certificates nobody verified, so a URI SAN there is a claim, not an identity: the filter reads \
+                     no caller identity on this listener and rules with a source match no one (use AllowValidOnly)"
+                ));
+            } else if insecure && !istio {
+                topo.warnings.push(format!(
+                    "listener {listener_id}: spec.tls.frontend validation mode AllowInsecureFallback is not honoured by \
+                     render: the listener requires a client certificate its CA signed"
+                ));
+            }
             if sourced && model::client_ca_refs(&gw.spec, listener.port).is_empty() {
                 topo.warnings.push(format!(
                     "listener {listener_id}: rules with a source apply, but the listener does not request client \

@@ -147,6 +147,7 @@ fn plan(u: &mut Unstructured<'_>) -> arbitrary::Result<CompiledPlan> {
             list_filtering: u.arbitrary()?,
             default_deny: u.ratio(1, 4)?,
             default_deny_except_hosts: Vec::new(),
+            unverified_client_certificates: u.ratio(1, 8)?,
         },
         gateway: level(u)?,
         backends,

@@ -76,6 +76,13 @@ pub struct PlanSettings {
     /// (their own plans decide them). Written only when not empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub default_deny_except_hosts: Vec<HostMatch>,
+    /// The listener lets clients through with certificates it has not verified (the Gateway API's
+    /// frontend validation `mode: AllowInsecureFallback`, which istiod turns into a TLS server that
+    /// accepts untrusted chains). A URI SAN there is what the client claims, not who it is: the
+    /// filter never reads the peer certificate, so rules with a `source` match no one and
+    /// authorizers are told no caller (docs/semantics.md §2). Written only when on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified_client_certificates: bool,
 }
 
 fn yes() -> bool {
@@ -100,6 +107,7 @@ impl Default for PlanSettings {
             list_filtering: true,
             default_deny: false,
             default_deny_except_hosts: Vec::new(),
+            unverified_client_certificates: false,
         }
     }
 }

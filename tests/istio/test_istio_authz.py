@@ -199,3 +199,72 @@ def test_spiffe_identities_at_both_levels(gw, tmp_path):
                          what="no policy: any verified caller passes")
     finally:
         controller.stop()
+
+
+def frontend_validation_gateway(http_port: int, https_port: int, mode: str | None) -> str:
+    """default/gw as tls_gateway, but the HTTPS listener validates clients the Gateway API way: its
+    `spec.tls.frontend.default.validation.caCertificateRefs` names the ConfigMap `agents-ca` (the CA as
+    `ca.crt`), and no Istio option; `mode`: the validation's mode (None: the default, AllowValidOnly)."""
+    text = tls_gateway(http_port, https_port).replace("      options: {gateway.istio.io/tls-terminate-mode: MUTUAL}\n", "")
+    validation = {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "agents-ca"}], **({"mode": mode} if mode else {})}
+    return text.replace("  gatewayClassName: istio\n",
+                        f"  gatewayClassName: istio\n  tls: {{frontend: {{default: {{validation: {json.dumps(validation)}}}}}}}\n", 1)
+
+
+@pytest.mark.parametrize("mode", [None, "AllowInsecureFallback"])
+def test_frontend_validation_by_ca_certificate_refs(gw, tmp_path, mode):
+    """The Gateway API's own client validation (`spec.tls.frontend.default.validation.caCertificateRefs`
+    to a ConfigMap), which istiod turns into a MUTUAL server: the filter decides by the verified
+    certificate's URI SAN as with Istio's option. With `mode: AllowInsecureFallback` istiod's server
+    accepts any certificate, verified or not (a certificate from another CA claiming a's ID gets
+    through the handshake), so the controller's plan for that listener reads no caller identity: every
+    rule with a source denies, the forged claim included (fail closed)."""
+    cluster, envoy, port = gw["cluster"], gw["envoy"], gw["https_port"]
+    controller = Controller(cluster, tmp_path, gw["wasm"])
+    url = f"https://127.0.0.1:{port}/mcp"
+    forged = harness.client_cert(gw["certs"], "other-agent-a")
+    try:
+        cluster.apply(yaml({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "agents-ca", "namespace": "default"},
+                            "data": {"ca.crt": (gw["certs"] / "ca.crt").read_text()}}))
+        cluster.apply(frontend_validation_gateway(gw["port"], port, mode))
+        cluster.apply(identity_policies())
+
+        # The HTTPS listener now validates clients against the ConfigMap's CA (istiod's SDS secret for
+        # it), no longer the Secret's ca.crt.
+        def https_listener() -> str | None:
+            for ls in envoy.config_dump("dynamic_listeners").get("configs", []):
+                text = json.dumps(ls.get("active_state", {}).get("listener", {}))
+                if f'"port_value": {port}' in text:
+                    return text
+            return None
+        harness.wait_for(lambda: (t := https_listener()) and "configmap://default/agents-ca-cacert" in t
+                         and "gw-cert-cacert" not in t, timeout=60,
+                         what=f"the ConfigMap's CA at the HTTPS listener\n{envoy.log_tail(30)}")
+        plan_says = lambda: (cluster.get("wasmplugin", "toolgate-gw-https") or {}).get("spec", {}).get(  # noqa: E731
+            "pluginConfig", {}).get("settings", {}).get("unverifiedClientCertificates", False)
+        if mode is None:
+            harness.wait_for(lambda: allowed(tls_call(gw, "get-sum", "agent-a"))
+                             and denied(tls_call(gw, "echo", "agent-a")), timeout=60,
+                             what=f"the identity policies behind frontend validation\n{envoy.log_tail(30)}")
+            assert plan_says() is False
+            assert_allowed(tls_call(gw, "get-sum", "agent-b"))
+            assert_denied(tls_call(gw, "echo", "agent-b"))
+            assert_denied(tls_call(gw, "get-sum", "agent-nospiffe"))
+            # No certificate, or another CA's claiming a's ID: refused in the handshake.
+            assert harness.handshake_rejected(url, ca=gw["certs"] / "ca.crt")
+            assert harness.handshake_rejected(url, cert=forged, ca=gw["certs"] / "ca.crt")
+        else:
+            harness.wait_for(lambda: plan_says() is True, timeout=60, what="the plan of the insecure listener")
+            harness.wait_for(lambda: denied(tls_call(gw, "get-sum", "agent-a")), timeout=60,
+                             what=f"the plan without identities at the gateway\n{envoy.log_tail(30)}")
+            # istiod's server lets the forged certificate through the handshake: only the plan stands
+            # between its claim and a's tools.
+            assert not harness.handshake_rejected(url, cert=forged, ca=gw["certs"] / "ca.crt")
+            for agent in ("other-agent-a", "agent-a", "agent-b", None):
+                assert_denied(tls_call(gw, "get-sum", agent))
+    finally:
+        cluster.kubectl("delete", "xaccesspolicies", "callers", "tools-callers", "-n", "default", "--ignore-not-found")
+        # Back to the Istio option for the other tests of this module.
+        cluster.apply(tls_gateway(gw["port"], port))
+        cluster.kubectl("delete", "configmap", "agents-ca", "-n", "default", "--ignore-not-found")
+        controller.stop()

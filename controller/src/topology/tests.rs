@@ -133,3 +133,46 @@ fn transition_times_are_whole_utc_seconds() {
     assert_eq!(now.len(), "2026-01-02T03:04:05Z".len(), "{now}");
     assert!(now.parse::<jiff::Timestamp>().is_ok() && now.ends_with('Z'), "{now}");
 }
+
+/// A Gateway with two HTTPS listeners whose client validation is the frontend `default` (mode `mode`)
+/// for 8443 and a `perPort` AllowValidOnly one for 9443, and a Gateway-level policy with a source.
+fn frontend_validation(mode: &str) -> String {
+    let ca = "caCertificateRefs: [{group: '', kind: ConfigMap, name: agents-ca}]";
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: a}}\n\
+         spec:\n  gatewayClassName: istio\n  listeners:\n\
+         \x20 - {{name: fallback, port: 8443, protocol: HTTPS, tls: {{certificateRefs: [{{name: gw-cert}}]}}}}\n\
+         \x20 - {{name: strict, port: 9443, protocol: HTTPS, tls: {{certificateRefs: [{{name: gw-cert}}]}}}}\n\
+         \x20 tls: {{frontend: {{default: {{validation: {{{ca}, mode: {mode}}}}}, perPort: [{{port: 9443, tls: {{validation: {{{ca}}}}}}}]}}}}\n\
+         ---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {{name: callers, namespace: a}}\n\
+         spec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}]\n  action: Allow\n\
+         \x20 rules: [{{name: a, source: {{type: SPIFFE, spiffe: 'spiffe://cluster.local/ns/a/sa/a'}}}}]\n"
+    )
+}
+
+fn unverified(topo: &Topology) -> Vec<(String, bool)> {
+    topo.gateways[0].listeners.iter().map(|l| (l.listener.name.clone(), l.plan.settings.unverified_client_certificates)).collect()
+}
+
+#[test]
+fn under_istio_a_listener_that_accepts_unverified_certificates_reads_no_identity() {
+    // istiod makes AllowInsecureFallback a TLS server that accepts untrusted chains: the plan says so
+    // (the filter then reads no caller identity there), with a warning; perPort AllowValidOnly wins.
+    let topo = topology_of(&frontend_validation("AllowInsecureFallback"), istio());
+    assert_eq!(unverified(&topo), vec![("fallback".into(), true), ("strict".into(), false)]);
+    let warned: Vec<_> = topo.warnings.iter().filter(|w| w.contains("AllowInsecureFallback")).collect();
+    assert_eq!(warned.len(), 1, "{:?}", topo.warnings);
+    assert!(warned[0].contains("a/gw/fallback") && warned[0].contains("rules with a source match no one"), "{warned:?}");
+    // AllowValidOnly: verified certificates, identities read.
+    let topo = topology_of(&frontend_validation("AllowValidOnly"), istio());
+    assert_eq!(unverified(&topo), vec![("fallback".into(), false), ("strict".into(), false)]);
+    assert!(topo.warnings.iter().all(|w| !w.contains("AllowInsecureFallback")), "{:?}", topo.warnings);
+    // `render` always verifies the certificate (its listener requires one its CA signed), and says so.
+    let topo = topology_of(&frontend_validation("AllowInsecureFallback"), ClusterNaming::Rendered);
+    assert_eq!(unverified(&topo), vec![("fallback".into(), false), ("strict".into(), false)]);
+    assert!(
+        topo.warnings.iter().any(|w| w.contains("a/gw/fallback") && w.contains("not honoured by render")),
+        "{:?}",
+        topo.warnings
+    );
+}

@@ -51,7 +51,9 @@ impl Needs {
         let ea = authorizers(plan).next().is_some();
         Needs {
             cluster: plan.backends.values().any(|l| !l.is_empty()),
-            principal: ea || cel.principal || rules(plan).any(|r| r.principal.is_some()),
+            // A listener that accepts unverified certificates has no identities to read.
+            principal: !plan.settings.unverified_client_certificates
+                && (ea || cel.principal || rules(plan).any(|r| r.principal.is_some())),
             port: rules(plan).any(|r| !r.http.ports.is_empty()),
             external_auth: ea,
             cel_params: cel.params,

@@ -181,6 +181,26 @@ fn a_refused_first_plan_denies_and_a_refused_update_is_rejected() {
 }
 
 #[test]
+fn a_listener_that_accepts_unverified_certificates_has_no_caller_identity() {
+    // The client certificate's URI SAN says A; a listener that did not verify it (the plan setting)
+    // reads no identity: A's rule matches no one there, and a rule without a source still does.
+    for unverified in [false, true] {
+        let mut plan = CompiledPlan::empty("default/gw/https");
+        plan.settings.unverified_client_certificates = unverified;
+        plan.gateway = allow_level(vec![tools_rule("a", Some(A), &["echo"]), tools_rule("anyone", None, &["get-sum"])]);
+        let mut p = Plugin::default();
+        assert!(p.configure(&mut FakeRoot::default(), &serde_json::to_vec(&plan.seal()).unwrap()));
+        for (tool, allowed) in [("echo", !unverified), ("get-sum", true)] {
+            let mut host = post(&call(1, tool));
+            host.principal = Some(A.into());
+            let (_, action) = send(&p, &mut host);
+            assert_eq!(action == Action::Continue, allowed, "unverified {unverified}, {tool}: {:?}", host.records);
+            assert_eq!(host.counts, vec![if allowed { Counter::Allow } else { Counter::DenyGateway }], "{tool}");
+        }
+    }
+}
+
+#[test]
 fn a_module_without_response_callbacks_refuses_plans_that_filter_lists() {
     let mut root = FakeRoot { no_response_callbacks: true, ..FakeRoot::default() };
     let mut p = Plugin::default();
