@@ -22,11 +22,12 @@ import pytest
 
 import harness
 from harness import assert_allowed, assert_denied, external_auth_policy, mcp_match, policy, rule, sa, spiffe
-from istio_stack import (GATEWAY_LABELS, ROUTE_AND_BACKEND, Cluster, Controller, allowed, call, denied,
+from istio_stack import (GATEWAY_LABELS, ISTIO_SVC, ROUTE_AND_BACKEND, Cluster, Controller, allowed, call, denied,
                          listener_http_filters)
 
 SA_A = "spiffe://cluster.local/ns/default/sa/a"
 AUTHZ_CLUSTER = "outbound|9000||authz.default.svc.cluster.local"
+AUTHZ_HTTP_CLUSTER = "outbound|9001||authz-http.default.svc.cluster.local"
 
 
 def yaml(*objects: dict | str) -> str:
@@ -137,6 +138,56 @@ spec:
             asked = harness.wait_for(lambda: az.requests()[before:] or None, timeout=5, what="the authorizer asked")
             assert [r["kind"] for r in asked] == ["grpc"], asked
         cluster.kubectl("delete", "xaccesspolicy", "ea", "-n", "default")
+        harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
+    finally:
+        controller.stop()
+        az.stop()
+
+
+def test_external_auth_over_http_at_the_xbackend_level(gw, tmp_path):
+    """action: ExternalAuth with protocol HTTP on the XBackend `tools`: the plan's backend level (keyed by
+    istiod's cluster of the MCP Service) calls the cluster istiod builds for the authorizer's HTTP
+    Service `authz-http`, and the authorizer decides by the forwarded body: get-sum allowed, echo denied,
+    each asked once over HTTP."""
+    cluster, mcp, envoy, port = gw["cluster"], gw["mcp"], gw["envoy"], gw["port"]
+    az = harness.Authorizer.start("authz-http", tmp_path / "authz", rule={"allow_tools": ["get-sum"], "deny_tools": ["echo"]})
+    http_port = int(az.http_address.rsplit(":", 1)[1])
+    controller = Controller(cluster, tmp_path, gw["wasm"])
+    try:
+        cluster.apply(f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: authz-http, namespace: default}}
+spec:
+  selector: {{app: authz-http}}
+  ports: [{{name: http, port: 9001, targetPort: {http_port}, appProtocol: http}}]
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: authz-http-0, namespace: default, labels: {{app: authz-http}}}}
+spec:
+  address: 127.0.0.1
+  labels: {{app: authz-http}}
+""")
+        # The body goes to the authorizer (forwardBody), which decides by the tool it names.
+        cluster.apply(yaml(external_auth_policy("ea-http", protocol="HTTP", service="authz-http", port=9001,
+                                                target="backend", http={}, forward_body=65536)))
+        backend = harness.wait_for(
+            lambda: ((cluster.get("wasmplugin", "toolgate-gw-http") or {}).get("spec", {}).get("pluginConfig", {})
+                     .get("backends", {}).get(ISTIO_SVC, {}).get("externalAuth")),
+            timeout=30, what=f"the backend level's ExternalAuth in the WasmPlugin (keyed {ISTIO_SVC})")
+        assert backend["authorizer"]["cluster"] == AUTHZ_HTTP_CLUSTER, backend
+        harness.wait_for(lambda: next((c for c in envoy.config_dump("dynamic_active_clusters").get("configs", [])
+                                       if c["cluster"]["name"] == AUTHZ_HTTP_CLUSTER), None),
+                         timeout=60, what=f"istiod's cluster {AUTHZ_HTTP_CLUSTER} at the gateway")
+        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
+                         timeout=60, what=f"the HTTP authorizer's decisions at the gateway\n{az.log_tail()}")
+        for tool, want in (("get-sum", assert_allowed), ("echo", assert_denied)):
+            before = len(az.requests())
+            want(call(port, tool, mcp))
+            asked = harness.wait_for(lambda: az.requests()[before:] or None, timeout=5, what="the authorizer asked")
+            assert [r["kind"] for r in asked] == ["http"], asked
+        cluster.kubectl("delete", "xaccesspolicy", "ea-http", "-n", "default")
         harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
     finally:
         controller.stop()
