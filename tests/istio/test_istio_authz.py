@@ -95,6 +95,43 @@ def listed(sent: harness.Sent) -> list[str] | None:
     return sorted(t["name"] for t in sent.json().get("result", {}).get("tools", []))
 
 
+def authorizer_service(name: str, port: int, target_port: int, app_protocol: str) -> str:
+    """The Service `name` (port `port`, `appProtocol`) in front of an authorizer on 127.0.0.1:`target_port`
+    (a WorkloadEntry, like the MCP server's)."""
+    return f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: default}}
+spec:
+  selector: {{app: {name}}}
+  ports: [{{name: {app_protocol}, port: {port}, targetPort: {target_port}, appProtocol: {app_protocol}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: {name}-0, namespace: default, labels: {{app: {name}}}}}
+spec:
+  address: 127.0.0.1
+  labels: {{app: {name}}}
+"""
+
+
+def istiod_cluster(envoy: harness.Envoy, name: str) -> dict:
+    return harness.wait_for(lambda: next((c["cluster"] for c in envoy.config_dump("dynamic_active_clusters").get("configs", [])
+                                          if c["cluster"]["name"] == name), None),
+                            timeout=60, what=f"istiod's cluster {name} at the gateway")
+
+
+def authorizer_decides(az: harness.Authorizer, port: int, mcp, kind: str) -> None:
+    """get-sum allowed and echo denied at the gateway, each after asking the authorizer once over `kind`."""
+    harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
+                     timeout=60, what=f"the authorizer's decisions at the gateway\n{az.log_tail()}")
+    for tool, want in (("get-sum", assert_allowed), ("echo", assert_denied)):
+        before = len(az.requests())
+        want(call(port, tool, mcp))
+        asked = harness.wait_for(lambda: az.requests()[before:] or None, timeout=5, what="the authorizer asked")
+        assert [r["kind"] for r in asked] == [kind], asked
+
+
 def test_external_auth_to_an_authorizer_service(gw, tmp_path):
     """action: ExternalAuth naming the Service `authz`: the plan's authorizer cluster is the one istiod builds
     for that Service, istiod gives it to the gateway's Envoy, and the authorizer decides: get-sum allowed,
@@ -104,39 +141,16 @@ def test_external_auth_to_an_authorizer_service(gw, tmp_path):
     grpc_port = int(az.grpc_address.rsplit(":", 1)[1])
     controller = Controller(cluster, tmp_path, gw["wasm"])
     try:
-        cluster.apply(f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: authz, namespace: default}}
-spec:
-  selector: {{app: authz}}
-  ports: [{{name: grpc, port: 9000, targetPort: {grpc_port}, appProtocol: grpc}}]
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {{name: authz-0, namespace: default, labels: {{app: authz}}}}
-spec:
-  address: 127.0.0.1
-  labels: {{app: authz}}
-""")
+        cluster.apply(authorizer_service("authz", 9000, grpc_port, "grpc"))
         cluster.apply(yaml(external_auth_policy("ea", grpc={})))
         wp = harness.wait_for(lambda: cluster.get("wasmplugin", "toolgate-gw-http"), timeout=30, what="WasmPlugin")
         assert wp["spec"]["pluginConfig"]["gateway"]["externalAuth"]["authorizer"]["cluster"] == AUTHZ_CLUSTER
-        authz_cluster = harness.wait_for(
-            lambda: next((c["cluster"] for c in envoy.config_dump("dynamic_active_clusters").get("configs", [])
-                          if c["cluster"]["name"] == AUTHZ_CLUSTER), None),
-            timeout=60, what=f"istiod's cluster {AUTHZ_CLUSTER} at the gateway")
+        authz_cluster = istiod_cluster(envoy, AUTHZ_CLUSTER)
         # HTTP/2 because the port says appProtocol: grpc (without it istiod builds an HTTP/1.1 cluster and
         # the authorizer is never reached: README "In a cluster").
         assert "http2_protocol_options" in json.dumps(authz_cluster.get("typed_extension_protocol_options", {})), \
             authz_cluster
-        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
-                         timeout=60, what=f"the authorizer's decisions at the gateway\n{az.log_tail()}")
-        for tool, want in (("get-sum", assert_allowed), ("echo", assert_denied)):
-            before = len(az.requests())
-            want(call(port, tool, mcp))
-            asked = harness.wait_for(lambda: az.requests()[before:] or None, timeout=5, what="the authorizer asked")
-            assert [r["kind"] for r in asked] == ["grpc"], asked
+        authorizer_decides(az, port, mcp, "grpc")
         cluster.kubectl("delete", "xaccesspolicy", "ea", "-n", "default")
         harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
     finally:
@@ -154,21 +168,7 @@ def test_external_auth_over_http_at_the_xbackend_level(gw, tmp_path):
     http_port = int(az.http_address.rsplit(":", 1)[1])
     controller = Controller(cluster, tmp_path, gw["wasm"])
     try:
-        cluster.apply(f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: authz-http, namespace: default}}
-spec:
-  selector: {{app: authz-http}}
-  ports: [{{name: http, port: 9001, targetPort: {http_port}, appProtocol: http}}]
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {{name: authz-http-0, namespace: default, labels: {{app: authz-http}}}}
-spec:
-  address: 127.0.0.1
-  labels: {{app: authz-http}}
-""")
+        cluster.apply(authorizer_service("authz-http", 9001, http_port, "http"))
         # The body goes to the authorizer (forwardBody), which decides by the tool it names.
         cluster.apply(yaml(external_auth_policy("ea-http", protocol="HTTP", service="authz-http", port=9001,
                                                 target="backend", http={}, forward_body=65536)))
@@ -177,16 +177,8 @@ spec:
                      .get("backends", {}).get(ISTIO_SVC, {}).get("externalAuth")),
             timeout=30, what=f"the backend level's ExternalAuth in the WasmPlugin (keyed {ISTIO_SVC})")
         assert backend["authorizer"]["cluster"] == AUTHZ_HTTP_CLUSTER, backend
-        harness.wait_for(lambda: next((c for c in envoy.config_dump("dynamic_active_clusters").get("configs", [])
-                                       if c["cluster"]["name"] == AUTHZ_HTTP_CLUSTER), None),
-                         timeout=60, what=f"istiod's cluster {AUTHZ_HTTP_CLUSTER} at the gateway")
-        harness.wait_for(lambda: allowed(call(port, "get-sum", mcp)) and denied(call(port, "echo", mcp)),
-                         timeout=60, what=f"the HTTP authorizer's decisions at the gateway\n{az.log_tail()}")
-        for tool, want in (("get-sum", assert_allowed), ("echo", assert_denied)):
-            before = len(az.requests())
-            want(call(port, tool, mcp))
-            asked = harness.wait_for(lambda: az.requests()[before:] or None, timeout=5, what="the authorizer asked")
-            assert [r["kind"] for r in asked] == ["http"], asked
+        istiod_cluster(envoy, AUTHZ_HTTP_CLUSTER)
+        authorizer_decides(az, port, mcp, "http")
         cluster.kubectl("delete", "xaccesspolicy", "ea-http", "-n", "default")
         harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
     finally:
