@@ -30,7 +30,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests/k8s"))
 sys.path.insert(0, str(REPO / "tests/e2e"))
 import harness  # noqa: E402
-from test_controller import BACKEND, GATEWAY, ApiServer, Controller, allow_policy  # noqa: E402
+from gateway_objects import ROUTE_AND_BACKEND as BACKEND, allow_policy, gateway  # noqa: E402
+from k8s_stack import ApiServer, Controller  # noqa: E402
+
+GATEWAY = gateway()
 
 IDLE = int(os.environ.get("IDLE_SECONDS", "300"))
 ISTIO_CHANGES = int(os.environ.get("ISTIO_CHANGES", "50"))
@@ -73,7 +76,7 @@ def main() -> int:
 
         # 1. Change -> WasmPlugin.
         controller = Controller(server, work)
-        server.apply(GATEWAY + "---" + BACKEND + "---" + allow_policy("p", "gw", ["tool-start"]))
+        server.apply(GATEWAY + "---" + BACKEND + "---" + allow_policy("p", ["tool-start"], "gw"))
         harness.wait_for(lambda: api.call("GET", WASMPLUGIN)[0] == 200, timeout=30, what="WasmPlugin")
         latencies = []
         for i in range(CHANGES):
@@ -107,7 +110,7 @@ spec: {{mcp: {{serviceName: svc{b}, port: 8080}}}}""")
         targets = ["gw"] + [f"b{b}" for b in range(199)]
         for t in targets:
             for k in range(5):
-                docs.append(allow_policy(f"{t}-p{k}", t if t == "gw" else f"x{t}", [f"tool-{k}"]).replace(
+                docs.append(allow_policy(f"{t}-p{k}", [f"tool-{k}"], t if t == "gw" else f"x{t}").replace(
                     "kind: XBackend, name: x", "kind: XBackend, name: "))
         big = work / "big.yaml"
         big.write_text("\n---\n".join(docs))
@@ -128,7 +131,7 @@ spec: {{mcp: {{serviceName: svc{b}, port: 8080}}}}""")
         peak = next((l.split()[1] for l in Path(f"/proc/{controller.proc.pid}/status").read_text().splitlines()
                      if l.startswith("VmHWM:")), "?")
         results["cold start, 1,000 policies on 200 targets: converged"] = f"{took:.1f} s (from the controller's start)"
-        results["cold start: API writes"] = f"{writes} (1,000 statuses and the outputs that differ from those step 1 left)"
+        results["cold start: API writes"] = f"{writes} (1,000 policy statuses, the 200 targets' `XAccessPolicyAffected` conditions, and the outputs that differ from those step 1 left)"
         results["cold start: controller peak memory (VmHWM)"] = f"{int(peak) / 1024:.0f} MiB" if peak != "?" else "?"
 
         # 3. Idle.
@@ -142,7 +145,7 @@ spec: {{mcp: {{serviceName: svc{b}, port: 8080}}}}""")
         for ns in tenants:
             docs += [GATEWAY.replace("namespace: default", f"namespace: {ns}"),
                      BACKEND.replace("namespace: default", f"namespace: {ns}"),
-                     allow_policy("p", "tools", ["get-sum"]).replace("namespace: default", f"namespace: {ns}")]
+                     allow_policy("p", ["get-sum"], "tools").replace("namespace: default", f"namespace: {ns}")]
         many = work / "tenants.yaml"
         many.write_text("\n---\n".join(docs))
         server.kubectl("apply", "-f", str(many))
@@ -162,7 +165,7 @@ spec: {{mcp: {{serviceName: svc{b}, port: 8080}}}}""")
         assert not leaked, f"plans carrying other namespaces' backends: {leaked}"
         passes = len(controller.writes())
         before = plugin_of("t7")["spec"]["pluginConfig"]["hash"]
-        server.apply(allow_policy("p", "tools", ["get-sum", "echo"]).replace("namespace: default", "namespace: t7"))
+        server.apply(allow_policy("p", ["get-sum", "echo"], "tools").replace("namespace: default", "namespace: t7"))
         # Settled after the pass that wrote (its trace line comes at the end of that pass).
         harness.wait_for(lambda: plugin_of("t7")["spec"]["pluginConfig"]["hash"] != before
                          and sum(controller.writes()[passes:]) > 0 and settled(), timeout=30, what="t7's change written")
@@ -173,7 +176,7 @@ spec: {{mcp: {{serviceName: svc{b}, port: 8080}}}}""")
         harness.wait_for(lambda: plugin_of("t7") is None and sum(controller.writes()[passes:]) > 0 and settled(),
                          timeout=30, what="t7's outputs deleted")
         results["50 Gateways: API writes when one Gateway's last policy is deleted"] = \
-            f"{sum(controller.writes()[passes:])} (that Gateway's WasmPlugin and EnvoyFilter deleted)"
+            f"{sum(controller.writes()[passes:])} (that Gateway's WasmPlugin and EnvoyFilter deleted, and the XBackend's `XAccessPolicyAffected` condition)"
     finally:
         if controller:
             controller.stop()
