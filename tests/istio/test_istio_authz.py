@@ -16,6 +16,7 @@ gateway's Envoy fed over ADS, `toolgate controller` with deploy/'s permissions):
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 
 import pytest
@@ -95,16 +96,21 @@ def listed(sent: harness.Sent) -> list[str] | None:
     return sorted(t["name"] for t in sent.json().get("result", {}).get("tools", []))
 
 
-def authorizer_service(name: str, port: int, target_port: int, app_protocol: str) -> str:
-    """The Service `name` (port `port`, `appProtocol`) in front of an authorizer on 127.0.0.1:`target_port`
-    (a WorkloadEntry, like the MCP server's)."""
-    return f"""
+@contextlib.contextmanager
+def authorizer_service(gw, tmp_path, name: str, port: int, app_protocol: str):
+    """toolgate-test-authz (allows get-sum, denies echo) on 127.0.0.1 behind the Service `name` (port `port`,
+    `appProtocol`: grpc or http; a WorkloadEntry, like the MCP server's), and the controller running."""
+    az = harness.Authorizer.start(name, tmp_path / "authz", rule={"allow_tools": ["get-sum"], "deny_tools": ["echo"]})
+    target = int((az.grpc_address if app_protocol == "grpc" else az.http_address).rsplit(":", 1)[1])
+    controller = Controller(gw["cluster"], tmp_path, gw["wasm"])
+    try:
+        gw["cluster"].apply(f"""
 apiVersion: v1
 kind: Service
 metadata: {{name: {name}, namespace: default}}
 spec:
   selector: {{app: {name}}}
-  ports: [{{name: {app_protocol}, port: {port}, targetPort: {target_port}, appProtocol: {app_protocol}}}]
+  ports: [{{name: {app_protocol}, port: {port}, targetPort: {target}, appProtocol: {app_protocol}}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
@@ -112,7 +118,11 @@ metadata: {{name: {name}-0, namespace: default, labels: {{app: {name}}}}}
 spec:
   address: 127.0.0.1
   labels: {{app: {name}}}
-"""
+""")
+        yield az
+    finally:
+        controller.stop()
+        az.stop()
 
 
 def istiod_cluster(envoy: harness.Envoy, name: str) -> dict:
@@ -137,11 +147,7 @@ def test_external_auth_to_an_authorizer_service(gw, tmp_path):
     for that Service, istiod gives it to the gateway's Envoy, and the authorizer decides: get-sum allowed,
     echo denied, each asked once over gRPC."""
     cluster, mcp, envoy, port = gw["cluster"], gw["mcp"], gw["envoy"], gw["port"]
-    az = harness.Authorizer.start("authz", tmp_path / "authz", rule={"allow_tools": ["get-sum"], "deny_tools": ["echo"]})
-    grpc_port = int(az.grpc_address.rsplit(":", 1)[1])
-    controller = Controller(cluster, tmp_path, gw["wasm"])
-    try:
-        cluster.apply(authorizer_service("authz", 9000, grpc_port, "grpc"))
+    with authorizer_service(gw, tmp_path, "authz", 9000, "grpc") as az:
         cluster.apply(yaml(external_auth_policy("ea", grpc={})))
         wp = harness.wait_for(lambda: cluster.get("wasmplugin", "toolgate-gw-http"), timeout=30, what="WasmPlugin")
         assert wp["spec"]["pluginConfig"]["gateway"]["externalAuth"]["authorizer"]["cluster"] == AUTHZ_CLUSTER
@@ -153,9 +159,6 @@ def test_external_auth_to_an_authorizer_service(gw, tmp_path):
         authorizer_decides(az, port, mcp, "grpc")
         cluster.kubectl("delete", "xaccesspolicy", "ea", "-n", "default")
         harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
-    finally:
-        controller.stop()
-        az.stop()
 
 
 def test_external_auth_over_http_at_the_xbackend_level(gw, tmp_path):
@@ -164,11 +167,7 @@ def test_external_auth_over_http_at_the_xbackend_level(gw, tmp_path):
     Service `authz-http`, and the authorizer decides by the forwarded body: get-sum allowed, echo denied,
     each asked once over HTTP."""
     cluster, mcp, envoy, port = gw["cluster"], gw["mcp"], gw["envoy"], gw["port"]
-    az = harness.Authorizer.start("authz-http", tmp_path / "authz", rule={"allow_tools": ["get-sum"], "deny_tools": ["echo"]})
-    http_port = int(az.http_address.rsplit(":", 1)[1])
-    controller = Controller(cluster, tmp_path, gw["wasm"])
-    try:
-        cluster.apply(authorizer_service("authz-http", 9001, http_port, "http"))
+    with authorizer_service(gw, tmp_path, "authz-http", 9001, "http") as az:
         # The body goes to the authorizer (forwardBody), which decides by the tool it names.
         cluster.apply(yaml(external_auth_policy("ea-http", protocol="HTTP", service="authz-http", port=9001,
                                                 target="backend", http={}, forward_body=65536)))
@@ -181,9 +180,6 @@ def test_external_auth_over_http_at_the_xbackend_level(gw, tmp_path):
         authorizer_decides(az, port, mcp, "http")
         cluster.kubectl("delete", "xaccesspolicy", "ea-http", "-n", "default")
         harness.wait_for(lambda: allowed(call(port, "echo", mcp)), timeout=60, what="no policy: echo passes")
-    finally:
-        controller.stop()
-        az.stop()
 
 
 def identity_policies() -> str:
