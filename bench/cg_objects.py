@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a configuration's instructions go, by object: Envoy's own code, unsymbolized code (callgrind's
-`???`: the Wasm JIT code, and assembly such as BoringSSL's, which bare Envoy (a) has too), libc. Reads the callgrind files `make bench` leaves (.work/bench/callgrind/KEY.out.1,
-counters zeroed after warm-up) and prints, per request, each object's exclusive instructions and the
+`???`: the Wasm JIT code, and assembly such as BoringSSL's, which bare Envoy (a) has too), libc. Reads the callgrind files `make bench` leaves (.work/bench/callgrind/KEY.out.1-NN,
+one per thread, counters zeroed after warm-up; the main thread's, -01, left out as bench/counts.py
+leaves it out) and prints, per request, each object's exclusive instructions and the
 difference to a base configuration.
 
     .venv/bin/python bench/cg_objects.py [--dir .work/bench/callgrind] [--requests 1000] --base c g1 f2
@@ -12,6 +13,8 @@ import argparse
 import collections
 import re
 from pathlib import Path
+
+from counts import MAIN_THREAD_SUFFIX
 
 
 def objects(path: Path) -> collections.Counter:
@@ -42,6 +45,15 @@ def objects(path: Path) -> collections.Counter:
     return total
 
 
+def counted(folder: Path, key: str) -> collections.Counter:
+    """`objects` summed over the threads bench/counts.py counts (all but the main thread)."""
+    total: collections.Counter = collections.Counter()
+    for path in sorted(folder.glob(f"{key}.out.1-*")):
+        if not path.name.endswith(MAIN_THREAD_SUFFIX):
+            total += objects(path)
+    return total
+
+
 def label(obj: str) -> str:
     if obj in ("???", None):
         return "unsymbolized (???)"
@@ -55,9 +67,9 @@ def main() -> None:
     ap.add_argument("--base", default="c")
     ap.add_argument("keys", nargs="+")
     args = ap.parse_args()
-    base = objects(args.dir / f"{args.base}.out.1")
+    base = counted(args.dir, args.base)
     for key in args.keys:
-        cur = objects(args.dir / f"{key}.out.1")
+        cur = counted(args.dir, key)
         print(f"({key}) against ({args.base}), k instructions per request:")
         for obj in sorted(set(base) | set(cur), key=lambda o: -cur.get(o, 0)):
             a, b = base.get(obj, 0) / args.requests / 1e3, cur.get(obj, 0) / args.requests / 1e3

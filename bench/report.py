@@ -451,6 +451,8 @@ def markdown(results: dict, summ: dict, stem: str = "benchmarks") -> str:
         a = cg.get("a")
         L.append("## Instructions per request (callgrind)\n")
         L.append("Envoy under `valgrind --tool=callgrind --cache-sim=yes` (one worker), counters zeroed after a warm-up, "
+                 "every thread counted but Envoy's main thread, which serves no request (its timers, such as the stats "
+                 "flush, run per second of the window, not per request: bench/counts.py), "
                  f"then {next(iter(cg.values()))['requests']:,} requests of the 300 B body (h2load, HTTP/1.1, one connection, so one "
                  "request at a time; agent-a's certificate). Estimated cycles = instructions + 10 × L1 misses + 100 × last-level misses. Last column: "
                  "estimated cycles scaled so that (a) = 16.6 µs, the issue's reference for bare Envoy on its machine "

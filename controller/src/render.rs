@@ -3,7 +3,8 @@
 //! Per Gateway, a folder with:
 //! - `envoy.json`: the bootstrap (admin, access log, file-based dynamic resources);
 //! - `lds.json`: the listeners: TLS with client-certificate validation, routes, the Toolgate Wasm
-//!   filter carrying the listener's plan, Envoy's buffer filter, the router;
+//!   filter carrying the listener's plan, Envoy's buffer filter, the router (with `--native-module`:
+//!   the dynamic module, which holds the request itself, and the router);
 //! - `cds.json`: the upstream clusters;
 //! - `certs/`: server certificates, keys and client CAs taken from Secrets and ConfigMaps.
 //!
@@ -267,7 +268,9 @@ impl Ctx<'_> {
                             },
                         },
                     }) },
-                    hold_filter(limit),
+                    // The dynamic module holds the request itself (the lifecycle's
+                    // `Host::holds_request`); the Wasm filter needs the buffer filter after it.
+                ]).chain(self.args.native_module.is_none().then(|| hold_filter(limit))).chain([
                     json!({ "name": "envoy.filters.http.router", "typed_config": { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } }),
                 ]).collect::<Vec<Value>>(),
             },
@@ -326,8 +329,9 @@ pub fn native_filter(id: &str, module: &Path, plan_json: &str) -> Value {
     })
 }
 
-/// Envoy's buffer filter, placed after the Toolgate filter (here, and under Istio by the controller's
-/// EnvoyFilter): it holds the request, headers included, until the Toolgate filter decided, so a
+/// Envoy's buffer filter, placed after the Toolgate Wasm filter (here, and under Istio by the controller's
+/// EnvoyFilter; not after the dynamic module, which holds the request itself): it holds the request,
+/// headers included, until the Toolgate filter decided, so a
 /// denied request never reaches the upstream (docs/envoy-notes.md §3). Its limit is also the stream's
 /// buffer limit: it leaves room so that the Toolgate filter, which sees the body first, answers 413
 /// for bodies over the plan's limit `max_body_bytes`.

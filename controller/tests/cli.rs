@@ -441,15 +441,17 @@ fn render_native_module_loads_the_dynamic_module_with_the_same_plan() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (w, n) = (first_hcm(&case.dir.join("wasm/default.gw")), first_hcm(&case.dir.join("native/default.gw")));
     let filters: Vec<&str> = n["http_filters"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
-    assert_eq!(filters, ["envoy.filters.http.dynamic_modules", "envoy.filters.http.buffer", "envoy.filters.http.router"]);
+    // No buffer filter: the module holds the request itself (the lifecycle's `Host::holds_request`).
+    assert_eq!(filters, ["envoy.filters.http.dynamic_modules", "envoy.filters.http.router"]);
     let dm = &n["http_filters"][0]["typed_config"];
     assert_eq!(dm["@type"], "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter");
     assert_eq!(dm["dynamic_module_config"]["name"], "toolgate_module");
     assert_eq!(dm["dynamic_module_config"]["do_not_close"], true);
     assert_eq!(dm["dynamic_module_config"]["module"]["local"]["filename"], module);
-    // The same plan, and the same buffer filter after it.
+    // The same plan, and the same router after it.
     assert_eq!(dm["filter_config"]["value"], w["http_filters"][0]["typed_config"]["config"]["configuration"]["value"]);
-    assert_eq!(n["http_filters"][1], w["http_filters"][1]);
+    assert_eq!(w["http_filters"][1]["name"], "envoy.filters.http.buffer");
+    assert_eq!(n["http_filters"][1], w["http_filters"][2]);
     let log = n["access_log"][0]["typed_config"]["log_format"]["text_format_source"]["inline_string"].as_str().unwrap();
     assert!(log.contains("%FILTER_STATE(toolgate.decision:PLAIN)%"), "{log}");
 

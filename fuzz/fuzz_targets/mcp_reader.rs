@@ -3,18 +3,26 @@
 //! undecodable values, checked on their own), and accepts only what serde_json also reads,
 //! with the same method, id, params.name, params.uri, protocol version and params text; what it
 //! accepts has no duplicate key, no nesting over 64 and no key that a case-insensitive decoder
-//! (Go, .NET) reads as an extracted field (independent oracles in fuzz/src/lib.rs).
+//! (Go, .NET) reads as an extracted field (independent oracles in fuzz/src/lib.rs). A read with
+//! memory kept from the previous inputs' reads (as the lifecycle keeps it) answers as a fresh one.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use toolgate_fuzz::{measure, oracle, reader_bound};
-use toolgate_policy::mcp::{read_body, NotMcp, ReadOptions};
+use toolgate_policy::mcp::{read_body, read_body_with, NotMcp, ReadOptions, ReadScratch};
+
+thread_local! {
+    /// The reader's memory across inputs, whatever state the last one (an error mid-body) left.
+    static MEMORY: std::cell::RefCell<ReadScratch> = std::cell::RefCell::default();
+}
 
 fuzz_target!(|data: &[u8]| {
     let (captured, peak) = measure(|| read_body(data, ReadOptions { capture_params: true }));
     assert!(peak <= reader_bound(data.len()), "reader used {peak} bytes of heap for a {}-byte body", data.len());
     let plain = read_body(data, ReadOptions::default());
+    let warm = MEMORY.with(|m| read_body_with(data, ReadOptions::default(), &mut m.borrow_mut()));
+    assert_eq!(warm, plain, "a read with kept memory differs from a fresh one");
     // Error text reaches logs and summaries: it must not break out of quotes.
     for e in [captured.as_ref().err(), plain.as_ref().err()].into_iter().flatten() {
         assert!(!e.to_string().contains(['"', '\n', '\r']), "{e}");

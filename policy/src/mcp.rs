@@ -192,11 +192,36 @@ pub enum NotMcp {
 
 /// Read a whole buffered POST body as MCP (JSON-RPC 2.0).
 pub fn read_body(body: &[u8], opts: ReadOptions) -> Result<McpBody<'_>, NotMcp> {
+    read_body_with(body, opts, &mut ReadScratch::default())
+}
+
+/// The reader's working memory between reads: its stack of open containers and the keys of the
+/// open objects. A host that reads many bodies keeps one, so that a read allocates none of it once
+/// warm (issue 27: two allocations and two frees per body, about 0.4 k instructions per request in
+/// Envoy under callgrind, where its allocator costs ~110 instructions a call).
+pub struct ReadScratch {
+    frames: Vec<parser::Frame>,
+    keys: Vec<keys::Key>,
+}
+
+impl Default for ReadScratch {
+    /// Room for the usual body: 8 levels, 16 keys.
+    fn default() -> Self {
+        ReadScratch { frames: Vec::with_capacity(8), keys: Vec::with_capacity(16) }
+    }
+}
+
+/// Keys a scratch keeps room for at most: a body with more open keys (an object of colliding keys,
+/// collected to be sorted) leaves its memory to the allocator.
+const SCRATCH_KEYS: usize = 1024;
+
+/// [`read_body`] with `scratch`'s vectors, given back for the next read.
+pub fn read_body_with<'b>(body: &'b [u8], opts: ReadOptions, scratch: &mut ReadScratch) -> Result<McpBody<'b>, NotMcp> {
     // JSON text is UTF-8 everywhere (outside strings every byte must be ASCII anyway), so validating
     // the whole body once up front is equivalent to validating string spans, and lets every later
     // slice be a `&str`.
     let text = std::str::from_utf8(body).map_err(|e| NotMcp::InvalidUtf8 { offset: e.valid_up_to() })?;
-    Parser::new(text, opts).run()
+    Parser::new(text, opts, scratch).run()
 }
 
 #[cfg(test)]

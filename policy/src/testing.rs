@@ -88,6 +88,8 @@ pub struct FakeHost {
     pub response_body: Vec<u8>,
     /// Some: the host keeps the engine's record of why it decides, as `toolgate explain`'s does.
     pub trace: Option<crate::eval::Record>,
+    /// The host holds requests itself (as the dynamic module: [`Host::holds_request`]).
+    pub holds_request: bool,
 }
 
 pub fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -199,6 +201,10 @@ impl HostBase for FakeHost {
 }
 
 impl Host for FakeHost {
+    fn holds_request(&self) -> bool {
+        self.holds_request
+    }
+
     fn request_headers(&mut self) -> Option<Vec<u8>> {
         let p: Vec<(&str, &str)> = self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         Some(serialize_map(&p))

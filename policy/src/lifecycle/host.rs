@@ -149,6 +149,13 @@ pub trait Host: HostBase {
     /// ([`Host::each_request_header`]) rather than as [`Host::request_headers`]'s block: the dynamic
     /// module, which then builds and parses no block (1.3 k instructions a request, bench/notes.md).
     const HEADER_PAIRS: bool = false;
+    /// Whether this host holds a request itself: it keeps delivering the body to a filter that
+    /// paused the headers, and nothing after the filter is relied on to hold them (the dynamic
+    /// module: `toolgate render --native-module` puts no buffer filter after it). Then every request
+    /// held for its body is paused from its headers on, whatever the plan's `pause_headers`.
+    fn holds_request(&self) -> bool {
+        false
+    }
     /// The request headers as name/value pairs (for [`Host::HEADER_PAIRS`]): `each` gets every
     /// header, in order; false if they cannot be read.
     fn each_request_header(&mut self, each: &mut dyn FnMut(&[u8], &[u8])) -> bool {

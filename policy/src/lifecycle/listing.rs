@@ -41,6 +41,12 @@ pub(super) fn may_be_a_list(held: &RequestHeaders) -> bool {
 }
 
 impl Request {
+    /// Whether the response is looked at (an allowed list request's): when not, a host may answer
+    /// the response callbacks at once, without reading what the lifecycle would not use.
+    pub fn reads_response(&self) -> bool {
+        matches!(self.state, State::Listing(_))
+    }
+
     pub fn on_response_headers(&mut self, host: &mut impl Host, end_of_stream: bool) -> Action {
         let State::Listing(listing) = &mut self.state else { return Action::Continue };
         if !matches!(listing.phase, Phase::Headers) {

@@ -17,13 +17,14 @@ mod shadow;
 
 pub use host::{Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, Property, RootHost};
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::authz;
 use crate::eval::{AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, Level, PlanError, Step, Verdict};
 use crate::list_filter::ListRequests;
 use crate::log_safe::Quoted;
-use crate::mcp::{KeptBody, NotMcp};
+use crate::mcp::{KeptBody, NotMcp, ReadScratch};
 use crate::response;
 use headers::{Classified, Needs, RequestHeaders, WantedHeaders};
 use request::{http_request, listener_port, one_credential, prepare_call, property_string, read_headers, step, with_request};
@@ -42,12 +43,19 @@ struct Loaded {
     evaluator: Evaluator,
     needs: Needs,
     wanted: WantedHeaders,
+    /// The reader's working memory, reused by this plugin's requests (one thread's).
+    reader: RefCell<ReadScratch>,
 }
 
 impl Loaded {
     fn new(evaluator: Evaluator) -> Self {
         let cel = evaluator.cel_uses();
-        Loaded { needs: Needs::of(evaluator.plan(), cel), wanted: WantedHeaders::of(evaluator.plan(), cel), evaluator }
+        Loaded {
+            needs: Needs::of(evaluator.plan(), cel),
+            wanted: WantedHeaders::of(evaluator.plan(), cel),
+            evaluator,
+            reader: RefCell::default(),
+        }
     }
 }
 
@@ -267,14 +275,16 @@ impl Request {
                 && matches!(held.classified, Classified::JsonBody { .. })
                 && listing::may_be_a_list(&held.headers)
                 && held.headers.first(headers::ACCEPT_ENCODING).is_some();
-            if strip && !settings.pause_headers {
+            let pause_headers = pauses_headers(settings, host);
+            if strip && !pause_headers {
                 host.remove_request_header("accept-encoding");
             }
             self.state = State::Buffering(held);
             // The body callback pauses until the whole body is here. The headers continue (in
-            // Envoy, pausing them stops body delivery), unless the host keeps delivering the body
-            // and an authorizer may ask for header changes, or list filtering for one.
-            let hold = (needs.external_auth || strip) && settings.pause_headers;
+            // Envoy, pausing them stops body delivery, and the buffer filter after the filter holds
+            // them), unless the host keeps delivering the body and an authorizer may ask for header
+            // changes, or list filtering for one; or the host holds the request itself.
+            let hold = host.holds_request() || ((needs.external_auth || strip) && pause_headers);
             return if hold { Action::Pause } else { Action::Continue };
         }
         self.advance(host, &loaded, held, Context::Callback)
@@ -461,7 +471,7 @@ impl Request {
                 self.state = if lists.is_empty() {
                     State::Done
                 } else {
-                    if ev.plan().settings.pause_headers && held.headers.first(headers::ACCEPT_ENCODING).is_some() {
+                    if pauses_headers(&ev.plan().settings, host) && held.headers.first(headers::ACCEPT_ENCODING).is_some() {
                         host.remove_request_header("accept-encoding");
                     }
                     State::Listing(Box::new(listing::Listing::new(held, lists, summary)))
@@ -484,6 +494,12 @@ impl Request {
             }
         }
     }
+}
+
+/// Whether the host keeps delivering the body after the filter paused the request headers: the
+/// plan says so of the Envoy it is for (`pause_headers`), or the host holds requests itself.
+fn pauses_headers(settings: &crate::plan::PlanSettings, host: &impl Host) -> bool {
+    settings.pause_headers || host.holds_request()
 }
 
 fn deny_counter(d: &Decision<'_>) -> Counter {

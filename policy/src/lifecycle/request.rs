@@ -72,7 +72,7 @@ pub(super) fn with_request<T>(
                 Err(e) => (f(req, BodyInput::NotMcp(&e)), None), // unreachable: the same bytes were read
             },
             Some(Err(e)) => (f(req, BodyInput::NotMcp(e)), None),
-            None => match mcp::read_body(&held.body, opts) {
+            None => match read(&held.body, opts, loaded) {
                 Ok(body) => {
                     let t = f(req, BodyInput::Mcp(&body));
                     let kept = keep(&t).then(|| Ok(KeptBody::keep(body, &held.body)));
@@ -86,6 +86,14 @@ pub(super) fn with_request<T>(
             },
         },
     })
+}
+
+/// Reads a body with the plugin's reader memory.
+fn read<'b>(body: &'b [u8], opts: ReadOptions, loaded: &Loaded) -> Result<mcp::McpBody<'b>, NotMcp> {
+    match loaded.reader.try_borrow_mut() {
+        Ok(mut scratch) => mcp::read_body_with(body, opts, &mut scratch),
+        Err(_) => mcp::read_body(body, opts), // unreachable: no read runs inside another
+    }
 }
 
 /// Runs `f` on the HTTP attributes of a held request.

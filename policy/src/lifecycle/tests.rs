@@ -269,6 +269,44 @@ fn a_json_post_is_held_until_its_whole_body_is_here() {
     assert_eq!(host.counts, vec![Counter::DenyGateway]);
 }
 
+/// A host that holds requests itself (the dynamic module, with no buffer filter after it): a
+/// JSON POST's headers pause until the decision, which lets them go on (allowed) or replies.
+#[test]
+fn a_host_that_holds_requests_pauses_their_headers_until_the_decision() {
+    let p = plugin(allow_level(vec![tools_rule("sum", None, &["get-sum"])]), None);
+    let body = call(7, "get-sum");
+    let mut host = post(&body);
+    host.holds_request = true;
+    let mut r = p.request();
+    assert_eq!(r.on_request_headers(&mut host, false), Action::Pause);
+    assert_eq!(r.on_request_body(&mut host, 10, false), Action::Pause);
+    assert_eq!(r.on_request_body(&mut host, body.len(), true), Action::Continue);
+    assert_eq!(host.counts, vec![Counter::Allow]);
+    // Decided in a callback: the host continues by the returned action, not by a resume.
+    assert_eq!((host.resumed, host.replies.len()), (0, 0));
+
+    let mut host = post(&call(8, "echo"));
+    host.holds_request = true;
+    let mut r = p.request();
+    assert_eq!(r.on_request_headers(&mut host, false), Action::Pause);
+    let size = host.body.len();
+    assert_eq!(r.on_request_body(&mut host, size, true), Action::Pause);
+    assert_eq!(host.reply().0, 200);
+    assert_eq!(host.counts, vec![Counter::DenyGateway]);
+
+    // A request decided on its headers is answered there (a GET under this policy is denied), and
+    // one on a route without policy goes on at once.
+    let mut host = get();
+    host.holds_request = true;
+    assert_eq!(p.request().on_request_headers(&mut host, true), Action::Pause);
+    assert_eq!(host.counts, vec![Counter::DenyGateway]);
+    let mut host = post(&body);
+    host.holds_request = true;
+    let unrouted = plugin(LevelPlan::default(), Some(allow_level(vec![any_rule()])));
+    host.cluster = Some("other".into());
+    assert_eq!(unrouted.request().on_request_headers(&mut host, false), Action::Continue);
+}
+
 #[test]
 fn a_body_over_the_limit_gets_413_and_nothing_else() {
     let p = plugin(allow_level(vec![any_rule()]), None);

@@ -123,7 +123,7 @@ pub(super) fn key_bytes<'x>(body: &'x [u8], arena: &'x [u8], k: &Key) -> &'x [u8
     src.get(k.start..k.end).unwrap_or(&[])
 }
 
-impl Parser<'_> {
+impl Parser<'_, '_> {
     /// Check the key just pushed (the last of `keys`) against the other keys of the top object.
     ///
     /// Small objects keep their keys on the `keys` stack and compare linearly. From

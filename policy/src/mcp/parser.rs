@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::keys::{prefix8, DupMode, Key, KeySrc};
 use super::scan::{decode_into, expected_at, invalid, scan_literal, scan_number, scan_string, skip_ws};
 use super::twins::folded_twins;
-use super::{folded_field, McpBody, McpMessage, NotMcp, ReadOptions, MAX_DEPTH};
+use super::{folded_field, McpBody, McpMessage, NotMcp, ReadOptions, ReadScratch, MAX_DEPTH, SCRATCH_KEYS};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Role {
@@ -89,12 +89,14 @@ struct MsgBuilder<'a> {
     protocol_version: Option<Cow<'a, str>>,
 }
 
-pub(super) struct Parser<'a> {
+pub(super) struct Parser<'a, 's> {
     pub(super) s: &'a str,
     pub(super) b: &'a [u8],
     opts: ReadOptions,
     pub(super) frames: Vec<Frame>,
     pub(super) keys: Vec<Key>,
+    /// Where `frames` and `keys` go back to (emptied) when the parser is dropped.
+    memory: &'s mut ReadScratch,
     /// Decoded text of escaped keys of the open objects.
     pub(super) arena: String,
     /// Decoded text of a key re-read from the body (hashed objects).
@@ -115,14 +117,30 @@ const PARAMS_FIELDS: [&str; 4] = ["name", "uri", "notifications", "_meta"];
 /// The keys of `params.notifications` the reader extracts (folded: compared in lower case).
 const NOTIFICATIONS_FIELDS: [&str; 1] = ["resourcesubscriptions"];
 
-impl<'a> Parser<'a> {
-    pub(super) fn new(s: &'a str, opts: ReadOptions) -> Self {
+impl Drop for Parser<'_, '_> {
+    /// Gives the vectors back for the next read; a key vector grown past [`SCRATCH_KEYS`] is left to
+    /// the allocator.
+    fn drop(&mut self) {
+        let (mut frames, mut keys) = (std::mem::take(&mut self.frames), std::mem::take(&mut self.keys));
+        frames.clear();
+        keys.clear();
+        self.memory.frames = frames;
+        if keys.capacity() <= SCRATCH_KEYS {
+            self.memory.keys = keys;
+        }
+    }
+}
+
+impl<'a, 's> Parser<'a, 's> {
+    /// Takes `memory`'s vectors, given back when the parser is dropped.
+    pub(super) fn new(s: &'a str, opts: ReadOptions, memory: &'s mut ReadScratch) -> Self {
         Parser {
             s,
             b: s.as_bytes(),
             opts,
-            frames: Vec::with_capacity(8),
-            keys: Vec::with_capacity(16),
+            frames: std::mem::take(&mut memory.frames),
+            keys: std::mem::take(&mut memory.keys),
+            memory,
             arena: String::new(),
             scratch: String::new(),
             tables: Vec::new(),
@@ -240,12 +258,12 @@ impl<'a> Parser<'a> {
         if pos < b.len() {
             return Err(NotMcp::TrailingData { offset: pos });
         }
-        if let Some(e) = self.semantic {
+        if let Some(e) = self.semantic.take() {
             return Err(e);
         }
-        match self.single {
+        match self.single.take() {
             Some(m) => Ok(McpBody::Single(m)),
-            None if !self.batch.is_empty() => Ok(McpBody::Batch(self.batch)),
+            None if !self.batch.is_empty() => Ok(McpBody::Batch(std::mem::take(&mut self.batch))),
             // Unreachable: every accepted body produced a message or recorded a semantic error.
             None => Err(NotMcp::NotAnObject),
         }

@@ -424,3 +424,33 @@ fn keys_go_folds_together_are_twins() {
     }
     assert!(orbits > 1000, "{orbits}");
 }
+
+/// The reader's memory kept between reads (the lifecycle's, per plugin) carries nothing from one body
+/// to the next: after bodies that fail deep inside objects (open frames and keys left behind), a
+/// duplicate-key object, one of thousands of keys (hashed, not kept on the stack), every read
+/// answers as a fresh one.
+#[test]
+fn reads_with_kept_memory_answer_as_fresh_ones() {
+    let many: Vec<String> = (0..3000).map(|i| format!("\"k{i}\":{i}")).collect();
+    let many = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{{}}}}}"#, many.join(","));
+    let bodies = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":{"y":[1,{"z":"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b"}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"c","name":"d"}}"#.to_string(),
+        many,
+        r#"[{"jsonrpc":"2.0","id":4,"method":"tools/list"},{"jsonrpc":"2.0","id":5,"method":"ping"}]"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"e","arguments":{"a":1,"a":2}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"f"}}"#.to_string(),
+    ];
+    let mut memory = ReadScratch::default();
+    for _ in 0..2 {
+        for body in &bodies {
+            for opts in [ReadOptions::default(), ReadOptions { capture_params: true }] {
+                let fresh = read_body(body.as_bytes(), opts);
+                assert_eq!(read_body_with(body.as_bytes(), opts, &mut memory), fresh, "{}", &body[..body.len().min(80)]);
+            }
+        }
+        assert!(memory.frames.is_empty() && memory.keys.is_empty());
+        assert!(memory.keys.capacity() <= SCRATCH_KEYS);
+    }
+}
