@@ -49,7 +49,9 @@
 //!   `*_module_ptr`s Envoy hands back; they are borrowed (never as `&mut`: the mutable state is in a
 //!   `RefCell`, so a hook re-entered from inside a callback, e.g. the response hooks of a local reply
 //!   sent from a request hook, finds it busy instead of aliasing it) and freed exactly once in the
-//!   matching `_destroy` hook.
+//!   matching `_destroy` hook. A filter borrows its configuration's counter ids (`&'static`, not
+//!   checked by the compiler): Envoy's filter holds its configuration, which is destroyed only after
+//!   the last of its filters.
 //! - Panics: every hook runs inside `std::panic::catch_unwind` ([`hooks::guard`]); a panic in a
 //!   request hook denies the request (500, counted as `toolgate.module.panic`), elsewhere it is
 //!   counted and logged.
