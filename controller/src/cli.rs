@@ -144,6 +144,12 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
     for w in &topo.warnings {
         eprintln!("warning: {w}");
     }
+    for e in &topo.errors {
+        eprintln!("error: {e}");
+    }
+    if !topo.errors.is_empty() {
+        return Err(Failure::Invalid);
+    }
     if args.strict && rejected > 0 {
         return Err(Failure::Invalid);
     }

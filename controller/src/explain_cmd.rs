@@ -352,6 +352,10 @@ impl lifecycle::Host for Simulated {
             Property::ClusterName => self.cluster.clone().map(String::into_bytes),
             Property::DestinationPort => Some(i64::from(self.port).to_le_bytes().to_vec()),
             Property::RequestProtocol => Some(b"HTTP/1.1".to_vec()),
+            // A client asks for the host it names (SNI = the authority without its port).
+            Property::RequestedServerName => {
+                Some(self.authority.rsplit_once(':').map_or(self.authority.as_str(), |(h, _)| h).as_bytes().to_vec())
+            }
         }
     }
     fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {

@@ -68,8 +68,8 @@ impl<T> Object<T> {
 // Gateway API objects: the generated serde types of the `gateway-api` crate, under shorter names.
 pub use gateway_api::apis::standard::gateways::{GatewayListeners as Listener, GatewaySpec};
 use gateway_api::apis::standard::gateways::{
-    GatewayListenersAllowedRoutesNamespacesFrom, GatewayTlsFrontendDefaultValidationMode as DefaultMode,
-    GatewayTlsFrontendPerPortTlsValidationMode as PerPortMode,
+    GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersAllowedRoutesNamespacesSelector as NamespacesSelector,
+    GatewayTlsFrontendDefaultValidationMode as DefaultMode, GatewayTlsFrontendPerPortTlsValidationMode as PerPortMode,
 };
 use gateway_api::apis::standard::httproutes::HttpRouteRulesMatchesMethod;
 pub use gateway_api::apis::standard::httproutes::{
@@ -83,11 +83,54 @@ pub fn port(listener: &Listener) -> u16 {
     u16::try_from(listener.port).expect("listener ports are checked on reading")
 }
 
-/// `allowedRoutes.namespaces.from`: `Same` (default), `All` or `Selector` (not supported offline:
-/// treated as `Same`).
-pub fn admits_routes_from(listener: &Listener, gateway_ns: &str, route_ns: &str) -> bool {
-    let from = listener.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref()).and_then(|n| n.from.as_ref());
-    from == Some(&GatewayListenersAllowedRoutesNamespacesFrom::All) || gateway_ns == route_ns
+/// `allowedRoutes.namespaces.from` (Gateway API): `Same` (default), `All`, or `Selector` over the labels
+/// of the route's Namespace. A `Selector` that cannot be decided (the route's Namespace is not among the
+/// objects read, or the selector is malformed) is an error: dropping the route would leave its backends
+/// out of the plan while Istio still routes to them.
+pub fn admits_routes_from(
+    listener: &Listener,
+    gateway_ns: &str,
+    route_ns: &str,
+    namespaces: &[Object<BTreeMap<String, String>>],
+) -> Result<bool, String> {
+    let Some(n) = listener.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref()) else {
+        return Ok(gateway_ns == route_ns);
+    };
+    match n.from.as_ref() {
+        None | Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) => Ok(gateway_ns == route_ns),
+        Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => Ok(true),
+        Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
+            let selector = n.selector.as_ref().ok_or("allowedRoutes.namespaces.from is Selector but no selector is set")?;
+            let ns = namespaces.iter().find(|o| o.name == route_ns).ok_or_else(|| {
+                format!(
+                    "allowedRoutes.namespaces.selector: the labels of Namespace {route_ns:?} are unknown (give its Namespace \
+                     object) so whether its routes attach cannot be decided"
+                )
+            })?;
+            let mut labels = ns.spec.clone();
+            // The API server labels every Namespace with its name.
+            labels.entry("kubernetes.io/metadata.name".into()).or_insert_with(|| route_ns.to_string());
+            selects(selector, &labels)
+        }
+    }
+}
+
+/// A label selector (`matchLabels` and `matchExpressions`, ANDed) against a Namespace's labels.
+fn selects(selector: &NamespacesSelector, labels: &BTreeMap<String, String>) -> Result<bool, String> {
+    let by_labels = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let mut by_expressions = true;
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.as_deref().unwrap_or(&[]);
+        let value = labels.get(&e.key);
+        by_expressions &= match e.operator.as_str() {
+            "In" if !values.is_empty() => value.is_some_and(|v| values.contains(v)),
+            "NotIn" if !values.is_empty() => !value.is_some_and(|v| values.contains(v)),
+            "Exists" if values.is_empty() => value.is_some(),
+            "DoesNotExist" if values.is_empty() => value.is_none(),
+            op => return Err(format!("allowedRoutes.namespaces.selector: operator {op:?} with values {values:?} is not valid")),
+        };
+    }
+    Ok(by_labels && by_expressions)
 }
 
 /// A client-certificate CA reference of `spec.tls.frontend` (`default` and `perPort` have one type each).
@@ -177,6 +220,8 @@ pub struct Inventory {
     /// Istio RequestAuthentications (security.istio.io/v1): `toolgate render` configures Envoy's
     /// jwt_authn from those targeting a Gateway (docs/semantics.md §6b).
     pub request_authentications: Vec<Object<crate::request_authn::RequestAuthenticationSpec>>,
+    /// Namespaces with their labels (`allowedRoutes.namespaces.selector`).
+    pub namespaces: Vec<Object<BTreeMap<String, String>>>,
 }
 
 #[derive(Clone, Debug)]
@@ -210,6 +255,7 @@ enum Typed {
     Secret(Object<BTreeMap<String, String>>),
     ConfigMap(Object<BTreeMap<String, String>>),
     RequestAuthentication(Object<crate::request_authn::RequestAuthenticationSpec>),
+    Namespace(Object<BTreeMap<String, String>>),
     /// An XAccessPolicy the API server would refuse.
     Rejected(RejectedPolicy),
     Invalid(ModelError),
@@ -235,6 +281,7 @@ impl Inventory {
                 Typed::Secret(o) => inv.secrets.push(o),
                 Typed::ConfigMap(o) => inv.config_maps.push(o),
                 Typed::RequestAuthentication(o) => inv.request_authentications.push(o),
+                Typed::Namespace(o) => inv.namespaces.push(o),
                 Typed::Rejected(r) => inv.rejected_policies.push(r),
                 Typed::Invalid(e) => errors.push(e),
                 Typed::Ignored => {}
@@ -291,6 +338,7 @@ fn read(raw: &RawObject, default_ns: &str) -> Result<Typed, String> {
         (GATEWAY_GROUP, "ReferenceGrant") => typed(raw, default_ns, || spec_of(raw)).map(Typed::Grant),
         ("v1", "Secret") => typed(raw, default_ns, || read_spec(&data_of(raw, true))).map(Typed::Secret),
         ("v1", "ConfigMap") => typed(raw, default_ns, || read_spec(&data_of(raw, false))).map(Typed::ConfigMap),
+        ("v1", "Namespace") => typed(raw, default_ns, || labels_of(raw)).map(Typed::Namespace),
         (crate::request_authn::ISTIO_SECURITY_GROUP, "RequestAuthentication") => {
             typed(raw, default_ns, || spec_of(raw)).map(Typed::RequestAuthentication)
         }
@@ -395,6 +443,11 @@ fn typed<T>(raw: &RawObject, default_ns: &str, spec: impl FnOnce() -> Result<T, 
         spec,
         origin: raw.origin(),
     })
+}
+
+/// `metadata.labels` as text.
+fn labels_of(raw: &RawObject) -> Result<BTreeMap<String, String>, String> {
+    read_spec(raw.value.pointer("/metadata/labels").unwrap_or(&Value::Null)).map(Option::unwrap_or_default)
 }
 
 /// `data` (base64, for Secrets) merged with `stringData`, as text.

@@ -42,8 +42,23 @@ pub struct TopologyOptions {
 /// Where a route sends traffic. The cluster name is the key the filter sees as `xds.cluster_name`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Upstream {
-    Service { namespace: String, name: String, port: u16 },
-    XBackend { namespace: String, name: String, target: BackendTarget, path: String },
+    Service {
+        namespace: String,
+        name: String,
+        port: u16,
+    },
+    XBackend {
+        namespace: String,
+        name: String,
+        target: BackendTarget,
+        path: String,
+    },
+    /// Istio's `networking.istio.io/Hostname` backendRef kind (a host Istio knows, e.g. from a
+    /// ServiceEntry): under Istio only; `render` refuses it.
+    Host {
+        host: String,
+        port: u16,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -59,6 +74,7 @@ impl Upstream {
         match self {
             Upstream::Service { namespace, name, port } => format!("service/{namespace}/{name}/{port}"),
             Upstream::XBackend { namespace, name, .. } => format!("xbackend/{namespace}/{name}"),
+            Upstream::Host { host, port } => format!("host/{host}/{port}"),
         }
     }
 }
@@ -125,6 +141,9 @@ pub struct Topology {
     pub statuses: Vec<PolicyStatus>,
     /// Findings that do not invalidate anything (e.g. sourced rules on a listener without client certificates).
     pub warnings: Vec<String>,
+    /// What could not be decided from the objects given (e.g. a route's attachment by a Namespace
+    /// selector without the Namespace): the CLI fails on these; the controller reports them.
+    pub errors: Vec<String>,
 }
 
 /// What a target is, independent of `sectionName` (limits count per target).
@@ -178,6 +197,7 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
         })
     });
     let xbackends = XBackends::new(inv);
+    let backend_keys = BackendKeys::new(inv, &opts.compile.clusters);
 
     // Per target, the accepted attachments in order, plus how many ExternalAuth policies.
     let mut by_target: BTreeMap<TargetKey, Vec<Attachment>> = BTreeMap::new();
@@ -198,9 +218,9 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
         let mut ancestors = Vec::new();
         for target in &policy.spec.target_refs {
             let ancestor_ref = ancestor_ref(target, &policy.namespace);
-            let condition = match (compiled, target_key(inv, &xbackends, policy, target)) {
+            let condition = match (compiled, target_key(inv, &xbackends, &backend_keys, policy, target)) {
                 (Err(e), _) => condition(false, e.reason(), e.to_string(), policy.generation),
-                (_, Err(message)) => condition(false, "TargetNotFound", message, policy.generation),
+                (_, Err((reason, message))) => condition(false, reason, message, policy.generation),
                 (Ok(_), Ok(_)) if refusal.is_some() => {
                     condition(false, "Invalid", refusal.clone().unwrap_or_default(), policy.generation)
                 }
@@ -283,7 +303,8 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
             let listener_id = format!("{}/{}/{}", gw.namespace, gw.name, listener.name);
             let gateway_level =
                 level(gateway_attachments.iter().filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name)));
-            let routes = attached_routes(inv, &xbackends, gw, listener, &mut topo.warnings);
+            let routes =
+                attached_routes(inv, &xbackends, gw, listener, &opts.compile.clusters, &mut topo.warnings, &mut topo.errors);
             let mut backends = BTreeMap::new();
             let mut backend_targets = BTreeMap::new();
             match &opts.compile.clusters {
@@ -305,22 +326,15 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 // XBackends its routes name, and those naming a Service its routes name (references
                 // into other namespaces count only with a ReferenceGrant: `resolve_backend`).
                 naming @ ClusterNaming::Istio { .. } => {
-                    for xb in reachable_xbackends(inv, &routes) {
-                        let level = backend_level(&xb.namespace, &xb.name);
-                        if level.is_empty() {
-                            continue;
-                        }
-                        let mcp = &xb.spec.mcp;
-                        let host = match (&mcp.service_name, &mcp.hostname) {
-                            (Some(service), None) => naming.service_host(&xb.namespace, service),
-                            (None, Some(host)) => host.clone(),
-                            _ => continue,
-                        };
-                        // Of two XBackends naming one destination, the first (input order) keys it.
-                        let key = istio_cluster(&host, mcp.port);
-                        if !backends.contains_key(&key) {
-                            backends.insert(key.clone(), level);
-                            backend_targets.insert((xb.namespace.clone(), xb.name.clone()), key);
+                    for xb in reachable_xbackends(inv, &routes, naming) {
+                        if let Some(key) = backend_keys.key(&xb.namespace, &xb.name) {
+                            let level = backend_level(&xb.namespace, &xb.name);
+                            if !level.is_empty() {
+                                backends.insert(key.to_string(), level);
+                                backend_targets.insert((xb.namespace.clone(), xb.name.clone()), key.to_string());
+                            }
+                        } else if let Some(cluster) = backend_keys.contested_cluster(xb, naming) {
+                            backends.insert(cluster.clone(), backend_keys.contested_level(&cluster));
                         }
                     }
                 }
@@ -395,30 +409,36 @@ pub fn now_rfc3339() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// The target a policy's reference names, or the status reason and message why it names none.
 fn target_key(
     inv: &Inventory,
     xbackends: &XBackends,
+    backend_keys: &BackendKeys,
     policy: &Object<AccessPolicySpec>,
     target: &PolicyTargetRef,
-) -> Result<TargetKey, String> {
+) -> Result<TargetKey, (&'static str, String)> {
     let ns = &policy.namespace;
+    let not_found = |m: String| ("TargetNotFound", m);
     if target.group == GATEWAY_GROUP && target.kind == "Gateway" {
         let gw = inv
             .gateways
             .iter()
             .find(|g| &g.namespace == ns && g.name == target.name)
-            .ok_or_else(|| format!("Gateway {ns}/{} not found", target.name))?;
+            .ok_or_else(|| not_found(format!("Gateway {ns}/{} not found", target.name)))?;
         if let Some(section) = &target.section_name {
             if !gw.spec.listeners.iter().any(|l| &l.name == section) {
-                return Err(format!("Gateway {ns}/{} has no listener {section:?}", target.name));
+                return Err(not_found(format!("Gateway {ns}/{} has no listener {section:?}", target.name)));
             }
         }
         Ok(TargetKey::Gateway { namespace: ns.clone(), name: target.name.clone() })
     } else if target.group == GROUP && target.kind == "XBackend" {
-        xbackends.get(ns, &target.name).ok_or_else(|| format!("XBackend {ns}/{} not found", target.name))?;
+        xbackends.get(ns, &target.name).ok_or_else(|| not_found(format!("XBackend {ns}/{} not found", target.name)))?;
+        if let Some(r) = backend_keys.refusal(ns, &target.name) {
+            return Err((r.reason, r.message.clone()));
+        }
         Ok(TargetKey::Backend { namespace: ns.clone(), name: target.name.clone() })
     } else {
-        Err(format!("target kind {}/{} is not supported", target.group, target.kind))
+        Err(not_found(format!("target kind {}/{} is not supported", target.group, target.kind)))
     }
 }
 
@@ -446,7 +466,9 @@ fn attached_routes(
     xbackends: &XBackends,
     gw: &Object<GatewaySpec>,
     listener: &Listener,
+    naming: &ClusterNaming,
     warnings: &mut Vec<String>,
+    errors: &mut Vec<String>,
 ) -> Vec<RouteOut> {
     let mut routes: Vec<&Object<_>> = inv
         .routes
@@ -459,7 +481,15 @@ fn attached_routes(
                     && p.namespace.as_deref().unwrap_or(&route.namespace) == gw.namespace
                     && p.section_name.as_deref().is_none_or(|s| s == listener.name)
                     && p.port.is_none_or(|port| port == listener.port)
-            }) && model::admits_routes_from(listener, &gw.namespace, &route.namespace)
+            }) && match model::admits_routes_from(listener, &gw.namespace, &route.namespace, &inv.namespaces) {
+                Ok(admitted) => admitted,
+                Err(e) => {
+                    // Undecided: counted as attached, so that its backends' policies are in the plan
+                    // (under Istio that only adds enforcement); the CLI fails on the error instead.
+                    errors.push(format!("Gateway {} listener {}: HTTPRoute {}: {e}", gw.key(), listener.name, route.key()));
+                    true
+                }
+            }
         })
         .collect();
     // Gateway API precedence between routes: oldest first, then namespace/name.
@@ -493,7 +523,7 @@ fn attached_routes(
                         .backend_refs
                         .iter()
                         .flatten()
-                        .filter_map(|b| match resolve_backend(inv, xbackends, &route.namespace, b) {
+                        .filter_map(|b| match resolve_backend(inv, xbackends, naming, &route.namespace, b) {
                             // Weights are checked not to be negative on reading.
                             Ok(u) => Some((u, b.weight.and_then(|w| u32::try_from(w).ok()).unwrap_or(1))),
                             Err(e) => {
@@ -508,11 +538,14 @@ fn attached_routes(
         .collect()
 }
 
-/// The XBackends a listener's routes can send traffic to: those they name, and those naming a
-/// Service they name (in the Service's namespace, any port: the plan's key carries the XBackend's).
-fn reachable_xbackends<'a>(inv: &'a Inventory, routes: &[RouteOut]) -> Vec<&'a Object<BackendSpec>> {
+/// The XBackends a listener's routes can send traffic to: those they name, those naming a Service
+/// they name (in the Service's namespace, any port: the plan's key carries the XBackend's), and those
+/// naming a host they name (Istio's `Hostname` kind); and with each, every XBackend naming the same
+/// cluster, so that whichever of them keys it (`BackendKeys`) is in the plan.
+fn reachable_xbackends<'a>(inv: &'a Inventory, routes: &[RouteOut], naming: &ClusterNaming) -> Vec<&'a Object<BackendSpec>> {
     let upstreams: Vec<&Upstream> = routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u).collect();
-    inv.backends
+    let named: Vec<&Object<BackendSpec>> = inv
+        .backends
         .iter()
         .filter(|xb| {
             upstreams.iter().any(|u| match u {
@@ -520,7 +553,19 @@ fn reachable_xbackends<'a>(inv: &'a Inventory, routes: &[RouteOut]) -> Vec<&'a O
                 Upstream::Service { namespace, name, .. } => {
                     namespace == &xb.namespace && xb.spec.mcp.service_name.as_deref() == Some(name.as_str())
                 }
+                Upstream::Host { host, port } => {
+                    backend_keys::cluster_of(xb, naming).as_deref() == Some(istio_cluster(host, *port).as_str())
+                }
             })
+        })
+        .collect();
+    let clusters: std::collections::HashSet<String> =
+        named.iter().filter_map(|xb| backend_keys::cluster_of(xb, naming)).collect();
+    inv.backends
+        .iter()
+        .filter(|xb| {
+            named.iter().any(|n| std::ptr::eq(*n, *xb))
+                || backend_keys::cluster_of(xb, naming).is_some_and(|c| clusters.contains(&c))
         })
         .collect()
 }
@@ -540,7 +585,16 @@ fn external_auth_refusal(inv: &Inventory, policy: &Object<AccessPolicySpec>) -> 
     })
 }
 
-fn resolve_backend(inv: &Inventory, xbackends: &XBackends, route_ns: &str, b: &BackendRef) -> Result<Upstream, String> {
+/// Istio's backendRef kind for a host it knows (`name` is the host).
+const ISTIO_HOSTNAME: (&str, &str) = ("networking.istio.io", "Hostname");
+
+fn resolve_backend(
+    inv: &Inventory,
+    xbackends: &XBackends,
+    naming: &ClusterNaming,
+    route_ns: &str,
+    b: &BackendRef,
+) -> Result<Upstream, String> {
     let namespace = b.namespace.clone().unwrap_or_else(|| route_ns.to_string());
     let kind = if model::is_xbackend(b) { grants::XBACKEND } else { grants::SERVICE };
     if (model::is_xbackend(b) || model::is_service(b))
@@ -558,6 +612,12 @@ fn resolve_backend(inv: &Inventory, xbackends: &XBackends, route_ns: &str, b: &B
             _ => return Err(format!("XBackend {namespace}/{}: exactly one of serviceName or hostname must be set", b.name)),
         };
         Ok(Upstream::XBackend { namespace, name: b.name.clone(), target, path: mcp.path_or_default().to_string() })
+    } else if (b.group.as_deref(), b.kind.as_deref()) == (Some(ISTIO_HOSTNAME.0), Some(ISTIO_HOSTNAME.1))
+        && matches!(naming, ClusterNaming::Istio { .. })
+    {
+        let port = b.port.and_then(|p| u16::try_from(p).ok());
+        let port = port.ok_or_else(|| format!("backendRef Hostname {} has no port", b.name))?;
+        Ok(Upstream::Host { host: b.name.trim_end_matches('.').to_ascii_lowercase(), port })
     } else if model::is_service(b) {
         // Ports are checked to fit on reading.
         let port = b.port.and_then(|p| u16::try_from(p).ok());
@@ -578,7 +638,9 @@ pub fn plan_file_name(gateway: &Object<GatewaySpec>, listener: &Listener) -> Str
     format!("{}.{}.{}.plan.json", gateway.namespace, gateway.name, listener.name)
 }
 
+mod backend_keys;
 mod route_selection;
+use backend_keys::BackendKeys;
 pub use route_selection::{path_of, Precedence};
 
 /// The topology of an inventory's YAML with `clusters` naming, as the controller builds it (the tests'
@@ -591,5 +653,7 @@ pub(crate) fn topology_of(yaml: &str, clusters: ClusterNaming) -> Topology {
     build(&inv, &opts)
 }
 
+#[cfg(test)]
+mod tenancy_tests;
 #[cfg(test)]
 mod tests;

@@ -14,6 +14,7 @@ pub const METADATA: &[u8] = b"metadata";
 pub const CLUSTER_NAME: &[u8] = b"xds\0cluster_name";
 /// `destination.port`: the listener's port, an 8-byte little-endian integer.
 pub const DESTINATION_PORT: &[u8] = b"destination\0port";
+pub const REQUESTED_SERVER_NAME: &[u8] = b"connection\0requested_server_name";
 /// `request.protocol`: `HTTP/1.1`, `HTTP/2`, ...
 pub const REQUEST_PROTOCOL: &[u8] = b"request\0protocol";
 /// `plugin_name`: the Wasm filter's configured name (read once, when the plan loads).

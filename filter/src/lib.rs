@@ -328,6 +328,7 @@ impl Host for FilterHost {
             Property::ClusterName => host::CLUSTER_NAME,
             Property::DestinationPort => host::DESTINATION_PORT,
             Property::RequestProtocol => host::REQUEST_PROTOCOL,
+            Property::RequestedServerName => host::REQUESTED_SERVER_NAME,
         })
     }
 

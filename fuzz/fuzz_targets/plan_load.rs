@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
         port: 8443,
         headers: &headers,
         principal: Some(SA_A),
+        server_name: None,
         auth: None,
         time_ms: 1_790_000_000_000,
     };

@@ -70,6 +70,9 @@ fn http(u: &mut Unstructured<'_>) -> arbitrary::Result<HttpMatch> {
                 HostMatch::Suffix(pick(u, &[".example.org", ".com"])?)
             })
         })?,
+        server_names: list(u, 1, |u| {
+            Ok(if u.arbitrary()? { HostMatch::Exact(pick(u, &["gw", "a.example.com"])?) } else { HostMatch::Suffix(".com".into()) })
+        })?,
         ports: list(u, 2, |u| u.arbitrary())?,
     })
 }
@@ -147,6 +150,7 @@ fn plan(u: &mut Unstructured<'_>) -> arbitrary::Result<CompiledPlan> {
             list_filtering: u.arbitrary()?,
             default_deny: u.ratio(1, 4)?,
             default_deny_except_hosts: Vec::new(),
+            default_deny_except_server_names: Vec::new(),
             unverified_client_certificates: u.ratio(1, 8)?,
         },
         gateway: level(u)?,
@@ -175,6 +179,7 @@ fuzz_target!(|data: &[u8]| {
         port: r.port,
         headers: &r.headers,
         principal: r.principal,
+        server_name: None,
         auth: None,
         time_ms: 1_790_000_000_000,
     };

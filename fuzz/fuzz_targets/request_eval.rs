@@ -32,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
         port: r.port,
         headers: &r.headers,
         principal: r.principal,
+        server_name: None,
         auth: None,
         time_ms: 1_790_000_000_000,
     };

@@ -128,6 +128,7 @@ pub const LOG_ERROR: u32 = 4;
 // envoy_dynamic_module_type_attribute_id (the positions in the header's enum)
 pub const ATTR_REQUEST_PROTOCOL: u32 = 10;
 pub const ATTR_DESTINATION_PORT: u32 = 27;
+pub const ATTR_CONNECTION_REQUESTED_SERVER_NAME: u32 = 30;
 pub const ATTR_CONNECTION_URI_SAN_PEER_CERTIFICATE: u32 = 37;
 pub const ATTR_XDS_CLUSTER_NAME: u32 = 57;
 

@@ -325,6 +325,7 @@ impl Host for ModuleHost {
             Property::PeerUriSan => self.attribute_string(ATTR_CONNECTION_URI_SAN_PEER_CERTIFICATE).filter(|v| !v.is_empty()),
             Property::ClusterName => self.attribute_string(ATTR_XDS_CLUSTER_NAME),
             Property::RequestProtocol => self.attribute_string(ATTR_REQUEST_PROTOCOL),
+            Property::RequestedServerName => self.attribute_string(ATTR_CONNECTION_REQUESTED_SERVER_NAME),
             Property::DestinationPort => {
                 let mut port = 0u64;
                 // SAFETY: `envoy` is this filter's pointer; `port` lives for the call.

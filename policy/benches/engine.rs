@@ -148,6 +148,7 @@ fn request<'a>(headers: &'a [(&'a str, &'a str)]) -> HttpRequest<'a> {
         port: 20443,
         headers,
         principal: Some(PRINCIPAL),
+        server_name: None,
         auth: None,
         time_ms: 0,
     }

@@ -312,7 +312,7 @@ fn compile_authorization(field: &str, authz: &AuthorizationRule) -> Result<(Http
             }
         })
         .collect();
-    let http = HttpMatch { methods, paths, headers, hosts, ports: authz.ports.clone() };
+    let http = HttpMatch { methods, paths, headers, hosts, server_names: Vec::new(), ports: authz.ports.clone() };
 
     let mcp = authz.mcp.as_ref().and_then(|mcp| {
         let base = mcp.mcp_base_protocol_methods_option == Some(BaseProtocolMethodsOption::MatchBaseProtocolMethods);

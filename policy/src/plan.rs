@@ -76,6 +76,10 @@ pub struct PlanSettings {
     /// (their own plans decide them). Written only when not empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub default_deny_except_hosts: Vec<HostMatch>,
+    /// The same by TLS server name (SNI), where Istio picks the listener by SNI (HTTPS listeners
+    /// sharing a port). Written only when not empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default_deny_except_server_names: Vec<HostMatch>,
     /// The listener lets clients through with certificates it has not verified (the Gateway API's
     /// frontend validation `mode: AllowInsecureFallback`, which istiod turns into a TLS server that
     /// accepts untrusted chains). A URI SAN there is what the client claims, not who it is: the
@@ -107,6 +111,7 @@ impl Default for PlanSettings {
             list_filtering: true,
             default_deny: false,
             default_deny_except_hosts: Vec::new(),
+            default_deny_except_server_names: Vec::new(),
             unverified_client_certificates: false,
         }
     }
@@ -248,6 +253,10 @@ pub struct HttpMatch {
     pub headers: Vec<HeaderMatch>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostMatch>,
+    /// The TLS server name (SNI) the client asked for: written by the controller where Istio picks
+    /// the listener by SNI (HTTPS listeners sharing a port), never from a policy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "serverNames")]
+    pub server_names: Vec<HostMatch>,
     /// Listener ports.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "whole::u16_vec")]
     pub ports: Vec<u16>,
@@ -259,6 +268,7 @@ impl HttpMatch {
             && self.paths.is_empty()
             && self.headers.is_empty()
             && self.hosts.is_empty()
+            && self.server_names.is_empty()
             && self.ports.is_empty()
     }
 }

@@ -57,6 +57,8 @@ pub struct FakeHost {
     // The request.
     pub headers: Vec<(String, String)>,
     pub principal: Option<String>,
+    /// The TLS server name (SNI) of the connection.
+    pub server_name: Option<String>,
     /// The dynamic metadata (a serialised `Metadata`, e.g. [`crate::jwt::metadata_with_claims`]).
     pub metadata: Option<Vec<u8>>,
     pub cluster: Option<String>,
@@ -214,6 +216,7 @@ impl Host for FakeHost {
         match property {
             Property::PeerUriSan => self.principal.clone().map(String::into_bytes),
             Property::ClusterName => self.cluster.clone().map(String::into_bytes),
+            Property::RequestedServerName => self.server_name.clone().map(String::into_bytes),
             Property::DestinationPort => Some(self.port.to_le_bytes().to_vec()),
             Property::RequestProtocol => {
                 Some(if self.protocol.is_empty() { b"HTTP/1.1".to_vec() } else { self.protocol.clone().into_bytes() })

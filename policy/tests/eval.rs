@@ -72,6 +72,7 @@ impl Req {
             port: self.port,
             headers: &self.headers,
             principal: self.principal,
+            server_name: None,
             auth: None,
             time_ms: 0,
         }

@@ -45,6 +45,7 @@ fn summaries_of_unreadable_bodies_never_contain_quotes() {
         port: 80,
         headers: &headers,
         principal: None,
+        server_name: None,
         auth: None,
         time_ms: 0,
     };

@@ -58,6 +58,7 @@ fn the_filters_walk_allocates_nothing_for_the_record() {
         port: 80,
         headers: &headers,
         principal: Some(A),
+        server_name: None,
         auth: None,
         time_ms: 0,
     };

@@ -23,6 +23,8 @@ impl Ctx<'_> {
             Upstream::XBackend { target: BackendTarget::Hostname { host, port }, .. } => {
                 (host.clone(), *port, Some(host.clone()))
             }
+            // Only under Istio naming (topology::resolve_backend); plain DNS as Istio does by default.
+            Upstream::Host { host, port } => (host.clone(), *port, None),
         };
         let mut cluster = json!({
             "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",

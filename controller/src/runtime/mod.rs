@@ -142,6 +142,8 @@ struct Watched {
     gateways: Store<DynamicObject>,
     routes: Store<DynamicObject>,
     grants: Store<DynamicObject>,
+    /// Namespaces, for `allowedRoutes.namespaces.selector`.
+    namespaces: Store<DynamicObject>,
     outputs: Store<DynamicObject>,
     /// The EnvoyFilters that hold requests (`output::desired_hold`).
     holds: Store<DynamicObject>,
@@ -271,6 +273,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             changed.clone(),
             None,
         ),
+        namespaces: watch(&client, gvk("", "v1", "Namespace", "namespaces"), changed.clone(), None),
         outputs: watch(&client, output_api.clone(), changed.clone(), Some(&managed)),
         holds: watch(&client, hold_api.clone(), changed.clone(), Some(&managed)),
         configmaps: args.plan_configmaps.then(|| watch(&client, configmap_api(), changed.clone(), Some(&managed))),
@@ -281,6 +284,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         ("Gateway", &watched.gateways),
         ("HTTPRoute", &watched.routes),
         ("ReferenceGrant", &watched.grants),
+        ("Namespace", &watched.namespaces),
         (args.output.kind(), &watched.outputs),
         ("EnvoyFilter", &watched.holds),
     ] {
@@ -478,6 +482,7 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     let mut objects = raw(&w.gateways, "Gateway", "gateway.networking.k8s.io/v1");
     objects.extend(raw(&w.routes, "HTTPRoute", "gateway.networking.k8s.io/v1"));
     objects.extend(raw(&w.grants, "ReferenceGrant", "gateway.networking.k8s.io/v1beta1"));
+    objects.extend(raw(&w.namespaces, "Namespace", "v1"));
     objects.extend(raw(&w.backends, "XBackend", "agentic.networking.x-k8s.io/v0alpha0"));
     objects.extend(raw(&w.policies, "XAccessPolicy", "agentic.networking.x-k8s.io/v1alpha1"));
     let (inv, errors) = Inventory::from_raw(objects, "default");
@@ -498,6 +503,9 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         gateway_classes: ctx.args.gateway_class.clone(),
     };
     let topo = topology::build(&inv, &opts);
+    for e in &topo.errors {
+        tracing::warn!("{e}");
+    }
     let module = Module { url: ctx.args.wasm_url.clone(), sha256: ctx.args.wasm_sha256.clone() };
     let mut writes = 0;
 

@@ -11,6 +11,12 @@
 //! - each ExternalAuth policy's rules are narrowed to this listener's hostname, so its authorizer is
 //!   not asked about requests for disjoint hostnames.
 //!
+//! Which listener a request belongs to is what Istio picks: on HTTP listeners (one route table per
+//! port) the `Host`, on HTTPS listeners (one filter chain per hostname) the TLS server name (SNI).
+//! So on HTTPS the added rule matches the other listeners' hostnames as SNI, never as `Host`: a client
+//! that asks for `x.example.com` and sends `Host: a.example.com` is on the wildcard listener's chain
+//! and is routed by its routes, so the wildcard listener's plan must decide it.
+//!
 //! A request for this listener never matches the added rule, and every matcher narrowed still holds
 //! for it: this listener's WasmPlugin decides it exactly as the listener's own plan does, and the
 //! request passes only if that plan allows it. Where hostnames are disjoint (the usual case: one
@@ -53,18 +59,29 @@ pub fn plan_for(gw: &GatewayOut, listener: &Listener, plan: &CompiledPlan) -> Co
     }
     let mut scoped = plan.clone();
     let port = model::port(listener);
-    scope_level(&mut scoped.gateway, &own, &bypass, port);
+    let by_sni = by_server_name(listener);
+    scope_level(&mut scoped.gateway, &own, &bypass, port, by_sni);
     for level in scoped.backends.values_mut() {
-        scope_level(level, &own, &bypass, port);
+        scope_level(level, &own, &bypass, port, by_sni);
     }
     // docs/semantics.md §6a: deny by default does not judge the other listeners' requests either.
     if scoped.settings.default_deny {
-        scoped.settings.default_deny_except_hosts = bypass;
+        if by_sni {
+            scoped.settings.default_deny_except_server_names = bypass;
+        } else {
+            scoped.settings.default_deny_except_hosts = bypass;
+        }
     }
     scoped.seal()
 }
 
-fn scope_level(level: &mut LevelPlan, own: &Hostname, bypass: &[HostMatch], port: u16) {
+/// Whether Istio picks this listener by the TLS server name (an HTTPS listener: a filter chain per
+/// hostname) rather than by `Host` (an HTTP listener: one route table for the port).
+fn by_server_name(listener: &Listener) -> bool {
+    listener.protocol.eq_ignore_ascii_case("HTTPS")
+}
+
+fn scope_level(level: &mut LevelPlan, own: &Hostname, bypass: &[HostMatch], port: u16, by_sni: bool) {
     if let Some(ea) = &mut level.external_auth {
         ea.rules = ea.rules.drain(..).filter_map(|r| narrow_rule(r, own)).collect();
         if ea.rules.is_empty() {
@@ -80,7 +97,11 @@ fn scope_level(level: &mut LevelPlan, own: &Hostname, bypass: &[HostMatch], port
             name: bypass_policy_name(port),
             rules: vec![RulePlan {
                 name: "hostnames of the other listeners".into(),
-                http: HttpMatch { hosts: bypass.to_vec(), ..HttpMatch::default() },
+                http: if by_sni {
+                    HttpMatch { server_names: bypass.to_vec(), ..HttpMatch::default() }
+                } else {
+                    HttpMatch { hosts: bypass.to_vec(), ..HttpMatch::default() }
+                },
                 ..RulePlan::default()
             }],
         });
@@ -155,6 +176,11 @@ mod tests {
     /// Whether `plan` allows tools/call `tool` sent to `host`, as the filter decides it (every
     /// authorizer allowing).
     fn allows(plan: &CompiledPlan, host: &str, tool: &str) -> bool {
+        allows_sni(plan, None, host, tool)
+    }
+
+    /// The same on a TLS connection that asked for `sni`.
+    fn allows_sni(plan: &CompiledPlan, sni: Option<&str>, host: &str, tool: &str) -> bool {
         let e = Evaluator::from_plan(plan.clone()).expect("the filter loads the scoped plan");
         let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}"}}}}"#);
         let mcp = toolgate_policy::mcp::read_body(body.as_bytes(), toolgate_policy::mcp::ReadOptions::default()).unwrap();
@@ -165,10 +191,33 @@ mod tests {
             port: 443,
             headers: &[("content-type", "application/json")],
             principal: None,
+            server_name: sni,
             auth: None,
             time_ms: 0,
         };
         e.route(None).decide(&req, BodyInput::Mcp(&mcp)).allowed()
+    }
+
+    /// HTTPS listeners on one port: Istio picks the filter chain, and so the routes, by SNI.
+    const HTTPS_OVERLAPPING: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\nspec:\n  gatewayClassName: istio\n  listeners:\n  - {name: a, port: 443, protocol: HTTPS, hostname: a.example.com, tls: {certificateRefs: [{name: a}]}}\n  - {name: wild, port: 443, protocol: HTTPS, hostname: '*.example.com', tls: {certificateRefs: [{name: w}]}}\n";
+
+    #[test]
+    fn on_https_the_other_listeners_are_told_apart_by_sni_not_by_host() {
+        let p = plans(HTTPS_OVERLAPPING, &[policy("pw", "wild", "sum")]);
+        let wild = plan(&p, "wild");
+        let passes =
+            |sni: Option<&str>, host: &str, tool: &str| ["a", "wild"].iter().all(|l| allows_sni(plan(&p, l), sni, host, tool));
+        // On the wildcard's chain (SNI x.example.com) a Host naming the other listener is routed by
+        // the wildcard's routes: its plan decides, whatever the Host says.
+        assert!(!passes(Some("x.example.com"), "a.example.com", "env"));
+        assert!(passes(Some("x.example.com"), "a.example.com", "sum"));
+        // No SNI: no chain of the other listener was picked either.
+        assert!(!passes(None, "a.example.com", "env"));
+        // On a.example.com's chain the wildcard's plan lets the request through; a's plan decides.
+        assert!(passes(Some("a.example.com"), "a.example.com", "env"));
+        assert!(allows_sni(wild, Some("A.example.com"), "a.example.com", "env"), "server names compare without case");
+        let rule = &wild.gateway.allow.iter().find(|x| x.name == bypass_policy_name(443)).unwrap().rules[0];
+        assert!(rule.http.hosts.is_empty() && !rule.http.server_names.is_empty(), "{rule:?}");
     }
 
     #[test]
@@ -259,7 +308,7 @@ mod tests {
         // A rule for hosts that are never this listener's is dropped, and so is the policy then.
         let mut level = plans(DISJOINT, &[ext_auth("ea", "b")]).remove(1).1.gateway;
         level.external_auth.as_mut().unwrap().rules[0].http.hosts = vec![HostMatch::Exact("a.example.com".into())];
-        scope_level(&mut level, &h("b.example.com"), &[], 443);
+        scope_level(&mut level, &h("b.example.com"), &[], 443, false);
         assert!(level.external_auth.is_none());
     }
 }

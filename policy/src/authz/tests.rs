@@ -139,6 +139,7 @@ fn hand_written_check_requests_decode_as_prost_ones() {
                         port: 8443,
                         headers: &headers,
                         principal,
+                        server_name: None,
                         auth,
                         time_ms: 0,
                     };
@@ -164,6 +165,7 @@ fn hand_written_check_requests_decode_as_prost_ones() {
         port: 0,
         headers: &[],
         principal: None,
+        server_name: None,
         auth: None,
         time_ms: 0,
     };

@@ -8,6 +8,7 @@ fn req<'a>(headers: &'a [(&'a str, &'a str)]) -> HttpRequest<'a> {
         port: 8443,
         headers,
         principal: Some("spiffe://cluster.local/ns/default/sa/a"),
+        server_name: None,
         auth: None,
         // 2026-11-23T12:00:00Z
         time_ms: 1_795_435_200_000,

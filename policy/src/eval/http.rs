@@ -1,4 +1,4 @@
-//! The HTTP matchers of a rule (`methods`, `ports`, `paths`, `hosts`, `headers`), compiled.
+//! The HTTP matchers of a rule (`methods`, `ports`, `paths`, `hosts`, `serverNames`, `headers`), compiled.
 
 use regex::Regex;
 
@@ -12,6 +12,7 @@ pub(super) struct CompiledHttp {
     pub(super) paths: Vec<CompiledPath>,
     pub(super) headers: Vec<(String, CompiledValue)>,
     pub(super) hosts: Vec<HostMatch>,
+    pub(super) server_names: Vec<HostMatch>,
     pub(super) ports: Vec<u16>,
 }
 
@@ -65,7 +66,7 @@ impl CompiledHttp {
                 Ok((name.clone(), v))
             })
             .collect::<Result<_, String>>()?;
-        for host in &m.hosts {
+        for host in m.hosts.iter().chain(&m.server_names) {
             let h = match host {
                 HostMatch::Exact(h) => h.as_str(),
                 HostMatch::Suffix(s) => s.strip_prefix('.').ok_or_else(|| format!("host suffix {s:?} must start with '.'"))?,
@@ -74,7 +75,14 @@ impl CompiledHttp {
                 return Err(format!("host {host:?} must be non-empty lower-case"));
             }
         }
-        Ok(Self { methods: m.methods.clone(), paths, headers, hosts: m.hosts.clone(), ports: m.ports.clone() })
+        Ok(Self {
+            methods: m.methods.clone(),
+            paths,
+            headers,
+            hosts: m.hosts.clone(),
+            server_names: m.server_names.clone(),
+            ports: m.ports.clone(),
+        })
     }
 
     /// The first HTTP matcher that does not hold, by name (`methods`, `ports`, ...).
@@ -106,6 +114,10 @@ impl CompiledHttp {
                 return Some("hosts");
             }
         }
+        // No server name (no TLS, or no SNI) matches none.
+        if !self.server_names.is_empty() && !req.server_name.is_some_and(|sni| host_matches_any(&self.server_names, sni)) {
+            return Some("serverNames");
+        }
         let headers_ok = self.headers.iter().all(|(name, v)| {
             req.header_values(name).filter_map(|value| mcp_header_value(name, value)).any(|value| match v {
                 CompiledValue::Exact(e) => *value == **e,
@@ -114,6 +126,14 @@ impl CompiledHttp {
         });
         (!headers_ok).then_some("headers")
     }
+}
+
+/// Whether `host` is one of `matches` (exact names ASCII case-insensitively, or under a wildcard).
+pub fn host_matches_any(matches: &[HostMatch], host: &str) -> bool {
+    matches.iter().any(|m| match m {
+        HostMatch::Exact(v) => host.eq_ignore_ascii_case(v),
+        HostMatch::Suffix(s) => host_suffix_covers(s, host),
+    })
 }
 
 /// Gateway API's `PathPrefix` (and docs/semantics.md §3's path prefix): element-wise, so `/mcp` (or `/mcp/`)

@@ -20,7 +20,7 @@ mod trace;
 /// Compiles an RE2 expression that must match the whole input (policy path and header matchers).
 pub use crate::re2::full_match_regex;
 pub use decision::{AuthzFailure, Decision, DenyReason, Level, RuleRef, Verdict};
-pub use http::{host_suffix_covers, path_prefix_matches};
+pub use http::{host_matches_any, host_suffix_covers, path_prefix_matches};
 use index::LevelIndex;
 pub use mcp_headers::{mcp_header_value, HEADERS_READ};
 pub use route::{AuthzCall, ListJudge, Route, Step, MAX_AUTHZ_CALLS};
@@ -68,6 +68,8 @@ pub struct HttpRequest<'a> {
     pub headers: &'a [(&'a str, &'a str)],
     /// The caller's SPIFFE ID from the verified client certificate, if any.
     pub principal: Option<&'a str>,
+    /// The TLS server name (SNI) of the connection, read only when the plan matches on it.
+    pub server_name: Option<&'a str>,
     /// The JWT Envoy's `jwt_authn` verified, if any (docs/semantics.md §6b; read only when a CEL
     /// rule reads `request.auth` or an authorizer is called).
     pub auth: Option<&'a crate::jwt::Auth>,
@@ -206,7 +208,7 @@ impl Evaluator {
         }
         let shadow = (shadow_gateway.is_some() || !shadow_backends.is_empty())
             .then(|| Box::new(ShadowLevels { gateway: shadow_gateway, backends: shadow_backends }));
-        for host in &plan.settings.default_deny_except_hosts {
+        for host in plan.settings.default_deny_except_hosts.iter().chain(&plan.settings.default_deny_except_server_names) {
             if let crate::plan::HostMatch::Suffix(s) = host {
                 if !s.starts_with('.') {
                     return Err(PlanError::Syntax(format!("settings.defaultDenyExceptHosts: suffix {s:?} must start with '.'")));

@@ -5,7 +5,7 @@ use super::decision::{Decision, DenyReason, Level, RuleRef, Verdict};
 use super::index::{Candidates, LevelIndex};
 use super::mcp_headers::check_mcp_headers;
 use super::trace::{NoTrace, Record, Trace};
-use super::{host_suffix_covers, BodyInput, HttpRequest};
+use super::{host_matches_any, BodyInput, HttpRequest};
 use crate::list_filter::ListKind;
 use crate::mcp::McpMessage;
 use crate::plan::{AuthorizerPlan, CompiledPlan, LevelPlan, RulePlan};
@@ -44,15 +44,11 @@ impl<'e> Route<'e> {
 
     /// Whether `req` is for a host the plan's default deny lets through (`defaultDenyExceptHosts`).
     fn default_deny_excepts(&self, req: &HttpRequest<'_>) -> bool {
-        let hosts = &self.plan.settings.default_deny_except_hosts;
-        if hosts.is_empty() {
-            return false;
-        }
-        let host = req.host();
-        hosts.iter().any(|m| match m {
-            crate::plan::HostMatch::Exact(h) => host.eq_ignore_ascii_case(h),
-            crate::plan::HostMatch::Suffix(s) => host_suffix_covers(s, host),
-        })
+        let settings = &self.plan.settings;
+        let by_host =
+            !settings.default_deny_except_hosts.is_empty() && host_matches_any(&settings.default_deny_except_hosts, req.host());
+        let by_server_name = req.server_name.is_some_and(|sni| host_matches_any(&settings.default_deny_except_server_names, sni));
+        by_host || by_server_name
     }
 
     /// Whether the route's levels include dry-run policies (a [`Evaluator::shadow_route`]).

@@ -361,6 +361,7 @@ mod tests {
             port: 80,
             headers,
             principal: None,
+            server_name: None,
             auth: None,
             time_ms: 0,
         };

@@ -35,6 +35,8 @@ pub(crate) struct Needs {
     pub principal: bool,
     /// Some rule matches listener ports.
     pub port: bool,
+    /// Some rule, or the default deny's exceptions, match the TLS server name.
+    pub server_name: bool,
     /// An authorizer is called: it is told the protocol, and gRPC ones the whole `params`.
     pub external_auth: bool,
     /// Some CEL rule reads `request.mcp.params`.
@@ -55,6 +57,8 @@ impl Needs {
             principal: !plan.settings.unverified_client_certificates
                 && (ea || cel.principal || rules(plan).any(|r| r.principal.is_some())),
             port: rules(plan).any(|r| !r.http.ports.is_empty()),
+            server_name: !plan.settings.default_deny_except_server_names.is_empty()
+                || rules(plan).any(|r| !r.http.server_names.is_empty()),
             external_auth: ea,
             cel_params: cel.params,
             time: cel.time,

@@ -19,6 +19,8 @@ pub enum Property {
     DestinationPort,
     /// `HTTP/1.1`, `HTTP/2`, ...
     RequestProtocol,
+    /// The server name (SNI) the client asked for in its TLS handshake.
+    RequestedServerName,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -150,6 +150,8 @@ enum State {
 struct Held {
     headers: RequestHeaders,
     principal: Option<String>,
+    /// The TLS server name (SNI), read when the plan matches on it.
+    server_name: Option<String>,
     /// The verified token (docs/semantics.md §6b), read when the plan needs it.
     auth: Option<crate::jwt::Auth>,
     port: u16,
@@ -240,6 +242,7 @@ impl Request {
             None
         };
         let port = if needs.port { listener_port(host) } else { 0 };
+        let server_name = if needs.server_name { property_string(host, Property::RequestedServerName) } else { None };
         let protocol = if needs.external_auth { property_string(host, Property::RequestProtocol) } else { None };
         let classified = headers::classify(
             headers.get(headers::METHOD),
@@ -250,6 +253,7 @@ impl Request {
         let held = Box::new(Held {
             headers,
             principal,
+            server_name,
             auth,
             port,
             cluster,

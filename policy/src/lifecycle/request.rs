@@ -106,6 +106,7 @@ pub(super) fn http_request<T>(held: &Held, f: impl FnOnce(&HttpRequest<'_>) -> T
             port: held.port,
             headers: pairs,
             principal: held.principal.as_deref(),
+            server_name: held.server_name.as_deref(),
             auth: held.auth.as_ref(),
             time_ms: held.time_ms,
         })

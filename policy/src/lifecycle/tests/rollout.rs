@@ -281,6 +281,7 @@ fn the_shadow_route_exists_only_where_a_dry_run_policy_applies() {
         port: 80,
         headers: &[],
         principal: None,
+        server_name: None,
         auth: None,
         time_ms: 0,
     };
@@ -317,6 +318,7 @@ fn explain_shows_the_default_deny_level() {
         port: 80,
         headers: &[],
         principal: None,
+        server_name: None,
         auth: None,
         time_ms: 0,
     };
