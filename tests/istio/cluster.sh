@@ -92,7 +92,7 @@ do_start() {
   t0=$(date +%s%N)
   kc apply --server-side -f "$REPO/crds" -f "$REPO/tests/k8s/thirdparty-crds/gateway-api-v1.6.1" \
     -f "$REPO/tests/k8s/thirdparty-crds/istio" -f "$HERE/crds" >/dev/null
-  kc wait --for=condition=Established --timeout=60s --all crd >/dev/null
+  wait_crds_established kc 60
   kc create namespace istio-system >/dev/null
   kc apply --server-side -f "$REPO/deploy/namespace.yaml" -f "$REPO/deploy/rbac.yaml" >/dev/null
   # The controller's identity: its ServiceAccount's token, so the API server enforces deploy/rbac.yaml.

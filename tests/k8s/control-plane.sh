@@ -63,3 +63,18 @@ stop_pid() {
   fi
   rm -f "$run/$name.pid"
 }
+
+# wait_crds_established KUBECTL SECONDS: until every CRD's Established condition is True. Each CRD is
+# asked on its condition: `kubectl wait --all crd` fails at once ("accessor error: <nil>") on a CRD
+# whose status has no conditions yet, which is how a fresh machine once lost a whole suite.
+wait_crds_established() {
+  local kubectl=$1 deadline=$((SECONDS + $2)) pending=""
+  while [ $SECONDS -lt $deadline ]; do
+    pending=$($kubectl get crd -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Established")].status}{"\n"}{end}' \
+              | grep -v '=True$' || true)
+    [ -z "$pending" ] && return 0
+    sleep 0.1
+  done
+  echo "CRDs not Established after $2 s: $pending" >&2
+  return 1
+}

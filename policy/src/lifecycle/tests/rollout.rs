@@ -347,3 +347,22 @@ fn another_listeners_host_passes_a_default_deny_route() {
     assert_eq!(send(&p, &mut host).1, Action::Continue);
     assert_eq!(host.counts, vec![Counter::AllowNoPolicy]);
 }
+
+#[test]
+fn another_listeners_server_name_passes_a_default_deny_route_whatever_the_host() {
+    let mut plan = with_levels(LevelPlan::default(), None, true);
+    plan.settings.default_deny_except_server_names = vec![crate::plan::HostMatch::Suffix(".other.example.com".into())];
+    let p = plan_plugin(plan);
+    // The Host names the other listener, the TLS server name does not: this listener's request.
+    let mut host = post(&call(1, "echo"));
+    host.headers.iter_mut().find(|(k, _)| k == ":authority").unwrap().1 = "a.other.example.com".into();
+    host.server_name = Some("gw.example.com".into());
+    assert_eq!(send(&p, &mut host).1, Action::Pause);
+    // No server name (no TLS): denied by default too.
+    let mut host = post(&call(1, "echo"));
+    assert_eq!(send(&p, &mut host).1, Action::Pause);
+    let mut host = post(&call(1, "echo"));
+    host.server_name = Some("A.Other.Example.com".into());
+    assert_eq!(send(&p, &mut host).1, Action::Continue);
+    assert_eq!(host.counts, vec![Counter::AllowNoPolicy]);
+}
