@@ -253,11 +253,13 @@ class ToolgateGateway:
     # -- requests -------------------------------------------------------------------------------
     def send(self, http_method: str = "POST", body: Any = None, *, agent: str | None = "agent-a",
              listener: str = "https", path: str = "/mcp", headers: Mapping[str, str] | None = None,
-             content_type: str | None = "application/json", tag: bool = True, timeout: float = 10) -> Sent:
+             content_type: str | None = "application/json", tag: bool = True, timeout: float = 10,
+             sni: str | None = None) -> Sent:
         """One request through Envoy. `agent` names a client certificate of the test PKI (None = no
         certificate). The path gets a `?tg=N` query (matchers ignore the query) that identifies the
         request in the server's execution log and Envoy's access log. Transport errors (e.g. a refused
-        TLS handshake) are returned in `.error`."""
+        TLS handshake) are returned in `.error`. `sni`: the TLS server name to ask for (the server's
+        certificate, made for localhost, is then not checked against it)."""
         self._seq += 1
         t = f"tg={self._seq}"
         full_path = path + (("&" if "?" in path else "?") + t if tag else "")
@@ -271,7 +273,7 @@ class ToolgateGateway:
         resp, err = None, None
         try:
             resp = request(http_method, self.url_for(listener, full_path), body, h, cert=cert,
-                           ca=self.certs / "ca.crt", timeout=timeout)
+                           ca=None if sni else self.certs / "ca.crt", server_hostname=sni, timeout=timeout)
         except (ssl.SSLError, ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine) as exc:
             err = exc
         executed = [e for e in self.server.executed() if _tagged(str(e.get("path", "")), t)] if tag else []
