@@ -133,8 +133,10 @@ def render(data: dict) -> str:
     targets = [t for t in LABELS if any(k.startswith(t + "@") for k in runs)]
     envoy = [t for t in targets if t != "toolgate"]
     servers = [s for s in SERVERS if any(k.endswith("@" + s) for k in runs)]
+    first = next(iter(runs.values()))
     out = [BEGIN, "",
-           f"Envoy {data['envoy']}; the corpus above (170 hostile requests, 7 controls), with the same three rules "
+           f"Envoy {data['envoy']}; the corpus above ({len(first['cases'])} hostile requests, {len(first['controls'])} "
+           "controls), with the same three rules "
            "written for Envoy's own filters (`bench/mcp_rbac.py`, the data plane of `make bench`'s row (m); "
            "`tests/bypass/reference.py` puts it in Toolgate's place in the same rendered listeners): `sum` is RBAC "
            "allowing the MCP filter's `method` `tools/call` with `params.name` `get-sum`, or the base protocol (its "

@@ -245,7 +245,7 @@ impl Ctx<'_> {
                 // Envoy's jwt_authn (and the removal of the headers it writes) before Toolgate, which
                 // reads what it verified (docs/semantics.md §6b).
                 "http_filters": tokens.filters.iter().cloned().chain([
-                    if self.args.native_module.is_some() { native_filter(&id, self.wasm, &plan_json) } else { json!(
+                    if self.args.native_module.is_some() { native_filter(&id, self.wasm, &plan_json, !tokens.filters.is_empty()) } else { json!(
                     {
                         "name": "envoy.filters.http.wasm",
                         "typed_config": {
@@ -312,8 +312,13 @@ fn pretty(v: &Value) -> Vec<u8> {
 /// also accepts alone, searched as `lib<name>.so` in `ENVOY_DYNAMIC_MODULES_SEARCH_PATH`) is the
 /// file's name without `lib` and `.so`. `do_not_close`: the module keeps process-wide state (the
 /// plugins' last good plans), which must survive a configuration update that briefly leaves no user.
-pub fn native_filter(id: &str, module: &Path, plan_json: &str) -> Value {
+/// `jwt_authn`: the jwt_authn rendered before the module has every provider write the verified payload
+/// to the header the module reads claims from; the configuration says so, or the module reads none
+/// (docs/semantics.md §6b).
+pub fn native_filter(id: &str, module: &Path, plan_json: &str, jwt_authn: bool) -> Value {
     let stem = module.file_stem().and_then(|s| s.to_str()).unwrap_or("toolgate_module");
+    let config =
+        if jwt_authn { toolgate_policy::jwt::module_config_with_payload_header(plan_json) } else { plan_json.to_string() };
     json!({
         "name": "envoy.filters.http.dynamic_modules",
         "typed_config": {
@@ -324,7 +329,7 @@ pub fn native_filter(id: &str, module: &Path, plan_json: &str) -> Value {
                 "module": { "local": { "filename": module } },
             },
             "filter_name": format!("toolgate:{id}"),
-            "filter_config": { "@type": "type.googleapis.com/google.protobuf.StringValue", "value": plan_json },
+            "filter_config": { "@type": "type.googleapis.com/google.protobuf.StringValue", "value": config },
         },
     })
 }

@@ -192,6 +192,12 @@ pub extern "C" fn proxy_on_request_trailers(context_id: u32, _trailers: usize) -
 // at once; a response without a stream is not Toolgate's to change. Built without the
 // `list-filtering` feature, the module does not export them (Envoy then makes no response call into
 // the VM) and refuses plans that filter lists ([`RootHost::filters_responses`]).
+//
+// Their `Continue` when `with_stream` finds nothing cannot pass a list unfiltered: a context without a
+// stream had its request denied (`proxy_on_request_headers`), and the streams are never busy here, as
+// Envoy's Wasm host does not nest callbacks (a local reply asked for inside one is sent after it
+// returns). A panic aborts, which traps, and Envoy fails the stream (`fail_open: false`): its error
+// before the response headers, a reset after (tests/e2e/test_resilience.py).
 
 #[cfg(feature = "list-filtering")]
 #[no_mangle]

@@ -2,8 +2,9 @@
 //! the same answer with and without `capture_params` (but for a captured params' folded twins and
 //! undecodable values, checked on their own), and accepts only what serde_json also reads,
 //! with the same method, id, params.name, params.uri, protocol version and params text; what it
-//! accepts has no duplicate key, no nesting over 64 and no key that a case-insensitive decoder
-//! (Go, .NET) reads as an extracted field (independent oracles in fuzz/src/lib.rs). A read with
+//! accepts has no duplicate key, no nesting over 64, no key holding U+0000 and no key that a
+//! case-insensitive decoder (Go, .NET) reads as an extracted field (independent oracles in
+//! fuzz/src/lib.rs). A read with
 //! memory kept from the previous inputs' reads (as the lifecycle keeps it) answers as a fresh one.
 #![no_main]
 
@@ -62,6 +63,9 @@ fuzz_target!(|data: &[u8]| {
     };
     assert!(!oracle::has_duplicate_key(data), "the reader accepted a duplicate key: {body:?}");
     assert!(oracle::depth(&value) <= 64, "the reader accepted nesting over 64");
+    if let Some(k) = oracle::nul_key(&value) {
+        panic!("the reader accepted {k:?}, which a decoder that ends strings at NUL reads as another key");
+    }
     if let Some(k) = oracle::folded_key(&value) {
         panic!("the reader accepted {k:?}, which a case-insensitive decoder reads as another field");
     }

@@ -22,6 +22,7 @@ use toolgate_fuzz::{FakeHost, Request, CLUSTER, EXTERNAL_AUTH_PLAN, REALISTIC_PL
 use toolgate_module::abi::*;
 use toolgate_module::hooks as h;
 use toolgate_policy::eval::{Evaluator, MAX_AUTHZ_CALLS};
+use toolgate_policy::jwt::module_config;
 use toolgate_policy::lifecycle::{Action, Counter, Plugin};
 
 const CONTROL_BYTES: usize = 64;
@@ -167,7 +168,9 @@ fuzz_target!(|data: &[u8]| {
             h::envoy_dynamic_module_on_http_filter_config_new(CONFIG_ENVOY, buf(b"toolgate:fuzz/arbitrary"), buf(bytes))
         }
     };
-    let refused_plan = own_config.is_some_and(|b| Evaluator::load(b).is_err());
+    // The plan in the module's configuration (a bare plan, or one beside what jwt_authn writes); a
+    // configuration the module refuses leaves the stream without a plan too.
+    let refused_plan = own_config.is_some_and(|b| module_config(b).map_or(true, |c| Evaluator::load(c.plan).is_err()));
 
     // One stream.
     let request_headers: Vec<(Vec<u8>, Vec<u8>)> = [(":method", r.method), (":path", r.path), (":authority", r.authority)]

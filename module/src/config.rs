@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, Weak};
 
+use toolgate_policy::jwt::{PayloadHeader, JWT_PAYLOAD_HEADER};
 use toolgate_policy::lifecycle::{Counter, HostBase, LogLevel, Plugin, Request, RootHost};
 
 use crate::abi::*;
@@ -24,6 +25,9 @@ pub(crate) struct Config {
     pub(crate) name: String,
     pub(crate) plan: Vec<u8>,
     pub(crate) counters: Counters,
+    /// Whether jwt_authn writes the payload header the module reads claims from (its configuration
+    /// says so, or the header is never read).
+    pub(crate) payload_header: PayloadHeader,
 }
 
 pub(crate) static NEXT_CONFIG_ID: AtomicU64 = AtomicU64::new(1);
@@ -114,4 +118,20 @@ pub(crate) fn new_request(config: &Config) -> Request {
         plugins.push((config.id, Arc::downgrade(&config.alive), plugin));
         request
     })
+}
+
+/// docs/semantics.md §6b: what the module makes of token callers under this configuration, said once
+/// at load, since a configuration that does not say jwt_authn writes the payload header leaves every
+/// token caller without claims.
+pub(crate) fn log_claims_source(name: &str, payload_header: PayloadHeader) {
+    let message = match payload_header {
+        PayloadHeader::JwtAuthn => {
+            format!("toolgate: plugin {name}: token claims are read from {JWT_PAYLOAD_HEADER}, which the configuration says jwt_authn writes")
+        }
+        PayloadHeader::Unknown => format!(
+            "toolgate: plugin {name}: token claims are not read: the configuration does not say that jwt_authn writes \
+             {JWT_PAYLOAD_HEADER} (a client could have sent it); rules over claims match no one (docs/semantics.md §6b)"
+        ),
+    };
+    log(LogLevel::Info, &message);
 }

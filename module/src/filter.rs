@@ -1,14 +1,15 @@
 //! One stream's filter: the request's lifecycle and its host, kept busy while a hook runs, and the
 //! call answers and events that arrive meanwhile (delivered from a scheduled event).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use toolgate_policy::lifecycle::{CallAnswer, Request};
 
 use crate::abi::*;
 use crate::callout::GrpcCall;
-use crate::counters::DECISION_KEY;
+use crate::counters::{Counters, DECISION_KEY};
 use crate::host::{ModuleHost, Phase};
+use crate::refusal::Refusal;
 
 pub(crate) struct Stream {
     pub(crate) request: Request,
@@ -24,7 +25,15 @@ pub(crate) struct Filter {
     /// gRPC calls in flight (their hooks may come while `stream` is busy).
     pub(crate) grpc: RefCell<Vec<GrpcCall>>,
     pub(crate) envoy: FilterEnvoyPtr,
-    pub(crate) scheduler_for_early: std::cell::Cell<SchedulerPtr>,
+    pub(crate) scheduler_for_early: Cell<SchedulerPtr>,
+    /// The configuration's counter ids (as the stream's host has them), for what is counted while
+    /// the stream is busy or after a panic.
+    pub(crate) counters: &'static Counters,
+    /// The request was an allowed list request whose response is still to be filtered, as the last
+    /// hook that ran the lifecycle left it: readable while `stream` is busy, and after a panic.
+    pub(crate) listing: Cell<bool>,
+    /// Whether the module refuses the response itself (`refusal.rs`).
+    pub(crate) refusal: Cell<Refusal>,
 }
 
 impl Filter {
@@ -34,6 +43,7 @@ impl Filter {
         stream.host.phase = phase;
         let result = f(&mut stream);
         stream.host.phase = Phase::Outside;
+        self.listing.set(stream.request.reads_response());
         drop(stream);
         if self.early.try_borrow().map(|e| !e.is_empty()).unwrap_or(false) {
             self.schedule_early();
@@ -68,6 +78,7 @@ impl Filter {
                 stream.host.phase = Phase::Outside;
                 let Stream { request, host } = &mut *stream;
                 request.on_call_answer(host, token, answer);
+                self.listing.set(request.reads_response());
             }
             Err(_) => {
                 if let Ok(mut early) = self.early.try_borrow_mut() {
@@ -93,6 +104,16 @@ impl Filter {
         }
     }
 
+    /// Counts one on the counter `id` (none: not defined), without the stream, which may be busy.
+    pub(crate) fn increment(&self, id: Option<usize>) {
+        if let Some(id) = id {
+            // SAFETY: `envoy` is this filter's pointer; no labels.
+            unsafe {
+                envoy_dynamic_module_callback_http_filter_increment_counter(self.envoy, id, std::ptr::null(), 0, 1);
+            }
+        }
+    }
+
     /// A panic in a request hook: deny the request (the lifecycle's state is unknown).
     pub(crate) fn deny_after_panic(&self) {
         if let Ok(stream) = self.stream.try_borrow() {
@@ -107,6 +128,12 @@ impl Filter {
                 ModuleBuffer::of(summary),
             );
         }
+        self.send_internal_error();
+    }
+
+    /// Envoy's local reply 500 `{"error":"internal error"}`: through the filters before any response
+    /// headers, directly to the client before any went downstream, and a reset stream after.
+    pub(crate) fn send_internal_error(&self) {
         let body = br#"{"error":"internal error"}"#;
         let mut headers = [ModuleHttpHeader::of("content-type", "application/json")];
         // SAFETY: `envoy` is this filter's pointer; headers and body live for the call.

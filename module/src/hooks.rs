@@ -2,22 +2,22 @@
 //! pinned Envoy by `tests/e2e/test_native_abi.py`), each run inside [`guard`], which catches panics
 //! so that none unwinds into Envoy.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-#[cfg(feature = "panic-probe")]
-use toolgate_policy::lifecycle::Host;
-use toolgate_policy::lifecycle::{Action, CallAnswer, LogLevel, Plugin};
+use toolgate_policy::jwt::{module_config, ModuleConfig, PayloadHeader};
+use toolgate_policy::lifecycle::{Action, CallAnswer, Counter, HostBase, LogLevel, Plugin};
 
 use crate::abi::*;
 use crate::base::log;
 use crate::callout::copy_headers;
-use crate::config::{new_request, Config, LoadHost, NEXT_CONFIG_ID};
+use crate::config::{log_claims_source, new_request, Config, LoadHost, NEXT_CONFIG_ID};
 use crate::counters::Counters;
 use crate::filter::{filter, Filter, Stream};
 use crate::host::{ModuleHost, Phase};
+use crate::refusal::{stopped, Refusal};
 
 /// Runs a hook body, catching a panic: `on_panic` gives the hook's result then.
 fn guard<T>(what: &str, f: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
@@ -25,9 +25,25 @@ fn guard<T>(what: &str, f: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> 
         Ok(v) => v,
         Err(_) => {
             // Logging cannot panic in a way that matters here; guard it all the same.
-            let _ = catch_unwind(|| log(LogLevel::Error, &format!("toolgate: panic in {what}; request denied")));
+            let _ = catch_unwind(|| log(LogLevel::Error, &format!("toolgate: panic in {what}")));
             on_panic()
         }
+    }
+}
+
+/// The test-only panic trigger (feature `panic-probe`, tests/e2e/test_native_module.py): the request
+/// header `x-toolgate-panic-probe` names the hook that panics, `response-headers` or `response-body`
+/// while the response is an allowed list's; any other value, the request headers hook.
+#[cfg(feature = "panic-probe")]
+fn probe(s: &mut Stream, phase: Phase) {
+    let Some(value) = s.host.request_header_values("x-toolgate-panic-probe").into_iter().next() else { return };
+    let hook = match value.as_slice() {
+        b"response-headers" => Phase::ResponseHeaders,
+        b"response-body" => Phase::ResponseBody,
+        _ => Phase::RequestHeaders,
+    };
+    if hook == phase && (phase == Phase::RequestHeaders || s.request.reads_response()) {
+        panic!("panic probe");
     }
 }
 
@@ -73,27 +89,47 @@ fn request_hook(
     )
 }
 
-/// A response hook: the lifecycle's action; a busy stream continues; a panic continues the
-/// response (the request was decided already) and is counted.
+/// A response hook: the lifecycle's action. The request was decided already, so a busy stream (a
+/// re-entered hook) or a panic lets the response continue (the panic counted), except while it is
+/// an allowed list's: list filtering fails closed, the module refuses the response itself
+/// (`refusal.rs`), and does so for the rest of it.
 fn response_hook(
     ptr: FilterModulePtr,
     what: &str,
     phase: Phase,
+    end_of_stream: bool,
     status: fn(Action) -> u32,
     f: impl FnOnce(&mut Stream) -> Action,
 ) -> u32 {
     // SAFETY: as in `request_hook`.
     let Some(filter) = (unsafe { filter(ptr) }) else { return status(Action::Continue) };
+    match filter.refusal.get() {
+        Refusal::None => {}
+        Refusal::Replying => return status(Action::Continue),
+        Refusal::Refused => {
+            return catch_unwind(AssertUnwindSafe(|| filter.refuse_response(phase, end_of_stream, what)))
+                .unwrap_or(stopped(phase))
+        }
+    }
     guard(
         what,
-        || filter.with(phase, |s| status(f(s))).unwrap_or(status(Action::Continue)),
+        || match filter.with(phase, |s| status(f(s))) {
+            Some(result) => result,
+            // The lifecycle cannot be asked: what the last hook that ran it left says whether the
+            // response is a list's.
+            None if filter.listing.get() => filter.refuse_response(phase, end_of_stream, &format!("{what} re-entered")),
+            None => status(Action::Continue),
+        },
         || {
-            let _ = catch_unwind(AssertUnwindSafe(|| {
-                if let Ok(stream) = filter.stream.try_borrow() {
-                    stream.host.increment(stream.host.counters.panic, 1);
-                }
-            }));
-            status(Action::Continue)
+            let _ = catch_unwind(AssertUnwindSafe(|| filter.increment(filter.counters.panic)));
+            let listing = filter.listing.get() || filter.stream.try_borrow().is_ok_and(|s| s.request.reads_response());
+            if !listing {
+                return status(Action::Continue);
+            }
+            catch_unwind(AssertUnwindSafe(|| {
+                filter.refuse_response(phase, end_of_stream, &format!("internal error in the module (panic in {what})"))
+            }))
+            .unwrap_or(stopped(phase))
         },
     )
 }
@@ -115,15 +151,26 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
         "on_http_filter_config_new",
         || {
             // SAFETY: both buffers are Envoy's, valid for this hook; copied out.
-            let (name, plan) = unsafe { (String::from_utf8_lossy(name.bytes()).into_owned(), config.bytes().to_vec()) };
+            let (name, bytes) = unsafe { (String::from_utf8_lossy(name.bytes()).into_owned(), config.bytes()) };
             let counters = Counters::define(config_envoy);
             let mut host = LoadHost { config: config_envoy, name: name.clone(), counters };
+            let ModuleConfig { plan, payload_header } = match module_config(bytes) {
+                Ok(c) => c,
+                Err(e) => {
+                    host.count(Counter::PlanRejected);
+                    log(LogLevel::Error, &format!("toolgate: plugin {name}: REFUSED configuration ({e}); update rejected"));
+                    return std::ptr::null();
+                }
+            };
+            let plan = plan.to_vec();
             // The main thread's load: logs, counts, refuses an update with a bad plan (null: Envoy
             // rejects the configuration and keeps the one in force).
             if !Plugin::default().configure(&mut host, &plan) {
                 return std::ptr::null();
             }
-            let config = Config { id: NEXT_CONFIG_ID.fetch_add(1, Ordering::Relaxed), alive: Arc::new(()), name, plan, counters };
+            log_claims_source(&name, payload_header);
+            let id = NEXT_CONFIG_ID.fetch_add(1, Ordering::Relaxed);
+            let config = Config { id, alive: Arc::new(()), name, plan, counters, payload_header };
             Box::into_raw(Box::new(config)) as FilterConfigModulePtr
         },
         std::ptr::null,
@@ -167,12 +214,12 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
             // SAFETY: the pointer `on_http_filter_config_new` returned; Envoy keeps the configuration
             // alive while its filters live.
             let config = unsafe { (config as *const Config).as_ref() };
-            let (request, counters) = match config {
+            let (request, counters, payload_header) = match config {
                 // SAFETY: the lifetime is not checked: Envoy's filter holds its configuration, which
                 // is destroyed (`on_http_filter_config_destroy`) only after the last of its filters.
-                Some(c) => (new_request(c), unsafe { &*std::ptr::addr_of!(c.counters) }),
+                Some(c) => (new_request(c), unsafe { &*std::ptr::addr_of!(c.counters) }, c.payload_header),
                 // No configuration: a plugin without a plan, which denies every request.
-                None => (Plugin::default().request(), &Counters::NONE),
+                None => (Plugin::default().request(), &Counters::NONE, PayloadHeader::Unknown),
             };
             let host = ModuleHost {
                 envoy,
@@ -182,13 +229,17 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
                 next_token: 1,
                 scheduler: std::ptr::null_mut(),
                 resume_later: false,
+                payload_header,
             };
             let filter = Filter {
                 stream: RefCell::new(Stream { request, host }),
                 early: RefCell::new(Vec::new()),
                 grpc: RefCell::new(Vec::new()),
                 envoy,
-                scheduler_for_early: std::cell::Cell::new(std::ptr::null_mut()),
+                scheduler_for_early: Cell::new(std::ptr::null_mut()),
+                counters,
+                listing: Cell::new(false),
+                refusal: Cell::new(Refusal::None),
             };
             Box::into_raw(Box::new(filter)) as FilterModulePtr
         },
@@ -205,9 +256,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
 ) -> u32 {
     request_hook(filter, "on_request_headers", Phase::RequestHeaders, headers_status, |s| {
         #[cfg(feature = "panic-probe")]
-        if s.host.request_headers().is_some_and(|h| h.windows(22).any(|w| w == b"x-toolgate-panic-probe")) {
-            panic!("panic probe");
-        }
+        probe(s, Phase::RequestHeaders);
         s.request.on_request_headers(&mut s.host, end_of_stream)
     })
 }
@@ -238,7 +287,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
     filter: FilterModulePtr,
     end_of_stream: bool,
 ) -> u32 {
-    response_hook(filter, "on_response_headers", Phase::ResponseHeaders, headers_status, |s| {
+    response_hook(filter, "on_response_headers", Phase::ResponseHeaders, end_of_stream, headers_status, |s| {
+        #[cfg(feature = "panic-probe")]
+        probe(s, Phase::ResponseHeaders);
         s.request.on_response_headers(&mut s.host, end_of_stream)
     })
 }
@@ -249,12 +300,14 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
     filter: FilterModulePtr,
     end_of_stream: bool,
 ) -> u32 {
-    response_hook(filter, "on_response_body", Phase::ResponseBody, body_status, |s| {
+    response_hook(filter, "on_response_body", Phase::ResponseBody, end_of_stream, body_status, |s| {
         // Most responses are not read: no callbacks for their size (issue 27: about 0.3 k
         // instructions per request).
         if !s.request.reads_response() {
             return Action::Continue;
         }
+        #[cfg(feature = "panic-probe")]
+        probe(s, Phase::ResponseBody);
         let received_is_buffered = s.host.received_is_buffered_response();
         let size = s.host.body_size(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, received_is_buffered);
         s.request.on_response_body(&mut s.host, size, end_of_stream)
@@ -263,7 +316,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr) -> u32 {
-    response_hook(filter, "on_response_trailers", Phase::ResponseTrailers, trailers_status, |s| {
+    response_hook(filter, "on_response_trailers", Phase::ResponseTrailers, false, trailers_status, |s| {
         s.request.on_response_trailers(&mut s.host)
     })
 }

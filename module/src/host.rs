@@ -1,7 +1,7 @@
 //! The engine's [`Host`] for one request: the lifecycle's reads and writes of the stream, made with
 //! Envoy's callbacks on the filter's pointer (calls to authorizers: `callout.rs`).
 
-use toolgate_policy::jwt::{JWT_METADATA_NAMESPACE, JWT_PAYLOAD_HEADER};
+use toolgate_policy::jwt::{PayloadHeader, JWT_METADATA_NAMESPACE, JWT_PAYLOAD_HEADER};
 use toolgate_policy::lifecycle::{Callout, Counter, Host, HostBase, LogLevel, Property};
 
 use crate::abi::*;
@@ -61,6 +61,8 @@ pub(crate) struct ModuleHost {
     pub(crate) scheduler: SchedulerPtr,
     /// `resume` was asked for inside a request hook: done from a scheduled event instead.
     pub(crate) resume_later: bool,
+    /// Whether the configuration says jwt_authn writes [`JWT_PAYLOAD_HEADER`] (else it is not read).
+    pub(crate) payload_header: PayloadHeader,
 }
 
 impl ModuleHost {
@@ -221,7 +223,7 @@ impl ModuleHost {
     }
 
     /// Every value of the request header `lower_name`, in order.
-    fn request_header_values(&self, lower_name: &str) -> Vec<Vec<u8>> {
+    pub(crate) fn request_header_values(&self, lower_name: &str) -> Vec<Vec<u8>> {
         let mut values = Vec::new();
         let mut total = 0usize;
         let mut index = 0usize;
@@ -308,16 +310,21 @@ impl Host for ModuleHost {
 
     /// docs/semantics.md §6b: Envoy 1.40's ABI reads a metadata namespace's keys and top-level
     /// scalars, not the Struct jwt_authn writes under the issuer. `toolgate render --native-module`
-    /// has jwt_authn also write the verified payload to [`JWT_PAYLOAD_HEADER`]; the engine makes the
-    /// Wasm host's `Metadata` of it, and only beside exactly one verified issuer in the namespace
-    /// (which no client can write): [`toolgate_policy::jwt::metadata_from_payload_header`].
+    /// has jwt_authn also write the verified payload to [`JWT_PAYLOAD_HEADER`] and says so in the
+    /// module's configuration; only then is the header read, and the engine makes the Wasm host's
+    /// `Metadata` of it beside exactly one verified issuer in the namespace (which no client can
+    /// write): [`toolgate_policy::jwt::metadata_from_payload_header`]. Elsewhere the header may be
+    /// the client's: no claims.
     fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
+        if self.payload_header != PayloadHeader::JwtAuthn {
+            return None;
+        }
         let issuers = self.metadata_keys(JWT_METADATA_NAMESPACE);
         if issuers.is_empty() {
             return None;
         }
         let payloads = self.request_header_values(JWT_PAYLOAD_HEADER);
-        toolgate_policy::jwt::metadata_from_payload_header(&issuers, &payloads)
+        toolgate_policy::jwt::metadata_from_payload_header(self.payload_header, &issuers, &payloads)
     }
 
     fn property(&mut self, property: Property) -> Option<Vec<u8>> {
@@ -416,21 +423,7 @@ impl Host for ModuleHost {
     }
 
     fn response_header(&mut self, lower_name: &str) -> Option<String> {
-        let mut buf = EnvoyBuffer::null();
-        // SAFETY: `envoy` is this filter's pointer; `buf` is copied out at once.
-        unsafe {
-            envoy_dynamic_module_callback_http_get_header(
-                self.envoy,
-                RESPONSE_HEADER,
-                ModuleBuffer::of(lower_name.as_bytes()),
-                &mut buf,
-                0,
-                std::ptr::null_mut(),
-            )
-            .then(|| buf.bytes().to_vec())
-        }
-        .filter(|_| !buf.ptr.is_null())
-        .and_then(|v| String::from_utf8(v).ok())
+        response_header(self.envoy, lower_name)
     }
 
     fn remove_response_header(&mut self, name: &str) {
@@ -444,20 +437,44 @@ impl Host for ModuleHost {
     }
 
     fn replace_response_body(&mut self, _size: usize, body: &[u8]) -> bool {
-        let in_hook = self.phase == Phase::ResponseBody;
-        let received_is_buffered = in_hook && self.received_is_buffered_response();
-        // SAFETY: `envoy` is this filter's pointer; `body` lives for the call.
-        unsafe {
-            let buffered = envoy_dynamic_module_callback_http_get_body_size(self.envoy, BUFFERED_RESPONSE_BODY);
-            envoy_dynamic_module_callback_http_drain_body(self.envoy, BUFFERED_RESPONSE_BODY, buffered);
-            let target = if in_hook && !received_is_buffered {
-                let received = envoy_dynamic_module_callback_http_get_body_size(self.envoy, RECEIVED_RESPONSE_BODY);
-                envoy_dynamic_module_callback_http_drain_body(self.envoy, RECEIVED_RESPONSE_BODY, received);
-                RECEIVED_RESPONSE_BODY
-            } else {
-                BUFFERED_RESPONSE_BODY
-            };
-            envoy_dynamic_module_callback_http_append_body(self.envoy, target, ModuleBuffer::of(body))
-        }
+        replace_response_body(self.envoy, self.phase == Phase::ResponseBody, body)
+    }
+}
+
+/// The first value of the response header `lower_name` of the filter `envoy`, if it is UTF-8.
+pub(crate) fn response_header(envoy: FilterEnvoyPtr, lower_name: &str) -> Option<String> {
+    let mut buf = EnvoyBuffer::null();
+    // SAFETY: `envoy` is the filter's pointer; `buf` is copied out at once.
+    unsafe {
+        envoy_dynamic_module_callback_http_get_header(
+            envoy,
+            RESPONSE_HEADER,
+            ModuleBuffer::of(lower_name.as_bytes()),
+            &mut buf,
+            0,
+            std::ptr::null_mut(),
+        )
+        .then(|| buf.bytes().to_vec())
+    }
+    .filter(|_| !buf.ptr.is_null())
+    .and_then(|v| String::from_utf8(v).ok())
+}
+
+/// Puts `body` in place of all of the response body Envoy holds for the filter `envoy`: what it
+/// buffered, and (inside the response body hook, `in_body_hook`) what this hook brings.
+pub(crate) fn replace_response_body(envoy: FilterEnvoyPtr, in_body_hook: bool, body: &[u8]) -> bool {
+    // SAFETY: `envoy` is the filter's pointer, called inside one of its hooks; `body` lives for the call.
+    unsafe {
+        let received_is_buffered = in_body_hook && envoy_dynamic_module_callback_http_received_buffered_response_body(envoy);
+        let buffered = envoy_dynamic_module_callback_http_get_body_size(envoy, BUFFERED_RESPONSE_BODY);
+        envoy_dynamic_module_callback_http_drain_body(envoy, BUFFERED_RESPONSE_BODY, buffered);
+        let target = if in_body_hook && !received_is_buffered {
+            let received = envoy_dynamic_module_callback_http_get_body_size(envoy, RECEIVED_RESPONSE_BODY);
+            envoy_dynamic_module_callback_http_drain_body(envoy, RECEIVED_RESPONSE_BODY, received);
+            RECEIVED_RESPONSE_BODY
+        } else {
+            BUFFERED_RESPONSE_BODY
+        };
+        envoy_dynamic_module_callback_http_append_body(envoy, target, ModuleBuffer::of(body))
     }
 }

@@ -30,6 +30,7 @@
 //! - `config.rs`: a filter configuration, its plan loaded on the main thread and per worker thread.
 //! - `filter.rs`: one stream's filter: its lifecycle and host, re-entered hooks, late call answers.
 //! - `host.rs`: the engine's `Host` for a request, on Envoy's callbacks.
+//! - `refusal.rs`: an allowed list's response a hook could not filter, refused by the module itself.
 //! - `callout.rs`: calls to authorizers (HTTP callouts; gRPC over a streamed callout).
 //! - `counters.rs`: counters and the decision's filter state key.
 //! - `base.rs`: the log and the clock every host shares.
@@ -53,8 +54,9 @@
 //!   checked by the compiler): Envoy's filter holds its configuration, which is destroyed only after
 //!   the last of its filters.
 //! - Panics: every hook runs inside `std::panic::catch_unwind` ([`hooks::guard`]); a panic in a
-//!   request hook denies the request (500, counted as `toolgate.module.panic`), elsewhere it is
-//!   counted and logged.
+//!   request hook denies the request (500, counted as `toolgate.module.panic`); in a response hook
+//!   while the response is an allowed list's it refuses the response (`refusal.rs`: never the
+//!   unfiltered list), as a re-entered response hook does then; elsewhere it is counted and logged.
 //!   No panic unwinds into Envoy. This needs `panic = "unwind"`: the workspace's release profile
 //!   aborts on panic, so `make module` builds with the `release-module` profile (a compile error
 //!   stops any build of this crate with `panic = "abort"`).
@@ -79,3 +81,4 @@ mod filter;
 #[doc(hidden)]
 pub mod hooks;
 mod host;
+mod refusal;

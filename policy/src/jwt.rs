@@ -14,7 +14,8 @@
 //! than one (two tokens of different issuers in one request: which one is "the caller" would be
 //! the client's choice), give no claims. The native host, which cannot read the payload's Struct,
 //! hands over the same `Metadata`, made by [`metadata_from_payload_header`] from the header
-//! `jwt_authn` writes for it.
+//! `jwt_authn` writes for it, and only where its configuration says that `jwt_authn` writes that
+//! header ([`module_config`]): a header no `jwt_authn` writes is the client's to set.
 
 use serde_json::{Map, Number, Value};
 
@@ -98,18 +99,90 @@ fn metadata_of(issuer: &str, claims: &Value) -> Vec<u8> {
 /// again before the upstream (docs/semantics.md §6b).
 pub const JWT_PAYLOAD_HEADER: &str = "x-toolgate-jwt-payload";
 
+/// Who writes [`JWT_PAYLOAD_HEADER`] on a host that reads claims from it: what the dynamic module's
+/// configuration says ([`module_config`]). The module cannot see the filters before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PayloadHeader {
+    /// Nobody said: a `jwt_authn` without `forward_payload_header` (Istio's without
+    /// `outputPayloadToHeader`, a hand-written one) leaves the header as the client sent it, so it is
+    /// never read and there are no claims.
+    Unknown,
+    /// Every `jwt_authn` provider before the module has `forward_payload_header:
+    /// x-toolgate-jwt-payload` (`toolgate render --native-module`): `jwt_authn` removes a client's
+    /// copy of every provider's payload header and writes the verified payload after verification.
+    JwtAuthn,
+}
+
+/// The configuration of the dynamic module (its `filter_config`): the plan, or the plan with what
+/// the module may rely on beside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModuleConfig<'a> {
+    /// The plan's bytes, as the Wasm filter gets them.
+    pub plan: &'a [u8],
+    pub payload_header: PayloadHeader,
+}
+
+/// The key of the plan in the module's configuration object.
+pub const MODULE_PLAN: &str = "plan";
+/// The key that says `jwt_authn` writes the verified payload to [`JWT_PAYLOAD_HEADER`] (its value is
+/// that header's name, the only one the module reads).
+pub const MODULE_JWT_PAYLOAD_HEADER: &str = "jwtPayloadHeader";
+
+/// Reads the dynamic module's configuration: a bare plan (what `render` wrote before the module read
+/// claims only where told, and what a hand-written configuration holds), or an object with the plan
+/// under [`MODULE_PLAN`] and [`MODULE_JWT_PAYLOAD_HEADER`]. Anything that is not such an object is a
+/// bare plan, for the plan loader to accept or refuse; an object with `plan` and an unknown key, or
+/// another header, is refused (a misspelt key must not quietly drop the claims, nor a hand-written
+/// header name make the module trust a header it does not read).
+pub fn module_config(config: &[u8]) -> Result<ModuleConfig<'_>, String> {
+    use serde_json::value::RawValue;
+    let bare = ModuleConfig { plan: config, payload_header: PayloadHeader::Unknown };
+    let Ok(fields) = serde_json::from_slice::<std::collections::BTreeMap<String, &RawValue>>(config) else { return Ok(bare) };
+    let Some(plan) = fields.get(MODULE_PLAN) else { return Ok(bare) };
+    let mut out = ModuleConfig { plan: plan.get().as_bytes(), payload_header: PayloadHeader::Unknown };
+    for (key, value) in &fields {
+        match key.as_str() {
+            MODULE_PLAN => {}
+            MODULE_JWT_PAYLOAD_HEADER if serde_json::from_str::<&str>(value.get()).ok() == Some(JWT_PAYLOAD_HEADER) => {
+                out.payload_header = PayloadHeader::JwtAuthn;
+            }
+            MODULE_JWT_PAYLOAD_HEADER => {
+                return Err(format!("{MODULE_JWT_PAYLOAD_HEADER} must be {JWT_PAYLOAD_HEADER}, the header the module reads"));
+            }
+            other => {
+                return Err(format!(
+                    "unknown key {} beside the plan (known: {MODULE_PLAN}, {MODULE_JWT_PAYLOAD_HEADER})",
+                    crate::log_safe::Quoted(other)
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The dynamic module's configuration for `plan_json` where every `jwt_authn` provider before the
+/// module writes the verified payload to [`JWT_PAYLOAD_HEADER`] (`forward_payload_header`).
+pub fn module_config_with_payload_header(plan_json: &str) -> String {
+    format!(r#"{{"{MODULE_JWT_PAYLOAD_HEADER}":"{JWT_PAYLOAD_HEADER}","{MODULE_PLAN}":{plan_json}}}"#)
+}
+
 /// For a host that cannot read the payload's `Struct` (the dynamic module: Envoy 1.40's ABI reads a
 /// metadata namespace's keys and top-level scalars only): the serialised `Metadata` the Wasm host
 /// would hand over, made from what `jwt_authn` wrote where that host can read it. `issuers` are the
 /// keys of the [`JWT_METADATA_NAMESPACE`] namespace (only Envoy's filters write dynamic metadata),
 /// `payloads` the values of every [`JWT_PAYLOAD_HEADER`] field of the request.
 ///
-/// The header counts only beside the metadata: exactly one verified issuer, exactly one header
-/// field, a base64url JSON object whose `iss` is that issuer. A header a client sent without a
-/// verified token (no issuer in the metadata), or beside one (two fields, or another `iss`), gives
-/// no claims, whether or not the configuration removed it first.
-pub fn metadata_from_payload_header(issuers: &[Vec<u8>], payloads: &[Vec<u8>]) -> Option<Vec<u8>> {
+/// The header is read only where `jwt_authn` writes it ([`PayloadHeader::JwtAuthn`]), and counts only
+/// beside the metadata: exactly one verified issuer, exactly one header field, a base64url JSON
+/// object whose `iss` is that issuer. A header a client sent without a verified token (no issuer
+/// in the metadata), or beside one (two fields, or another `iss`), gives no claims, whether or not
+/// the configuration removed it first. Where nobody said `jwt_authn` writes it, a client's copy
+/// beside its own valid token would pass all of that with the claims it likes: never read there.
+pub fn metadata_from_payload_header(written_by: PayloadHeader, issuers: &[Vec<u8>], payloads: &[Vec<u8>]) -> Option<Vec<u8>> {
     use base64::Engine as _;
+    if written_by != PayloadHeader::JwtAuthn {
+        return None;
+    }
     let ([issuer], [payload]) = (issuers, payloads) else { return None };
     let issuer = std::str::from_utf8(issuer).ok()?;
     // Envoy writes it unpadded unless `pad_forward_payload_header`; both are read.
@@ -419,7 +492,7 @@ mod tests {
         let two = [b"https://issuer.test".to_vec(), b"other".to_vec()];
         let issuer = &two[..1];
         let read = |issuers: &[Vec<u8>], payloads: &[Vec<u8>]| {
-            metadata_from_payload_header(issuers, payloads).and_then(|m| Auth::from_metadata(&m))
+            metadata_from_payload_header(PayloadHeader::JwtAuthn, issuers, payloads).and_then(|m| Auth::from_metadata(&m))
         };
         // What the Wasm host reads from the metadata, and the same namespace for an authorizer.
         let auth = read(issuer, &[b64(&claims)]).expect("claims");
@@ -445,5 +518,47 @@ mod tests {
             assert_eq!(read(issuer, &[bad.to_vec()]), None, "{bad:?}");
         }
         assert_eq!(read(issuer, &[]), None);
+    }
+
+    /// A header nobody said `jwt_authn` writes is never read: a caller with any valid token of the
+    /// issuer adds the header with the claims it likes (`sub: admin`, a scope), which would pass every
+    /// check beside the metadata. Only the module's configuration can say (render's, with
+    /// `forward_payload_header` on every provider); a bare plan, Istio's and hand-written ones do not.
+    #[test]
+    fn a_payload_header_is_read_only_where_the_configuration_says_jwt_authn_writes_it() {
+        use base64::Engine as _;
+        let forged = serde_json::json!({"iss": "https://issuer.test", "sub": "admin", "scope": "tools:write"});
+        let header = [base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(forged.to_string()).into_bytes()];
+        let issuer = [b"https://issuer.test".to_vec()];
+        let plan = br#"{"version":1,"listener":"l","gateway":{}}"#;
+        let bare = module_config(plan).expect("a bare plan");
+        assert_eq!(bare, ModuleConfig { plan, payload_header: PayloadHeader::Unknown });
+        assert_eq!(metadata_from_payload_header(bare.payload_header, &issuer, &header), None);
+        let told = module_config_with_payload_header(std::str::from_utf8(plan).unwrap());
+        let told = module_config(told.as_bytes()).expect("the plan with the payload header");
+        assert_eq!(told, ModuleConfig { plan, payload_header: PayloadHeader::JwtAuthn });
+        let auth = metadata_from_payload_header(told.payload_header, &issuer, &header).and_then(|m| Auth::from_metadata(&m));
+        assert_eq!(auth.map(|a| a.principal), Some("https://issuer.test/admin".into()));
+        // The plan as written, spaces and all; without the key, the header is not read.
+        let spaced = br#" { "plan" : {"version": 1} , "jwtPayloadHeader" : "x-toolgate-jwt-payload" } "#;
+        assert_eq!(
+            module_config(spaced).unwrap(),
+            ModuleConfig { plan: br#"{"version": 1}"#, payload_header: PayloadHeader::JwtAuthn }
+        );
+        assert_eq!(module_config(br#"{"plan":{}}"#).unwrap().payload_header, PayloadHeader::Unknown);
+        // Not an object with a plan: a bare plan, for the loader to judge.
+        for other in [&b"not json"[..], b"[]", b"", br#"{"version":1}"#, br#""plan""#] {
+            assert_eq!(module_config(other), Ok(ModuleConfig { plan: other, payload_header: PayloadHeader::Unknown }));
+        }
+        // Another header, a misspelt or unknown key: refused, never a quiet default.
+        for bad in [
+            &br#"{"plan":{},"jwtPayloadHeader":"x-jwt-payload"}"#[..],
+            br#"{"plan":{},"jwtPayloadHeader":true}"#,
+            br#"{"plan":{},"jwtPayloadheader":"x-toolgate-jwt-payload"}"#,
+            br#"{"plan":{},"claims":"x-toolgate-jwt-payload"}"#,
+        ] {
+            let e = module_config(bad).unwrap_err();
+            assert!(!e.contains(['"', '\n']), "{e}");
+        }
     }
 }

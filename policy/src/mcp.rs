@@ -146,6 +146,11 @@ pub enum NotMcp {
     /// exactly: such a server would read it as that field, this reader would not.
     #[error("key {} at byte {offset} reads as '{field}' to case-insensitive JSON decoders", crate::log_safe::Quoted(key))]
     FoldedKey { key: String, field: &'static str, offset: usize },
+    /// A key holding U+0000 (only possible escaped: `"name\u0000"`). A decoder that ends strings at
+    /// NUL (C libraries, and what a server hands them) reads it as the key before the NUL, so it is
+    /// a second `name` to such a server and another key to this reader.
+    #[error("key {} at byte {offset} holds U+0000", crate::log_safe::Quoted(key))]
+    KeyWithNul { key: String, offset: usize },
     /// Two keys of one object inside a captured `params` (tool arguments, at any depth) that are
     /// equal under case folding: a server decoding `arguments` into a struct with Go's
     /// `encoding/json` reads the last of them, CEL rules and authorizers would judge the first.

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use toolgate_policy::mcp::{read_body, McpBody, McpMessage, MessageKind, NotMcp, ReadOptions, MAX_DEPTH};
-use toolgate_policy::testing::oracle::{self, depth, folded_key};
+use toolgate_policy::testing::oracle::{self, depth, folded_key, nul_key};
 
 /// Truncation at every prefix, and the deterministic fuzz loop checked against serde_json.
 #[path = "mcp_reader/fuzz.rs"]

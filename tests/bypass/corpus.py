@@ -103,6 +103,9 @@ deny_case("key-long-s-raw", KEYS, '{"jsonrpc":"2.0","id":1,"method":"tools/call"
 deny_case("key-Method", KEYS, '{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"tools/list","params":{"name":"get-sum"}}')
 deny_case("key-dotless-i-id", KEYS, '{"jsonrpc":"2.0","\\u0131d":1,"method":"tools/call","params":{"name":"get-env"}}')
 deny_case("key-dotless-i-uri", KEYS, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","ur\\u0131":"file:///etc/passwd"}}')
+# A key that differs by a NUL: another key to JSON, `name` to a decoder that ends strings at NUL (C
+# libraries), which then reads a repeated name and takes get-env.
+deny_case("key-nul-name", KEYS, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","name\\u0000":"get-env","arguments":{"name":"HOME"}}}')
 deny_case("key-JSONRPC", KEYS, '{"JSONRPC":"2.0","jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum"}}')
 # Kelvin sign (U+212A folds to k): no read field has a k, so it must not turn a key into one; the call is echo.
 rpc_case("key-kelvin", TOOL, '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"\\u212a":"get-sum","name":"echo","arguments":{"message":"x"}}}', jid=7)

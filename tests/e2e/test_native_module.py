@@ -2,7 +2,9 @@
 
 - A panic in the module is caught at the hook, the request is denied and counted, and Envoy and the
   next requests are unharmed (the test-only build libtoolgate_module_panic_probe.so, whose
-  request-headers hook panics on the header `x-toolgate-panic-probe`; module/Cargo.toml).
+  request-headers hook panics on the header `x-toolgate-panic-probe`; module/Cargo.toml). With
+  `x-toolgate-panic-probe: response-headers` or `response-body` a response hook panics while the
+  response is an allowed list's: the list is refused, never passed unfiltered.
 - Failing closed: a module Envoy cannot load (a missing or corrupt .so) gets the listener update
   rejected, at start (no listener, nothing reaches the MCP server) and later (the configuration in
   force stays); a plan the module refuses is an update Envoy rejects (the last good plan stays in
@@ -21,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import (ENVOY_START_TIMEOUT, REPO, Envoy, ToolgateGateway, assert_allowed, assert_denied, free_port, native_module_path, policy, sa,
-                     tcp_open, tools_call_rule, wait_for, write_json)
+import harness
+from harness import (ENVOY_START_TIMEOUT, REPO, Envoy, ToolgateGateway, assert_allowed, assert_denied, free_port, mcp_match,
+                     native_module_path, policy, rule, sa, tcp_open, tools_call_rule, wait_for, write_json)
 from plan_push import BOTH, a_good_render_applies, bad_regex, old_decisions_hold, push_plan, tampered, unknown_version
 
 pytestmark = pytest.mark.host("native", reason="the dynamic module itself")
@@ -51,6 +54,47 @@ def test_a_panic_denies_the_request_and_envoy_serves_on(gateway):
     # Envoy writes its log asynchronously.
     wait_for(lambda: "panic in on_request_headers" in gw.envoy.log_path.read_text(errors="replace") or None,
              timeout=10, what="the module's log line for the panic")
+
+
+LIST_ERROR = "Toolgate could not filter the list response: internal error in the module"
+
+
+def test_a_panic_while_filtering_a_list_never_lets_the_list_through(gateway):
+    """List filtering is a confidentiality control (docs/semantics.md §5; issue 38, finding 7): a panic in a
+    response hook while the response is an allowed list's refuses the response. From the response headers
+    hook, Envoy's 500 replaces it; from the body hook (the list's headers went downstream already), an error
+    in place of the body, as the lifecycle answers a list it cannot read: JSON-RPC, or an event in an event
+    stream. The server's list (12 tools; the caller may use get-sum) never reaches the client."""
+    gw = gateway(policy("sum", tools_call_rule("sum", ["get-sum"]), rule("base", mcp=mcp_match(base=True))),
+                 listeners={"http": "HTTP"}, native_module=PROBE)
+    before = gw.counters()
+
+    def probe(hook: str, **headers) -> harness.Sent:
+        return gw.rpc("tools/list", headers={"x-toolgate-panic-probe": hook, **headers}, **HTTP)
+
+    replaced = probe("response-headers")
+    assert replaced.response is not None and replaced.status == 500, replaced
+    assert replaced.response.body == b'{"error":"internal error"}', replaced
+    assert len(replaced.executed) == 1, replaced  # allowed, run, then refused on the way back
+    for sent, sse in ((probe("response-body"), False), (probe("response-body", **{"x-test-sse": "1"}), True)):
+        assert sent.response is not None and sent.status == 200, sent
+        text = sent.response.body.decode()
+        assert sent.response.headers.get("content-type", "").startswith("text/event-stream") == sse, sent.response.headers
+        if sse:
+            assert text.startswith("event: message\ndata: {") and text.endswith("}\n\n"), text
+            text = text[len("event: message\ndata: "):-2]
+        body = json.loads(text)
+        assert body == {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": LIST_ERROR}}, body
+        assert len(sent.executed) == 1, sent
+    after = gw.counters()
+    for name in ("toolgate.module.panic", "toolgate.list.unreadable"):
+        assert after.get(name, 0) == before.get(name, 0) + 3, (name, after)
+    # The same module filters the next lists as before.
+    listed = gw.rpc("tools/list", **HTTP)
+    assert_allowed(listed)
+    assert [t["name"] for t in listed.json()["result"]["tools"]] == ["get-sum"], listed.json()
+    log = gw.envoy.wait_for_log("panic in on_response_body")
+    assert "list response refused, replaced by an error: internal error in the module (panic in on_response_headers)" in log
 
 
 # --------------------------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 the filter has no plan or cannot run, and many slow clients against Envoy's memory and other clients.
 Figures measured here are printed (run with -s to see them) and recorded in docs/security.md.
 
-On both hosts (`--host`), except the four tests about the Wasm VM itself (a .wasm that cannot be
-compiled, a VM that traps, the Wasm filter's fail_open/failure_policy), marked `host("wasm")`; each
-names its native counterpart in test_native_module.py."""
+On both hosts (`--host`), except the tests about the Wasm VM itself (a .wasm that cannot be
+compiled, a VM that traps on a request or on a response, the Wasm filter's fail_open/failure_policy),
+marked `host("wasm")`; each names its native counterpart in test_native_module.py."""
 
 from __future__ import annotations
 
@@ -491,6 +491,47 @@ def with_module(lds_text: str, module: Path) -> dict:
     return lds
 
 
+@pytest.mark.host("wasm", reason="a VM that traps (V8); native: "
+                  "test_native_module.py::test_a_panic_while_filtering_a_list_never_lets_the_list_through")
+def test_a_vm_that_crashes_on_a_response_never_lets_it_through(tmp_path, certs, wasm_path, start_mcp_server,
+                                                                start_envoy):
+    """A panic while a list is filtered, on Wasm (issue 38, finding 7): the filter is built with panic =
+    abort, so a panic is a trap, and Envoy fails the stream of a callback that traps (fail_open false). Staged
+    with a module that lets the request through and traps on the response body: the MCP server answers
+    the list, and the client gets none of it, only Envoy's error or a reset."""
+    server = start_mcp_server("mcp", workdir=tmp_path)
+    gw = ToolgateGateway(tmp_path / "gw", certs, wasm_path, server, listeners=BOTH, host="wasm")
+    gw.policies = [policy("p", tools_call_rule("a-sum", ["get-sum"], source=sa("a")))]
+    gw.ports = {name: free_port() for name in gw.listener_protocols}
+    gw.render()
+    module = trapping_module(tmp_path, "proxy_on_response_body")
+    write_json(gw.dir / "lds.json", with_module((gw.dir / "lds.json").read_text(), module))
+    gw.envoy = start_envoy(gw.dir / "envoy.json", workdir=gw.workdir)
+    wait_for(lambda: all(tcp_open("127.0.0.1", p) for p in gw.ports.values()), timeout=15, what="listeners up")
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    raw = (f"POST /mcp HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+           f"Accept: application/json, text/event-stream\r\nConnection: close\r\n"
+           f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    with socket.create_connection(("127.0.0.1", gw.ports["http"]), timeout=10) as conn:
+        conn.sendall(raw)
+        got = b""
+        while chunk := conn.recv(65536):
+            got += chunk
+    # The server ran the request and answered the whole list.
+    wait_for(lambda: len(server.executed()) == 1 or None, timeout=10, what="the list request on the server")
+    head, _, rest = got.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.1 ") else 0
+    assert status == 200 or status >= 500, got[:300]
+    assert b"get-env" not in rest and b'"tools"' not in rest, got[:300]
+    if status == 200:
+        # The headers went downstream before the body: Envoy could only reset the stream, so the client
+        # gets less than the response announced (its content-length, or no last chunk).
+        length = [int(line.split(b":", 1)[1]) for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
+        assert (len(rest) < length[0]) if length else not rest.endswith(b"0\r\n\r\n"), got[:300]
+    wait_for(lambda: "unreachable" in gw.envoy.log_path.read_text(errors="replace").lower(), timeout=20,
+             what="the trap in Envoy's log")
+
+
 @pytest.mark.host("wasm", reason="a .wasm no VM can be created from; native: "
                   "test_native_module.py::test_a_module_that_cannot_load_serves_nothing")
 def test_vm_that_cannot_be_created_serves_nothing(tmp_path, certs, wasm_path, start_mcp_server, start_envoy):
@@ -521,10 +562,11 @@ def test_vm_that_cannot_be_created_serves_nothing(tmp_path, certs, wasm_path, st
     assert_denied(gw.call("get-sum", listener="http", agent=None))
 
 
-def trapping_module(tmp_path: Path) -> Path:
-    """A minimal proxy-wasm module whose request-headers callback traps (`unreachable`): what a VM
-    crash is to Envoy. Written out here (240 bytes) because the real filter cannot be made to trap
-    from outside: it refuses what it cannot read instead of panicking (the fuzz targets check it)."""
+def trapping_module(tmp_path: Path, trap: str = "proxy_on_request_headers") -> Path:
+    """A minimal proxy-wasm module whose callback `trap` traps (`unreachable`): what a VM crash is to
+    Envoy. Written out here (about 240 bytes) because the real filter cannot be made to trap from
+    outside: it refuses what it cannot read instead of panicking (the fuzz targets check it). With a
+    response callback to trap, the request and response headers callbacks continue."""
     def leb(n: int) -> bytes:
         out = bytearray()
         while True:
@@ -546,15 +588,19 @@ def trapping_module(tmp_path: Path) -> Path:
     types = [b"\x60" + vec([]) + vec([]), b"\x60" + vec([i32, i32]) + vec([i32]), b"\x60" + vec([i32, i32]) + vec([]),
              b"\x60" + vec([i32, i32, i32]) + vec([i32]), b"\x60" + vec([i32]) + vec([i32])]
     # (export, type, body): vm start and configure answer 1 (ok), memory_allocate a fixed offset,
-    # request headers trap.
+    # the stream callbacks `unreachable` (trap) or 0 (continue).
+    stream = ["proxy_on_request_headers"] + (["proxy_on_response_headers", "proxy_on_response_body"]
+                                             if trap != "proxy_on_request_headers" else [])
     funcs = [("proxy_abi_version_0_2_1", 0, b"\x00\x0b"), ("proxy_on_vm_start", 1, b"\x00\x41\x01\x0b"),
              ("proxy_on_configure", 1, b"\x00\x41\x01\x0b"), ("proxy_on_context_create", 2, b"\x00\x0b"),
-             ("proxy_on_request_headers", 3, b"\x00\x00\x0b"), ("proxy_on_memory_allocate", 4, b"\x00\x41\x80\x08\x0b")]
+             *[(n, 3, b"\x00\x00\x0b" if n == trap else b"\x00\x41\x00\x0b") for n in stream],
+             ("proxy_on_memory_allocate", 4, b"\x00\x41\x80\x08\x0b")]
+    assert trap in stream, trap
     module = (b"\0asm\x01\0\0\0" + section(1, vec(types)) + section(3, vec([leb(t) for _, t, _ in funcs]))
               + section(5, vec([b"\x00" + leb(2)]))
               + section(7, vec([name("memory") + b"\x02\x00"] + [name(n) + b"\x00" + leb(i) for i, (n, _, _) in enumerate(funcs)]))
               + section(10, vec([leb(len(body)) + body for _, _, body in funcs])))
-    out = tmp_path / "trapping.wasm"
+    out = tmp_path / f"trapping-{trap}.wasm"
     out.write_bytes(module)
     return out
 

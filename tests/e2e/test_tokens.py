@@ -302,14 +302,15 @@ def test_the_readme_sdk_example_with_a_bearer_token(gw, keys):
 
 
 def test_explain_takes_claims(gw, tmp_path):
-    """`toolgate explain` with `claims:` decides as the filter does for that verified payload."""
+    """`toolgate explain` with `claims:` decides as the filter does for that verified payload (exit 0 on
+    ALLOW, 1 on DENY, as `kubectl auth can-i`)."""
     body = jsonrpc("tools/call", {"name": "get-sum", "arguments": {"a": 1, "b": 2}}, id=1)
-    for claims, want in (({"iss": RSA_ISSUER, "sub": "agent-7"}, "decision: ALLOW (allow gateway=default/tokens:agent-7-sum"),
-                         ({"iss": RSA_ISSUER, "sub": "agent-8"}, "decision: DENY"), (None, "decision: DENY")):
+    for claims, want, code in (({"iss": RSA_ISSUER, "sub": "agent-7"}, "decision: ALLOW (allow gateway=default/tokens:agent-7-sum", 0),
+                               ({"iss": RSA_ISSUER, "sub": "agent-8"}, "decision: DENY", 1), (None, "decision: DENY", 1)):
         req = tmp_path / "req.json"
         harness.write_json(req, {"listener": "http", **({"claims": claims} if claims else {}), "body": body})
         proc = harness.run_toolgate("explain", "-f", gw.workdir / "gateway.yaml", "-f", gw.policy_dir, "--request", req)
-        assert proc.returncode == 0 and want in proc.stdout, (claims, proc.stdout, proc.stderr)
+        assert proc.returncode == code and want in proc.stdout, (claims, proc.returncode, proc.stdout, proc.stderr)
 
 
 def test_a_jwks_uri_is_fetched_through_its_cluster_honouring_resolve(gateway, keys, tmp_path):

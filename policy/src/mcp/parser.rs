@@ -468,6 +468,15 @@ impl<'a, 's> Parser<'a, 's> {
             (pos + 1, close, KeySrc::Body)
         };
         let text = if escaped { self.arena.as_bytes() } else { b };
+        // A raw NUL is a control character, refused by the scan: only an escape can put one here.
+        if escaped && text.get(start..end).is_some_and(|k| k.contains(&0)) {
+            // As much as the message shows, and one character more to mark the cut.
+            let key = String::from_utf8_lossy(text.get(start..end).unwrap_or(&[]))
+                .chars()
+                .take(crate::log_safe::MAX_SHOWN + 1)
+                .collect();
+            return Err(NotMcp::KeyWithNul { key, offset: pos });
+        }
         match self.frames.last_mut() {
             Some(top) if top.role != Role::Other => {
                 let kb = text.get(start..end).unwrap_or(&[]);

@@ -136,6 +136,43 @@ fn long_duplicate_keys_are_shortened_in_the_message() {
     assert!(msg.starts_with("duplicate key 'xxxx") && msg.ends_with("at byte 206"), "{msg}");
 }
 
+/// `"name":"get-sum","name\u0000":"get-env"`: two keys here, one repeated `name` to a decoder that ends
+/// strings at NUL (which then runs get-env). Refused wherever the key is (message, params, arguments,
+/// batches, big hashed objects), whatever the NUL's place in it; NUL in a value is a value.
+#[test]
+fn keys_with_nul_are_refused() {
+    let call = |params: &str| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+    let big: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+    let bodies = [
+        call(r#"{"name":"get-sum","name\u0000":"get-env"}"#),
+        call(r#"{"name\u0000":"get-env","name":"get-sum"}"#),
+        call(r#"{"name\u0000x":"get-env","name":"get-sum"}"#),
+        call(r#"{"name":"get-sum","\u0000":"get-env"}"#),
+        call(r#"{"name":"get-sum","arguments":{"path":"/safe","path\u0000":"/etc"}}"#),
+        call(&format!(r#"{{"name":"get-sum","arguments":{{{},"k1\u0000":1}}}}"#, big.join(","))),
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method\u0000":"tools/list","params":{"name":"get-sum"}}"#.into(),
+        format!("[{},{}]", call(r#"{"name":"get-sum"}"#), call(r#"{"name":"get-sum","name\u0000":"get-env"}"#)),
+    ];
+    for body in &bodies {
+        for opts in [ReadOptions::default(), ReadOptions { capture_params: true }] {
+            let e = read_body(body.as_bytes(), opts).unwrap_err();
+            assert!(matches!(e, NotMcp::KeyWithNul { .. }), "{body}: {e:?}");
+            let msg = e.to_string();
+            assert!(msg.contains("holds U+0000") && !msg.contains(['"', '\0', '\n']), "{msg}");
+        }
+    }
+    let e = read_body(bodies[0].as_bytes(), ReadOptions::default()).unwrap_err();
+    assert_eq!(e, NotMcp::KeyWithNul { key: "name\0".into(), offset: bodies[0].find("\"name\\u0000").unwrap() });
+    // A long key is cut in the error as a duplicate is.
+    let long = call(&format!(r#"{{"{}\u0000":1}}"#, "x".repeat(200)));
+    let msg = read_body(long.as_bytes(), ReadOptions::default()).unwrap_err().to_string();
+    assert!(msg.len() < 100 && msg.starts_with("key 'xxxx"), "{msg}");
+    // NUL in values (a tool name no rule names) and other escaped keys are read as before.
+    let body = call(r#"{"name":"get-sum\u0000","n\u0061me\u0001":"x"}"#);
+    let read = read_body(body.as_bytes(), ReadOptions::default()).unwrap();
+    assert_eq!(read.messages()[0].name.as_deref(), Some("get-sum\0"));
+}
+
 #[test]
 fn a_kept_body_is_the_body_read() {
     let capture = ReadOptions { capture_params: true };

@@ -114,6 +114,16 @@ pub fn folded_key(v: &Value) -> Option<String> {
     }
 }
 
+/// A key of some object of `v`, at any depth, that holds U+0000: a decoder that ends strings at NUL
+/// (C libraries) reads it as the key before the NUL.
+pub fn nul_key(v: &Value) -> Option<String> {
+    match v {
+        Value::Array(a) => a.iter().find_map(nul_key),
+        Value::Object(o) => o.iter().find_map(|(k, v)| if k.contains('\0') { Some(k.clone()) } else { nul_key(v) }),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +138,7 @@ mod tests {
         let v = serde_json::json!({"jsonrpc": "2.0", "method": "m", "params": {"Name": "x"}});
         assert_eq!(folded_key(&v), Some("Name".into()));
         assert_eq!(folded_key(&serde_json::json!({"jsonrpc": "2.0", "method": "m"})), None);
+        assert_eq!(nul_key(&serde_json::json!([{"a": [{"b\u{0}": 1}]}])), Some("b\u{0}".into()));
+        assert_eq!(nul_key(&serde_json::json!({"a": "b\u{0}"})), None);
     }
 }

@@ -86,6 +86,9 @@ fn check(input: &[u8], capture: bool) -> &'static str {
                     String::from_utf8_lossy(input)
                 );
             }
+            if let Some(k) = nul_key(&v) {
+                assert!(ours.is_err(), "we accepted a key with U+0000 ({k:?}): {:?}", String::from_utf8_lossy(input));
+            }
             let expected: Option<Vec<_>> = match &v {
                 serde_json::Value::Array(a) if !a.is_empty() => a.iter().map(|m| reference_message(m, capture)).collect(),
                 serde_json::Value::Array(_) => None,
@@ -136,6 +139,14 @@ fn check(input: &[u8], capture: bool) -> &'static str {
                 assert!(folded_key(v).is_some(), "false FoldedKey {key:?}: {:?}", String::from_utf8_lossy(input));
             }
             "folded"
+        }
+        Err(NotMcp::KeyWithNul { key, .. }) => {
+            // serde_json reads the key (it holds U+0000) unless the JSON is invalid further on.
+            assert!(key.contains('\0'), "{key:?}");
+            if let (Ok(v), Ok(_)) = (&value, &strict) {
+                assert!(nul_key(v).is_some(), "false KeyWithNul {key:?}: {:?}", String::from_utf8_lossy(input));
+            }
+            "nul-key"
         }
         Err(NotMcp::TooDeep { .. }) => {
             // (With a duplicate key, serde_json's Value may have dropped the deep subtree.)
@@ -249,6 +260,7 @@ fn gen_value(rng: &mut Rng, out: &mut String, depth: usize, max_depth: usize) {
         "",
         "\\ud83d\\ude00",
         "😀",
+        "name\\u0000",
     ];
     const SCALARS: &[&str] = &[
         "1",
@@ -404,7 +416,7 @@ fn fuzz_mutations_against_serde_json() {
         *outcomes.entry(check(&input, iter % 3 == 0)).or_insert(0usize) += 1;
     }
     // The loop must exercise every outcome, not just syntax errors.
-    for k in ["ok", "not-mcp", "dup", "deep", "syntax", "folded"] {
+    for k in ["ok", "not-mcp", "dup", "deep", "syntax", "folded", "nul-key"] {
         assert!(outcomes.get(k).copied().unwrap_or(0) > 100, "too few {k}: {outcomes:?}");
     }
 }
