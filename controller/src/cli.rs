@@ -7,7 +7,7 @@ use clap::Args;
 use toolgate_policy::compile::{CompileOptions, DEFAULT_TRUST_DOMAIN};
 use toolgate_policy::plan::{PlanSettings, DEFAULT_MAX_BODY_BYTES};
 
-use crate::inputs;
+use crate::inputs::{self, OtherKinds, RawObject};
 use crate::model::Inventory;
 use crate::topology::{self, Topology, TopologyOptions};
 
@@ -19,6 +19,23 @@ pub struct InputArgs {
     /// Namespace of objects without metadata.namespace.
     #[arg(long, default_value = "default")]
     pub namespace: String,
+    /// Skip documents of kinds Toolgate does not read (printed as `skipped:`), for manifests that
+    /// mix in other objects; without it they are errors. Documents without apiVersion or kind stay
+    /// errors.
+    #[arg(long)]
+    pub ignore_unknown_kinds: bool,
+}
+
+impl InputArgs {
+    /// The documents of the inputs; those skipped (`--ignore-unknown-kinds`) printed on stderr.
+    pub fn read(&self) -> Result<Vec<RawObject>, inputs::InputError> {
+        let other_kinds = if self.ignore_unknown_kinds { OtherKinds::Skip } else { OtherKinds::Refuse };
+        let loaded = inputs::load(&self.files, other_kinds)?;
+        for skipped in &loaded.skipped {
+            eprintln!("skipped: {skipped}");
+        }
+        Ok(loaded.objects)
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -51,7 +68,7 @@ pub struct PlanArgs {
     /// Gateway opts in alone with the annotation `toolgate.dev/default: deny`).
     #[arg(long)]
     pub default_deny: bool,
-    /// Exit 1 when any policy is not Accepted.
+    /// Exit 1 when any policy given is left out of the plans: not Accepted, or in no listener's plan.
     #[arg(long)]
     pub strict: bool,
 }
@@ -89,11 +106,20 @@ pub enum Failure {
 }
 
 pub fn load_inventory(input: &InputArgs) -> Result<Inventory, Failure> {
-    let raw = inputs::load(&input.files).map_err(|e| {
-        eprintln!("error: {e}");
-        match e {
-            inputs::InputError::Io { .. } => Failure::Usage,
-            inputs::InputError::Syntax { .. } => Failure::Invalid,
+    let raw = input.read().map_err(|e| match e {
+        inputs::InputError::Io { .. } => {
+            eprintln!("error: {e}");
+            Failure::Usage
+        }
+        inputs::InputError::Syntax { .. } => {
+            eprintln!("error: {e}");
+            Failure::Invalid
+        }
+        inputs::InputError::Unreadable(documents) => {
+            for d in documents {
+                eprintln!("error: {d}");
+            }
+            Failure::Invalid
         }
     })?;
     let (inv, errors) = Inventory::from_raw(raw, &input.namespace);
@@ -141,6 +167,10 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
             eprintln!("policy {} not accepted: {problem}", status.policy);
         }
     }
+    for key in policies_in_no_plan(inv, &topo, &opts, &rejected_keys) {
+        rejected += 1;
+        eprintln!("policy {key} left out: in no listener's plan (no route of the Gateways handled reaches what it targets)");
+    }
     for w in &topo.warnings {
         eprintln!("warning: {w}");
     }
@@ -156,6 +186,37 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
     Ok(topo)
 }
 
+/// The policies given that no plan of `topo` holds, though no target refused them (those refused
+/// are reported with their reason): a policy on an XBackend no route reaches, or one without
+/// targets. A policy in a plan of a Gateway `--gateway-class` leaves out is where it belongs.
+fn policies_in_no_plan(inv: &Inventory, topo: &Topology, opts: &TopologyOptions, refused: &HashSet<String>) -> Vec<String> {
+    fn in_plans(topo: &Topology) -> HashSet<&str> {
+        let levels = topo
+            .gateways
+            .iter()
+            .flat_map(|g| &g.listeners)
+            .flat_map(|l| std::iter::once(&l.plan.gateway).chain(l.plan.backends.values()));
+        levels
+            .flat_map(|level| {
+                level.allow.iter().map(|p| p.name.as_str()).chain(level.external_auth.iter().map(|ea| ea.policy.as_str()))
+            })
+            .collect()
+    }
+    let planned = in_plans(topo);
+    let mut out: Vec<String> = topo
+        .statuses
+        .iter()
+        .filter(|s| !refused.contains(&s.policy) && s.problems().is_empty() && !planned.contains(s.policy.as_str()))
+        .map(|s| s.policy.clone())
+        .collect();
+    if !out.is_empty() && !opts.gateway_classes.is_empty() {
+        let every_gateway = topology::build(inv, &TopologyOptions { gateway_classes: Vec::new(), ..opts.clone() });
+        let planned = in_plans(&every_gateway);
+        out.retain(|key| !planned.contains(key.as_str()));
+    }
+    out
+}
+
 pub fn write_file(path: &std::path::Path, contents: &[u8]) -> Result<(), Failure> {
     // Write then rename, so a running Envoy watching the file never reads half of it.
     let tmp = path.with_extension("tmp~");
@@ -163,4 +224,41 @@ pub fn write_file(path: &std::path::Path, contents: &[u8]) -> Result<(), Failure
         eprintln!("error: {}: {e}", path.display());
         Failure::Usage
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many objects the model typed or refused (none: it ignored them).
+    fn kept(objects: Vec<RawObject>) -> usize {
+        let (inv, errors) = Inventory::from_raw(objects, "default");
+        let typed = inv.policies.len()
+            + inv.backends.len()
+            + inv.gateways.len()
+            + inv.routes.len()
+            + inv.grants.len()
+            + inv.secrets.len()
+            + inv.config_maps.len()
+            + inv.rejected_policies.len()
+            + inv.request_authentications.len()
+            + inv.namespaces.len();
+        typed + errors.len()
+    }
+
+    /// Every kind the reading lets through is one the model reads: none passes the check only to be
+    /// dropped unseen.
+    #[test]
+    fn every_kind_read_is_one_the_model_reads() {
+        let object = |api_version: String, kind: &str| RawObject {
+            file: "t".into(),
+            doc: 0,
+            value: serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}),
+        };
+        for (group, kind) in inputs::KINDS_READ {
+            let api_version = if *group == "v1" { "v1".to_string() } else { format!("{group}/v1") };
+            assert_eq!(kept(vec![object(api_version, kind)]), 1, "{group} {kind}");
+        }
+        assert_eq!(kept(vec![object("apps/v1".into(), "Deployment")]), 0);
+    }
 }

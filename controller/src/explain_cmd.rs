@@ -83,7 +83,29 @@ enum Assumed {
     Deny,
 }
 
-pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
+/// What `explain` exits with, as `kubectl auth can-i` does: 0 when the request would pass, 1 when
+/// it would not, so that a pipeline can gate on it; 2 (any error) tells it apart from a denial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    /// Denied, or held for good (`decision: none`): either way the request does not reach its
+    /// upstream.
+    NotAllowed,
+}
+
+impl Verdict {
+    pub fn exit_code(result: Result<Verdict, Failure>) -> u8 {
+        match result {
+            Ok(Verdict::Allow) => 0,
+            Ok(Verdict::NotAllowed) => 1,
+            Err(Failure::Usage | Failure::Invalid) => 2,
+        }
+    }
+}
+
+/// Prints the explanation; the decision enforced (not the shadow one of dry-run policies) is the
+/// verdict.
+pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
     let text = std::fs::read_to_string(&args.request).map_err(|e| {
         eprintln!("error: --request {}: {e}", args.request.display());
         Failure::Usage
@@ -197,16 +219,24 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
     for call in &host.calls {
         println!("{call}");
     }
-    match (&host.outcome, &host.summary) {
+    let verdict = match (&host.outcome, &host.summary) {
         (Some((status, reply)), summary) => {
-            println!("decision: DENY ({}); reply HTTP {status} {reply}", summary.as_deref().unwrap_or("no decision recorded"))
+            println!("decision: DENY ({}); reply HTTP {status} {reply}", summary.as_deref().unwrap_or("no decision recorded"));
+            Verdict::NotAllowed
         }
-        (None, Some(summary)) if !paused || host.resumed => println!("decision: ALLOW ({summary})"),
+        (None, Some(summary)) if !paused || host.resumed => {
+            println!("decision: ALLOW ({summary})");
+            Verdict::Allow
+        }
         (None, None) if !paused || host.resumed => {
-            println!("decision: ALLOW (no policy applies to this listener and route)")
+            println!("decision: ALLOW (no policy applies to this listener and route)");
+            Verdict::Allow
         }
-        _ => println!("decision: none (the request would stay paused)"),
-    }
+        _ => {
+            println!("decision: none (the request would stay paused)");
+            Verdict::NotAllowed
+        }
+    };
     if host.trace.shadow.is_some() {
         // The filter records the shadow decision after ` shadow=` when it differs from the decision.
         match host.summary.as_deref().and_then(|r| r.split_once(" shadow=")) {
@@ -221,7 +251,7 @@ pub fn run(args: &ExplainArgs) -> Result<(), Failure> {
             None => println!("shadow decision (dry-run policies enforced): the same as the decision"),
         }
     }
-    Ok(())
+    Ok(verdict)
 }
 
 /// Prints the engine's record of the enforced route's walk: how the body was read, the `Mcp-*`

@@ -312,6 +312,60 @@ mod tests {
         );
     }
 
+    /// Set and map lists cost one hash lookup per item: comparing each item with every one before it
+    /// took minutes on a long list.
+    #[test]
+    fn uniqueness_compares_each_item_about_once() {
+        use std::cell::Cell;
+        thread_local!(static COMPARISONS: Cell<usize> = const { Cell::new(0) });
+        struct Counted(usize);
+        impl std::hash::Hash for Counted {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.0.hash(state);
+            }
+        }
+        impl PartialEq for Counted {
+            fn eq(&self, other: &Self) -> bool {
+                COMPARISONS.with(|c| c.set(c.get() + 1));
+                self.0 == other.0
+            }
+        }
+        impl Eq for Counted {}
+        let n = 50_000;
+        // Every hundredth item repeats the one before it.
+        let repeated = schema::repeated((0..n).map(|i| Counted(if i % 100 == 99 { i - 1 } else { i })));
+        assert_eq!(repeated, (0..n).filter(|i| i % 100 == 99).collect::<Vec<_>>());
+        let comparisons = COMPARISONS.with(Cell::get);
+        assert!(comparisons < n, "{comparisons} comparisons for {n} items");
+    }
+
+    #[test]
+    fn duplicates_are_reported_at_their_index() {
+        let headers: Vec<String> = (0..100).map(|i| format!("h{}", i % 98)).collect();
+        let e = errors(&format!(
+            "apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {{name: p}}\nspec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: g}}]\n  action: ExternalAuth\n  externalAuth: {{protocol: GRPC, grpc: {{allowedHeaders: [{}]}}, backendRef: {{name: a, port: 9}}}}\n",
+            headers.join(", ")
+        ));
+        let path = "spec.externalAuth.grpc.allowedHeaders";
+        assert_eq!(
+            e,
+            vec![
+                format!("{path}: Too many: 100: must have at most 64 items"),
+                format!("{path}[98]: Duplicate value: \"h0\""),
+                format!("{path}[99]: Duplicate value: \"h1\""),
+                format!("{RULES_NOT_CHECKED_PATH}: {RULES_NOT_CHECKED}"),
+            ]
+        );
+        // A map list: items with the same keys are duplicates, whatever else they hold.
+        let schema =
+            serde_json::json!({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type", "n"]});
+        let list = serde_json::json!([{"type": "A", "n": 1, "x": 1}, {"type": "A", "n": 2}, {"type": "B"}, {"n": 1, "type": "A", "x": 2}, {"type": "B"}]);
+        let mut errs = Vec::new();
+        schema::validate_list_types(&list, &schema, &schema::FieldPath::Root, &mut errs);
+        let errs: Vec<String> = errs.into_iter().map(|e| format!("{}: {}", e.error.path, e.error.message)).collect();
+        assert_eq!(errs, [r#"[3]: Duplicate value: {"n":1,"type":"A"}"#, r#"[4]: Duplicate value: {"type":"B"}"#]);
+    }
+
     #[test]
     fn unknown_fields_are_reported_alone() {
         let e = errors(

@@ -5,13 +5,21 @@
 use crate::inputs::RawObject;
 use crate::validate::{validate_objects, Problem, Severity};
 
-/// `toolgate validate -f PATH... [--namespace NS]`: prints each problem; returns the exit code
-/// (0 all valid, 1 any invalid or a YAML syntax error, 2 I/O error).
-pub fn run(files: &[std::path::PathBuf], default_namespace: &str) -> u8 {
-    let objects = match crate::inputs::load(files) {
+/// `toolgate validate -f PATH... [--namespace NS] [--ignore-unknown-kinds]`: prints each problem;
+/// returns the exit code (0 all valid, 1 any invalid, a YAML syntax error or a document that is
+/// not an object Toolgate reads, 2 I/O error).
+pub fn run(input: &crate::cli::InputArgs) -> u8 {
+    let objects = match input.read() {
         Ok(o) => o,
         Err(e @ crate::inputs::InputError::Syntax { .. }) => {
             println!("{e}");
+            return 1;
+        }
+        Err(crate::inputs::InputError::Unreadable(documents)) => {
+            for d in &documents {
+                println!("{d}");
+            }
+            eprintln!("{} problem(s) found", documents.len());
             return 1;
         }
         Err(e) => {
@@ -20,8 +28,8 @@ pub fn run(files: &[std::path::PathBuf], default_namespace: &str) -> u8 {
         }
     };
     let count = objects.len();
-    let mut problems = validate_objects(&objects, default_namespace);
-    problems.extend(compile_problems(objects, default_namespace));
+    let mut problems = validate_objects(&objects, &input.namespace);
+    problems.extend(compile_problems(objects, &input.namespace));
     report(&problems, count)
 }
 
@@ -44,8 +52,11 @@ fn compile_problems(objects: Vec<RawObject>, default_namespace: &str) -> Vec<Pro
         })
         .collect();
     let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
+    // By key, once: looking each status's policy up among all of them made validate quadratic.
+    let policies: std::collections::HashMap<String, &crate::model::Object<toolgate_policy::api::AccessPolicySpec>> =
+        inv.policies.iter().map(|p| (p.key(), p)).rev().collect();
     for status in &topo.statuses {
-        let Some(policy) = inv.policies.iter().find(|p| p.key() == status.policy) else { continue };
+        let Some(policy) = policies.get(&status.policy) else { continue };
         let mut seen = std::collections::BTreeSet::new();
         for ancestor in &status.ancestors {
             for c in ancestor.conditions.iter().filter(|c| c.status != "True") {

@@ -99,11 +99,14 @@ impl Case {
         toolgate(&[&["explain", "-f", self.input(), "--request", &request][..], extra].concat())
     }
 
-    /// What `toolgate explain` prints for `req`; it must succeed.
+    /// What `toolgate explain` prints for `req`; it must decide, and exit as `kubectl auth can-i`:
+    /// 0 on ALLOW, 1 otherwise.
     fn explain(&self, req: &str, extra: &[&str]) -> String {
         let o = self.explain_output(req, extra);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
+        let out = String::from_utf8(o.stdout).unwrap();
+        let want = if out.contains("\ndecision: ALLOW") { 0 } else { 1 };
+        assert_eq!(o.status.code(), Some(want), "{out}{}", String::from_utf8_lossy(&o.stderr));
+        out
     }
 
     /// A stand-in for the .wasm (render checks only that the file is there).
@@ -240,8 +243,8 @@ fn explain_names_the_level_policy_rule_and_matcher() {
     assert!(out.contains("decision: ALLOW (allow gateway=default/p:only-sum"), "{out}");
     let out = explain(&format!("listener: http\n{}\n", body("get-sum")));
     assert!(out.contains("source: the caller has no identity"), "{out}");
-    // Two listeners: without `listener:` the request is ambiguous.
-    assert_eq!(case.explain_output(&body("get-sum"), &[]).status.code(), Some(1));
+    // Two listeners: without `listener:` the request is ambiguous, an error (2), not a denial (1).
+    assert_eq!(case.explain_output(&body("get-sum"), &[]).status.code(), Some(2));
 }
 
 #[test]

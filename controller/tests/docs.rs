@@ -25,12 +25,12 @@ fn read(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Names of the entries of a folder of the repository (no hidden ones, no caches).
+/// Names of the entries of a folder of the repository (no hidden ones, no caches, no build outputs).
 fn entries(rel: &str) -> BTreeSet<String> {
     std::fs::read_dir(repo().join(rel))
         .unwrap_or_else(|e| panic!("{rel}: {e}"))
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.') && n != "__pycache__" && n != "target")
+        .filter(|n| !n.starts_with('.') && !["__pycache__", "target", "dist", "dist.tmp"].contains(&n.as_str()))
         .collect()
 }
 

@@ -39,3 +39,27 @@ fn validate_exit_codes() {
     assert_eq!(common::toolgate_validate(&all_valid).code, 0);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The API server takes no object over 3 MiB (its request limit): neither does validate, which
+/// names the file, line and document of one and spends no time checking it.
+#[test]
+fn validate_refuses_objects_over_the_api_servers_limit() {
+    let dir = std::env::temp_dir().join(format!("toolgate-validate-size-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("large.yaml");
+    let config_map = |name: &str, bytes: usize| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{x: {}}}\n", "a".repeat(bytes))
+    };
+    let limit = 3 * 1024 * 1024;
+    std::fs::write(&file, format!("{}---\n{}", config_map("fits", limit - 100), config_map("large", limit))).unwrap();
+    let out = common::toolgate_validate(&file);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stdout.trim_end(),
+        format!(
+            "{}:6: document 1: v1 ConfigMap \"large\": the object is more than 3145728 bytes (3 MiB) as JSON, the most the API server takes",
+            file.display()
+        )
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

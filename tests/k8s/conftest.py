@@ -1,4 +1,5 @@
-"""The fixture of tests/k8s (the pieces are in k8s_stack.py): a test API server per test module."""
+"""The fixture of tests/k8s (the pieces are in k8s_stack.py): a test API server per test module
+(tests/k8s/kube-apiserver.sh: the CRDs and deploy/rbac.yaml installed)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
-from k8s_stack import KUBECTL, REPO, ApiServer  # noqa: E402
+from k8s_stack import KUBECTL, ApiServer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     if not KUBECTL.exists():
-        pytest.fail(f"{KUBECTL} missing: run `bash tests/k8s/apiserver.sh ensure` (make test-k8s does)")
-    server = ApiServer(tmp_path_factory.mktemp("kcas"))
+        pytest.fail(f"{KUBECTL} missing: run `bash tests/istio/gobuild.sh ensure` (tests/k8s/run.sh does)")
+    server = ApiServer(tmp_path_factory.mktemp("kube"))
     try:
-        server.kubectl("apply", "--server-side", "-f", str(REPO / "crds"), "-f",
-                       str(REPO / "tests/k8s/thirdparty-crds/gateway-api-v1.6.1"), "-f",
-                       str(REPO / "tests/k8s/thirdparty-crds/istio"))
-        server.kubectl("wait", "--for=condition=Established", "--timeout=60s", "--all", "crd")
         yield server
     finally:
         server.stop()

@@ -1,7 +1,8 @@
-# tests/k8s/control-plane.sh: what the two test control planes share, sourced by tests/k8s/apiserver.sh
-# (the CRD-only API server) and tests/istio/cluster.sh (kube-apiserver and istiod): their certificates,
-# their admin kubeconfig, their etcd and how a process of theirs is stopped. Every function takes what
-# it works on as arguments.
+# tests/k8s/control-plane.sh: what the test control planes share, sourced by tests/k8s/apiserver.sh
+# (the CRD-only API server), tests/k8s/kube-apiserver.sh (kube-apiserver for the controller's tests)
+# and tests/istio/cluster.sh (kube-apiserver and istiod): their certificates, their admin kubeconfig,
+# their etcd and how a process of theirs is stopped. Every function takes what it works on as
+# arguments.
 
 # make_pki DIR CA_CN SERVER_CN SERVER_SANS: in DIR, a CA (ca.crt, ca.key), the API server's certificate
 # (server.crt, server.key; subjectAltName SERVER_SANS) and the admin's client certificate (admin.crt,
@@ -68,11 +69,16 @@ stop_pid() {
 # asked on its condition: `kubectl wait --all crd` fails at once ("accessor error: <nil>") on a CRD
 # whose status has no conditions yet, which is how a fresh machine once lost a whole suite.
 wait_crds_established() {
-  local kubectl=$1 deadline=$((SECONDS + $2)) pending=""
+  local kubectl=$1 deadline=$((SECONDS + $2)) out pending="(none listed yet)"
   while [ $SECONDS -lt $deadline ]; do
-    pending=$($kubectl get crd -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Established")].status}{"\n"}{end}' \
-              | grep -v '=True$' || true)
-    [ -z "$pending" ] && return 0
+    # A CRD without conditions yet shows <none>; a failed listing counts as nothing Established.
+    if out=$($kubectl get crd --no-headers \
+               -o 'custom-columns=NAME:.metadata.name,ESTABLISHED:.status.conditions[?(@.type=="Established")].status' 2>&1); then
+      pending=$(awk '$2 != "True"' <<<"$out")
+      [ -n "$out" ] && [ -z "$pending" ] && return 0
+    else
+      pending=$out
+    fi
     sleep 0.1
   done
   echo "CRDs not Established after $2 s: $pending" >&2

@@ -1,7 +1,8 @@
 """The pieces of tests/k8s (its `cluster` fixture is in conftest.py): the test API server
-(tests/k8s/apiserver.sh: the apiextensions-apiserver with etcd; Gateway API and Istio CRDs installed),
-`toolgate controller` against it, reading policy statuses and outputs, and the Envoy configuration Istio
-would build from the controller's WasmPlugins. The objects applied are gateway_objects.py's (shared with
+(tests/k8s/kube-apiserver.sh: kube-apiserver v1.36 with etcd, RBAC and admission enforced; Toolgate's,
+Gateway API's and Istio's CRDs and deploy/rbac.yaml installed), `toolgate controller` against it with
+its ServiceAccount's token, reading policy statuses and outputs, and the Envoy configuration Istio would
+build from the controller's WasmPlugins. The objects applied are gateway_objects.py's (shared with
 tests/istio)."""
 
 from __future__ import annotations
@@ -20,32 +21,39 @@ import harness  # noqa: E402
 import istio_chain  # noqa: E402
 from gateway_objects import ISTIO_SVC  # noqa: E402
 
-CACHE = Path(os.environ.get("KCAS_PREFIX", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "toolgate/kcas"))
+# kube-apiserver, etcd and kubectl: tests/istio/gobuild.sh's cache.
+CACHE = Path(os.environ.get("TOOLGATE_ISTIO_CACHE")
+             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolgate/istio")
 KUBECTL = CACHE / "bin/kubectl"
+SCRIPT = REPO / "tests/k8s/kube-apiserver.sh"
+# The controller's identity (deploy/rbac.yaml), for `kubectl --as`.
+CONTROLLER_SA = "system:serviceaccount:toolgate-system:toolgate-controller"
 
 
 class ApiServer:
     def __init__(self, run: Path):
         self.run = run
         ports = [harness.free_port() for _ in range(2)]
-        while ports[1] + 1 == ports[0]:
+        while abs(ports[1] - ports[0]) <= 1:
             ports[1] = harness.free_port()
-        self.env = {**os.environ, "KCAS_PREFIX": str(CACHE), "KCAS_RUN": str(run),
-                    "KCAS_PORT": str(ports[0]), "KCAS_ETCD_PORT": str(ports[1])}
+        self.env = {**os.environ, "TOOLGATE_ISTIO_CACHE": str(CACHE), "KUBE_TEST_RUN": str(run),
+                    "KUBE_TEST_PORT": str(ports[0]), "KUBE_TEST_ETCD_PORT": str(ports[1])}
         self.start()
         self.kubeconfig = run / "admin.kubeconfig"
+        # A token of ServiceAccount toolgate-system/toolgate-controller: what the controller runs with.
+        self.controller_kubeconfig = run / "controller.kubeconfig"
 
     def start(self, keep_data: bool = False):
-        env = {**self.env, "KCAS_KEEP_DATA": "1" if keep_data else "0"}
-        out = subprocess.run(["bash", str(REPO / "tests/k8s/apiserver.sh"), "start"], env=env,
-                             capture_output=True, text=True, timeout=300)
+        env = {**self.env, "KUBE_TEST_KEEP_DATA": "1" if keep_data else "0"}
+        out = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, f"the test API server did not start:\n{out.stdout}\n{out.stderr}"
 
     def stop(self, keep_data: bool = False):
-        env = {**self.env, "KCAS_KEEP_DATA": "1" if keep_data else "0"}
-        subprocess.run(["bash", str(REPO / "tests/k8s/apiserver.sh"), "stop"], env=env, capture_output=True)
+        env = {**self.env, "KUBE_TEST_KEEP_DATA": "1" if keep_data else "0"}
+        subprocess.run(["bash", str(SCRIPT), "stop"], env=env, capture_output=True)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        """kubectl as the admin (system:masters); `--as` CONTROLLER_SA to act as the controller."""
         out = subprocess.run([str(KUBECTL), *args], env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
                              input=input, capture_output=True, text=True, timeout=60)
         if check:
@@ -71,9 +79,11 @@ class Controller:
             [str(harness.toolgate_binary()), "controller", "--wasm-url", "oci://registry.example/toolgate:0.1.0",
              "--wasm-sha256", "ab" * 32, "--trace", str(self.trace),
              "--metrics-addr", f"127.0.0.1:{self.metrics_port}", *args],
-            env={**os.environ, "KUBECONFIG": str(server.kubeconfig)}, stdout=open(self.log, "w"),
+            env={**os.environ, "KUBECONFIG": str(server.controller_kubeconfig)}, stdout=open(self.log, "w"),
             stderr=subprocess.STDOUT, start_new_session=True)
-        harness.wait_for(lambda: "watching" in self.log.read_text(), timeout=60, what="controller watching")
+        harness.wait_for(lambda: "watching" in self.log.read_text() or self.proc.poll() is not None, timeout=60,
+                         what="controller watching")
+        assert self.proc.poll() is None, self.log.read_text()
 
     def get(self, path: str) -> harness.Response:
         return harness.request("GET", f"http://127.0.0.1:{self.metrics_port}{path}")

@@ -1,31 +1,36 @@
-"""`toolgate controller` staying available against a real Kubernetes API server (tests/k8s/apiserver.sh):
+"""`toolgate controller` staying available against a real Kubernetes API server (tests/k8s/kube-apiserver.sh):
 --leader-elect with three replicas, and the API server stopped and started again on the same etcd data."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import harness
 from gateway_objects import ROUTE_AND_BACKEND, allow_policy, gateway
-from k8s_stack import REPO, ApiServer, Controller, plugin, reset, wait_reasons
+from k8s_stack import ApiServer, Controller, plugin, reset, wait_reasons
 
 
 LEASE = "leases.coordination.k8s.io"
-LEADER_ARGS = ("--leader-elect", "--leader-elect-namespace", "default", "--leader-elect-lease-duration", "4s",
+# The Lease deploy/rbac.yaml lets the controller's ServiceAccount have: toolgate-system/toolgate-controller.
+LEADER_ARGS = ("--leader-elect", "--leader-elect-namespace", "toolgate-system", "--leader-elect-lease-duration", "4s",
                "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "300ms")
 
 
+def lease(server: ApiServer) -> dict | None:
+    out = server.kubectl("get", LEASE, "toolgate-controller", "-n", "toolgate-system", "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
 def holder(server: ApiServer) -> str | None:
-    return ((server.get(LEASE, "toolgate-controller") or {}).get("spec") or {}).get("holderIdentity")
+    return ((lease(server) or {}).get("spec") or {}).get("holderIdentity")
 
 
 def test_leader_election(cluster, tmp_path):
-    """--leader-elect against the API server, with Lease served by a CRD (the test server has no
-    coordination API; tests/k8s/test-crds/lease.yaml has Lease's schema): one writer; a follower
-    writes nothing; a killed leader's Lease is taken when it expires; a stopped leader releases it."""
+    """--leader-elect against the API server, in the Lease deploy/rbac.yaml grants: one writer; a
+    follower writes nothing; a killed leader's Lease is taken when it expires; a stopped leader
+    releases it."""
     server = cluster
-    server.kubectl("apply", "-f", str(REPO / "tests/k8s/test-crds/lease.yaml"))
-    server.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{LEASE}")
     reset(server)
     server.apply(gateway() + "---" + ROUTE_AND_BACKEND)
     a = Controller(server, tmp_path, *LEADER_ARGS, "--leader-elect-identity", "a")
@@ -67,14 +72,14 @@ def test_leader_election(cluster, tmp_path):
         b.stop()
         exited = time.monotonic()
         assert b.proc.returncode == 0, b.log.read_text()
-        assert "released Lease default/toolgate-controller" in b.log.read_text()
+        assert "released Lease toolgate-system/toolgate-controller" in b.log.read_text()
         # Unreleased, the Lease would still name b for 4 s after b's last renewal.
         assert holder(server) in (None, "", "c"), "b still holds the Lease after exiting"
         harness.wait_for(lambda: holder(server) == "c" or None, timeout=10, what="c takes over")
         assert time.monotonic() - exited < 3, "taken over only after the Lease expired: it was not released"
         harness.wait_for(lambda: c.writes() or None, timeout=10, what="c's first pass")
         assert set(c.writes()) == {0}, c.writes()
-        assert server.get(LEASE, "toolgate-controller")["spec"]["leaseTransitions"] == 3   # a, b, c
+        assert lease(server)["spec"]["leaseTransitions"] == 3   # a, b, c
     finally:
         for x in (a, b, c):
             if x:

@@ -1,5 +1,5 @@
-"""`toolgate controller` against a real Kubernetes API server (tests/k8s/apiserver.sh: the
-apiextensions-apiserver with etcd; Gateway API and Istio CRDs installed): WasmPlugin output, policy
+"""`toolgate controller` against a real Kubernetes API server (tests/k8s/kube-apiserver.sh, the controller
+with its ServiceAccount's RBAC; Gateway API and Istio CRDs installed): WasmPlugin output, policy
 status, level-triggered re-admission, TrafficExtension output, Programmed; and the WasmPlugin's
 pluginConfig, as the API server returns it (JSON text, keys in its own order), loaded into the real
 filter in a real Envoy whose clusters are named as Istio names them. Also: listeners sharing a port
@@ -304,6 +304,7 @@ def test_each_gateway_holds_only_its_own_namespace(cluster, tmp_path):
 
     try:
         for ns in tenants:
+            server.kubectl("create", "namespace", ns)
             server.apply(in_namespace(gateway() + "---" + ROUTE_AND_BACKEND + "---" + allow_policy("p", ["get-sum"], "tools"), ns))
         for ns in tenants:
             harness.wait_for(lambda ns=ns: get("wasmplugin", "toolgate-gw-http", ns), timeout=20, what=f"{ns}'s WasmPlugin")
@@ -355,8 +356,7 @@ spec:
     finally:
         controller.stop()
         for ns in tenants:
-            for kind in ("xaccesspolicies", "httproutes", "gateways", "xbackends", "referencegrants"):
-                server.kubectl("delete", kind, "--all", "-n", ns, "--wait=false", check=False)
+            server.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def test_external_auth_into_another_namespace_needs_a_grant(cluster, tmp_path):
@@ -380,6 +380,7 @@ spec:
         item = server.get("xaccesspolicy", "remote")
         return item["status"]["ancestors"][0]["conditions"][0]["message"]
 
+    server.kubectl("create", "namespace", "security")
     try:
         server.apply(gateway() + "---" + policy)
         wait_reasons(server, {"remote": "Invalid"})
@@ -393,7 +394,7 @@ spec:
         wait_reasons(server, {"remote": "Invalid"})
     finally:
         controller.stop()
-        server.kubectl("delete", "referencegrants", "--all", "-n", "security", "--wait=false", check=False)
+        server.kubectl("delete", "namespace", "security", "--wait=false", check=False)
 
 
 def programmed(server: ApiServer, name: str) -> list[dict]:

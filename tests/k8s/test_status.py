@@ -1,4 +1,4 @@
-"""`toolgate controller` against a real API server (tests/k8s/apiserver.sh), the status it writes on the
+"""`toolgate controller` against a real API server (tests/k8s/kube-apiserver.sh), the status it writes on the
 objects policies target and the annotations of a rollout (issue 28): GEP-713's
 `toolgate.dev/XAccessPolicyAffected` condition on Gateways and XBackends, beside another controller's
 conditions on the same object; `toolgate.dev/dry-run` and the Gateway's `toolgate.dev/default: deny`

@@ -5,6 +5,10 @@
 //!
 //! - `True`/`Programmed`: an enforced policy targeting it is Programmed (every output carrying it is written);
 //! - `True`/`DryRun`: the policies programmed here are all in dry-run (nothing they say is enforced);
+//! - `False`/`OutputConflict`: an output of this Gateway (or one carrying a policy on this XBackend)
+//!   is not written because an object the controller does not own has its name (`write`); put first,
+//!   since traffic the output would check passes unchecked. A Gateway gets it even when only
+//!   XBackend policies reach it;
 //! - `False`/`Reconciling`: policies are accepted here but none is Programmed yet (an output is
 //!   pending or failed to write);
 //! - `False`/`NotAccepted`: no policy targeting it is accepted (conflicts, limits, invalid specs).
@@ -23,7 +27,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 use toolgate_policy::api::Condition;
 
-use super::programmed::{self, PROGRAMMED, RECONCILING};
+use super::programmed::{self, OUTPUT_CONFLICT, PROGRAMMED, RECONCILING};
 use crate::topology::PolicyStatus;
 
 pub const AFFECTED: &str = "toolgate.dev/XAccessPolicyAffected";
@@ -55,18 +59,27 @@ impl TargetKind {
 /// A target: (kind, namespace, name).
 pub type TargetKey = (String, String, String);
 
+/// The outputs of each Gateway, (namespace, name), that an object the controller does not own keeps
+/// from being written: "<kind> <ns>/<name>: <what is there>".
+pub type Conflicts = BTreeMap<(String, String), Vec<String>>;
+
 enum State {
     Enforced,
     DryRun,
     Pending,
+    Conflict,
     NotAccepted(String),
 }
 
 /// The condition each targeted object should have (`observedGeneration` unset: the object's
 /// generation is set by `update`). Policies and ancestors come from the topology's statuses with
-/// their Programmed conditions added.
-pub fn conditions(statuses: &[PolicyStatus], now: &str) -> BTreeMap<TargetKey, Condition> {
+/// their Programmed conditions added; `conflicts` are the Gateways' outputs not written because their
+/// names are taken.
+pub fn conditions(statuses: &[PolicyStatus], conflicts: &Conflicts, now: &str) -> BTreeMap<TargetKey, Condition> {
     let mut by_target: BTreeMap<TargetKey, Vec<(String, State)>> = BTreeMap::new();
+    for (ns, gateway) in conflicts.keys() {
+        by_target.entry((GATEWAY.kind.to_string(), ns.clone(), gateway.clone())).or_default();
+    }
     for s in statuses {
         let policy_ns = s.policy.split_once('/').map_or("", |(ns, _)| ns);
         for a in &s.ancestors {
@@ -79,6 +92,7 @@ pub fn conditions(statuses: &[PolicyStatus], now: &str) -> BTreeMap<TargetKey, C
             let ns = r.namespace.as_deref().unwrap_or(policy_ns);
             let find = |t: &str| a.conditions.iter().find(|c| c.condition_type == t);
             let state = match (find("Accepted"), find(PROGRAMMED)) {
+                (Some(acc), Some(p)) if acc.status == "True" && p.reason == OUTPUT_CONFLICT => State::Conflict,
                 (Some(acc), Some(p)) if acc.status == "True" && p.status == "True" => {
                     if programmed::is_dry_run(acc) {
                         State::DryRun
@@ -101,7 +115,10 @@ pub fn conditions(statuses: &[PolicyStatus], now: &str) -> BTreeMap<TargetKey, C
         .map(|(key, mut policies)| {
             policies.sort_by(|a, b| a.0.cmp(&b.0));
             let any = |f: fn(&State) -> bool| policies.iter().any(|(_, s)| f(s));
-            let (status, reason) = if any(|s| matches!(s, State::Enforced)) {
+            let taken = if key.0 == GATEWAY.kind { conflicts.get(&(key.1.clone(), key.2.clone())) } else { None };
+            let (status, reason) = if taken.is_some() || any(|s| matches!(s, State::Conflict)) {
+                ("False", OUTPUT_CONFLICT)
+            } else if any(|s| matches!(s, State::Enforced)) {
                 ("True", PROGRAMMED)
             } else if any(|s| matches!(s, State::DryRun)) {
                 ("True", "DryRun")
@@ -117,17 +134,30 @@ pub fn conditions(statuses: &[PolicyStatus], now: &str) -> BTreeMap<TargetKey, C
                     State::Enforced => format!("{who}: enforced"),
                     State::DryRun => format!("{who}: in dry-run (not enforced)"),
                     State::Pending => format!("{who}: accepted, not Programmed yet"),
+                    State::Conflict => format!("{who}: accepted, not Programmed (an output's name is taken)"),
                     State::NotAccepted(reason) => format!("{who}: not accepted ({reason})"),
                 })
                 .collect();
             if policies.len() > MAX_NAMED {
                 named.push(format!("and {} more", policies.len() - MAX_NAMED));
             }
+            let mut message = taken.map_or_else(String::new, |t| {
+                let more = t.len().saturating_sub(MAX_NAMED);
+                let listed: Vec<&str> = t.iter().take(MAX_NAMED).map(String::as_str).collect();
+                let more = if more > 0 { format!("; and {more} more") } else { String::new() };
+                format!("outputs not written, their names taken: {}{more}", listed.join("; "))
+            });
+            if !named.is_empty() {
+                if !message.is_empty() {
+                    message.push_str(". ");
+                }
+                message.push_str(&format!("XAccessPolicy {}", named.join("; ")));
+            }
             let condition = Condition {
                 condition_type: AFFECTED.into(),
                 status: status.into(),
                 reason: reason.into(),
-                message: format!("XAccessPolicy {}", named.join("; ")),
+                message,
                 observed_generation: None,
                 last_transition_time: now.to_string(),
             };
@@ -166,9 +196,10 @@ pub(super) async fn sync(
     ctx: &super::Context,
     w: &super::Watched,
     statuses: &[PolicyStatus],
+    conflicts: &Conflicts,
     now: &str,
 ) -> (usize, Option<String>) {
-    let desired = conditions(statuses, now);
+    let desired = conditions(statuses, conflicts, now);
     let apply = PatchParams::apply(FIELD_MANAGER).force();
     let (mut writes, mut error) = (0, None);
     for (target, store) in [(&GATEWAY, &w.gateways), (&XBACKEND, &w.backends)] {
@@ -244,17 +275,26 @@ mod tests {
 
     /// The target conditions of a pass whose writes are all current except those `failing` names.
     fn pass(extra: &str, failing: &str) -> BTreeMap<TargetKey, Condition> {
+        pass_with(extra, failing, programmed::Failure::Refused("forbidden".into()), &Conflicts::new())
+    }
+
+    fn pass_with(
+        extra: &str,
+        failing: &str,
+        failure: programmed::Failure,
+        conflicts: &Conflicts,
+    ) -> BTreeMap<TargetKey, Condition> {
         let topo = topology(extra);
-        let carriers = programmed::Carriers::of(&topo, "WasmPlugin", "EnvoyFilter");
+        let carriers = programmed::Carriers::of(&topo, "WasmPlugin", "EnvoyFilter", false);
         let mut statuses = topo.statuses.clone();
         for s in &mut statuses {
             carriers.add_programmed(
                 s,
-                |k| if !failing.is_empty() && k.2 == failing { Err("forbidden".into()) } else { Ok(()) },
+                |k| if !failing.is_empty() && k.2 == failing { Err(failure.clone()) } else { Ok(()) },
                 "t",
             );
         }
-        conditions(&statuses, "t")
+        conditions(&statuses, conflicts, "t")
     }
 
     fn key(kind: &str, name: &str) -> TargetKey {
@@ -299,6 +339,34 @@ mod tests {
 
         // No policy: no condition for anything.
         assert!(pass("", "").is_empty());
+    }
+
+    #[test]
+    fn a_taken_output_name_is_on_the_gateway_and_the_policies() {
+        let taken = "WasmPlugin ns/toolgate-gw-a: exists and is not Toolgate's".to_string();
+        let conflicts = Conflicts::from([(("ns".to_string(), "gw".to_string()), vec![taken.clone()])]);
+        let conflict = programmed::Failure::Conflict("exists and is not Toolgate's".into());
+        let all =
+            pass_with(&(policy("on-gw", "gw", "") + &policy("on-tools", "tools", "")), "toolgate-gw-a", conflict, &conflicts);
+        let gw = &all[&key("Gateway", "gw")];
+        assert_eq!(summary(gw), ("False", OUTPUT_CONFLICT));
+        assert!(
+            gw.message.starts_with(&format!("outputs not written, their names taken: {taken}. XAccessPolicy ")),
+            "{}",
+            gw.message
+        );
+        assert!(gw.message.contains("ns/on-gw: accepted, not Programmed (an output's name is taken)"), "{}", gw.message);
+        let tools = &all[&key("XBackend", "tools")];
+        assert_eq!(summary(tools), ("False", OUTPUT_CONFLICT), "{}", tools.message);
+
+        // A Gateway whose outputs only XBackend policies bring still says so.
+        let only =
+            pass_with(&policy("on-tools", "tools", ""), "toolgate-gw-a", programmed::Failure::Conflict("x".into()), &conflicts);
+        let gw = &only[&key("Gateway", "gw")];
+        assert_eq!(
+            (summary(gw), gw.message.as_str()),
+            (("False", OUTPUT_CONFLICT), format!("outputs not written, their names taken: {taken}").as_str())
+        );
     }
 
     #[test]

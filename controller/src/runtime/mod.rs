@@ -4,26 +4,28 @@
 //! statuses, a pure function) and writes the results: an Istio WasmPlugin (or TrafficExtension) per
 //! Gateway listener with a policy, an EnvoyFilter per such Gateway that holds requests until the
 //! filter decided (`output::desired_hold`), and each policy's `status`, all with server-side apply
-//! (field manager `toolgate`), and only what changed; and GEP-713's condition on each policy target
-//! (`affected`, its own field manager). Level-triggered: every pass recomputes everything from the
-//! stores, so fixing or deleting a policy re-admits the ones it blocked, and a restart converges.
+//! (field manager `toolgate`), and only what changed, never over an object it does not own (`write`);
+//! and GEP-713's condition on each policy target (`affected`, its own field manager). Level-triggered:
+//! every pass recomputes everything from the stores, so fixing or deleting a policy re-admits the ones
+//! it blocked, and a restart converges.
 
 pub mod affected;
 pub mod lease;
 pub mod metrics;
+pub mod names;
 pub mod output;
 pub mod programmed;
 pub mod retry;
 pub mod shared_port;
+mod write;
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::reflector::{self, store::Writer, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
@@ -57,8 +59,9 @@ pub struct ControllerArgs {
     /// The Istio resource written per Gateway listener.
     #[arg(long, value_enum, default_value = "wasmplugin")]
     pub output: OutputKind,
-    /// Also write each listener's plan as a ConfigMap (`toolgate-plan-<gateway>-<listener>`, key
-    /// `plan.json`) for Envoy deployments without Istio.
+    /// Also write each listener's plan as a ConfigMap (`toolgate-plan-<gateway>-<listener>`, with a
+    /// hash where that would be ambiguous or too long; key `plan.json`) for Envoy deployments without
+    /// Istio (needs deploy/rbac-plan-configmaps.yaml).
     #[arg(long)]
     pub plan_configmaps: bool,
     /// How long an ExternalAuth authorizer may take (e.g. 5s).
@@ -144,11 +147,11 @@ struct Watched {
     grants: Store<DynamicObject>,
     /// Namespaces, for `allowedRoutes.namespaces.selector`.
     namespaces: Store<DynamicObject>,
-    outputs: Store<DynamicObject>,
+    outputs: write::Cache,
     /// The EnvoyFilters that hold requests (`output::desired_hold`).
-    holds: Store<DynamicObject>,
+    holds: write::Cache,
     /// With `--plan-configmaps`.
-    configmaps: Option<Store<DynamicObject>>,
+    configmaps: Option<write::Cache>,
 }
 
 struct Context {
@@ -228,6 +231,19 @@ pub fn run(args: &ControllerArgs) -> std::process::ExitCode {
 
 /// A store fed by a watcher; every event wakes the reconciler.
 fn watch(client: &Client, ar: ApiResource, changed: Arc<Notify>, selector: Option<&str>) -> Store<DynamicObject> {
+    watch_with(client, ar, changed, selector, Arc::default())
+}
+
+/// `watch`, and whether the watch is established (`write::Cache`): false from an error until the
+/// watcher has listed again or seen a change, since the store misses whatever happened meanwhile (a
+/// CRD deleted takes its objects with it, and the watch sees no deletion).
+fn watch_with(
+    client: &Client,
+    ar: ApiResource,
+    changed: Arc<Notify>,
+    selector: Option<&str>,
+    current: Arc<std::sync::atomic::AtomicBool>,
+) -> Store<DynamicObject> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let writer = Writer::new(ar);
     let store = writer.as_reader();
@@ -235,12 +251,19 @@ fn watch(client: &Client, ar: ApiResource, changed: Arc<Notify>, selector: Optio
     if let Some(s) = selector {
         config = config.labels(s);
     }
-    let stream = reflector::reflector(writer, watcher(api, config)).default_backoff().touched_objects();
+    let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
-            if let Err(e) = event {
-                tracing::warn!("watch: {e}");
+            match event {
+                Err(e) => {
+                    current.store(false, std::sync::atomic::Ordering::Relaxed);
+                    tracing::warn!("watch: {e}");
+                }
+                Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+                    current.store(true, std::sync::atomic::Ordering::Relaxed)
+                }
+                Ok(_) => {}
             }
             changed.notify_one();
         }
@@ -274,9 +297,9 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             None,
         ),
         namespaces: watch(&client, gvk("", "v1", "Namespace", "namespaces"), changed.clone(), None),
-        outputs: watch(&client, output_api.clone(), changed.clone(), Some(&managed)),
-        holds: watch(&client, hold_api.clone(), changed.clone(), Some(&managed)),
-        configmaps: args.plan_configmaps.then(|| watch(&client, configmap_api(), changed.clone(), Some(&managed))),
+        outputs: write::Cache::watch(&client, output_api.clone(), changed.clone(), &managed),
+        holds: write::Cache::watch(&client, hold_api.clone(), changed.clone(), &managed),
+        configmaps: args.plan_configmaps.then(|| write::Cache::watch(&client, configmap_api(), changed.clone(), &managed)),
     };
     for (name, store) in [
         ("XAccessPolicy", &watched.policies),
@@ -285,15 +308,15 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         ("HTTPRoute", &watched.routes),
         ("ReferenceGrant", &watched.grants),
         ("Namespace", &watched.namespaces),
-        (args.output.kind(), &watched.outputs),
-        ("EnvoyFilter", &watched.holds),
+        (args.output.kind(), &watched.outputs.store),
+        ("EnvoyFilter", &watched.holds.store),
     ] {
         tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready())
             .await
             .map_err(|_| Error::NotServed(name.to_string()))?
             .map_err(|_| Error::NotServed(name.to_string()))?;
     }
-    if let Some(store) = &watched.configmaps {
+    if let Some(write::Cache { store, .. }) = &watched.configmaps {
         tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready())
             .await
             .map_err(|_| Error::NotServed("ConfigMap".into()))?
@@ -418,65 +441,6 @@ fn configmap_api() -> ApiResource {
     gvk("", "v1", "ConfigMap", "configmaps")
 }
 
-/// Makes the managed objects of one kind what `desired` says: applies the missing or different
-/// ones, deletes the others. Returns the writes made; a write the API server refuses is recorded in
-/// `failures` (the pass goes on, so statuses can say so, and fails at its end).
-async fn sync(
-    ctx: &Context,
-    ar: &ApiResource,
-    kind: &str,
-    desired: &[Desired],
-    store: &Store<DynamicObject>,
-    failures: &mut programmed::Failures,
-) -> usize {
-    let existing = store.state();
-    let apply = PatchParams::apply(FIELD_MANAGER).force();
-    let mut writes = 0;
-    for d in desired {
-        let current = existing
-            .iter()
-            .find(|o| o.metadata.namespace.as_deref() == Some(&d.namespace) && o.metadata.name.as_deref() == Some(&d.name));
-        let key = (kind.to_string(), d.namespace.clone(), d.name.clone());
-        if current.and_then(|c| serde_json::to_value(c.as_ref()).ok()).is_some_and(|c| output::up_to_date(&c, &d.object)) {
-            ctx.written.clear(&key);
-            continue;
-        }
-        let cached_version = current.and_then(|c| c.metadata.resource_version.clone());
-        if ctx.written.pending(&key, &d.object, cached_version.as_deref()) {
-            continue;
-        }
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, ar);
-        if let Err(e) = api.patch(&d.name, &apply, &Patch::Apply(&d.object)).await {
-            tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "apply failed: {e}");
-            failures.insert(key, e.to_string());
-            continue;
-        }
-        ctx.written.record(key, d.object.clone(), cached_version);
-        tracing::info!(kind = %kind, namespace = %d.namespace, name = %d.name, "applied");
-        writes += 1;
-    }
-    let wanted: BTreeSet<(String, String)> = desired.iter().map(|d| (d.namespace.clone(), d.name.clone())).collect();
-    for o in existing.iter() {
-        let (Some(ns), Some(name)) = (o.metadata.namespace.clone(), o.metadata.name.clone()) else { continue };
-        if !wanted.contains(&(ns.clone(), name.clone())) {
-            ctx.written.clear(&(kind.to_string(), ns.clone(), name.clone()));
-            let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, ar);
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {
-                    tracing::info!(kind = %kind, namespace = %ns, name = %name, "deleted");
-                    writes += 1;
-                }
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => {
-                    tracing::warn!(kind = %kind, namespace = %ns, name = %name, "delete failed: {e}");
-                    failures.insert((kind.to_string(), ns, name), e.to_string());
-                }
-            }
-        }
-    }
-    writes
-}
-
 /// One level-triggered pass: returns the number of writes made.
 async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     let mut objects = raw(&w.gateways, "Gateway", "gateway.networking.k8s.io/v1");
@@ -531,22 +495,31 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         .filter_map(|gw| output::desired_hold(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref()))
         .collect();
     let mut failures = programmed::Failures::new();
-    writes += sync(ctx, &ctx.hold_api, "EnvoyFilter", &holds, &w.holds, &mut failures).await;
-    let plans = sync(ctx, &ctx.output_api, ctx.args.output.kind(), &desired, &w.outputs, &mut failures).await;
+    writes += write::sync(ctx, &ctx.hold_api, "EnvoyFilter", &holds, &w.holds, &mut failures).await;
+    let plans = write::sync(ctx, &ctx.output_api, ctx.args.output.kind(), &desired, &w.outputs, &mut failures).await;
     writes += plans;
     ctx.metrics.plans_written.fetch_add(plans as u64, std::sync::atomic::Ordering::Relaxed);
-    if let Some(store) = &w.configmaps {
-        let maps: Vec<Desired> = topo
+    let mut maps: Vec<Desired> = Vec::new();
+    if let Some(cache) = &w.configmaps {
+        maps = topo
             .gateways
             .iter()
             .flat_map(|gw| output::desired_configmaps(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref()))
             .collect();
-        writes += sync(ctx, &configmap_api(), "ConfigMap", &maps, store, &mut failures).await;
+        writes += write::sync(ctx, &configmap_api(), "ConfigMap", &maps, cache, &mut failures).await;
     }
+    let conflicts = write::conflicts(
+        &failures,
+        holds
+            .iter()
+            .map(|d| ("EnvoyFilter", d))
+            .chain(desired.iter().map(|d| (ctx.args.output.kind(), d)))
+            .chain(maps.iter().map(|d| ("ConfigMap", d))),
+    );
     let apply = PatchParams::apply(FIELD_MANAGER).force();
 
     // Status of every policy, with its Programmed conditions, written only when it changes.
-    let carriers = programmed::Carriers::of(&topo, ctx.args.output.kind(), "EnvoyFilter");
+    let carriers = programmed::Carriers::of(&topo, ctx.args.output.kind(), "EnvoyFilter", ctx.args.plan_configmaps);
     let now = topology::now_rfc3339();
     let mut statuses = topo.statuses.clone();
     for status in &mut statuses {
@@ -588,7 +561,7 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         tracing::info!(kind = %"XAccessPolicy", namespace = %ns, name = %name, "status written");
         writes += 1;
     }
-    let (target_writes, target_error) = affected::sync(ctx, w, &statuses, &now).await;
+    let (target_writes, target_error) = affected::sync(ctx, w, &statuses, &conflicts, &now).await;
     writes += target_writes;
     if let Some(trace) = &ctx.args.trace {
         let line = format!("{{\"writes\":{writes}}}\n");

@@ -1,11 +1,12 @@
 //! What the controller writes, as pure functions of the topology: the Istio WasmPlugin (or
 //! TrafficExtension) of each Gateway listener, the EnvoyFilter that makes the Gateway hold requests
 //! until the filter decided, and each policy's status with the transition times it already had
-//! kept when nothing about a condition changed.
+//! kept when nothing about a condition changed. Their names and marks are `names`'.
 
 use serde_json::{json, Value};
 use toolgate_policy::api::PolicyAncestorStatus;
 
+use super::names;
 use crate::topology::{GatewayOut, PolicyStatus};
 
 pub const FIELD_MANAGER: &str = "toolgate";
@@ -48,12 +49,30 @@ pub struct Module {
     pub sha256: Option<String>,
 }
 
-/// One object to write: its namespace, name and the whole object (apiVersion, kind, metadata, spec).
+/// One object to write: its namespace, name, the Gateway it is for and the whole object (apiVersion,
+/// kind, metadata, spec).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
     pub namespace: String,
     pub name: String,
+    pub gateway: String,
     pub object: Value,
+}
+
+/// The metadata of an output: its marks (`names`) and, when the Gateway's uid is known, the Gateway
+/// as its owner (the output goes with it).
+fn metadata(ns: &str, name: &str, gateway: &str, source: String, gateway_uid: Option<&str>) -> Value {
+    let mut metadata = json!({
+        "name": name,
+        "namespace": ns,
+        "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: names::gateway_label(ns, gateway)},
+        "annotations": {names::SOURCE_ANNOTATION: source},
+    });
+    if let Some(uid) = gateway_uid {
+        metadata["ownerReferences"] =
+            json!([{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid}]);
+    }
+    metadata
 }
 
 /// The objects for one Gateway: one per listener whose plan has a policy, selected by the listener's
@@ -64,7 +83,7 @@ pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind
     let (ns, gateway) = (&gw.gateway.namespace, &gw.gateway.name);
     enforced(gw)
         .map(|l| {
-            let name = plan_output_name(gateway, &l.listener.name);
+            let name = names::plan_output(ns, gateway, &l.listener.name);
             let mut wasm = json!({
                 "url": module.url,
                 "failStrategy": "FAIL_CLOSE",
@@ -95,31 +114,15 @@ pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind
                     spec
                 }
             };
-            let mut metadata = json!({
-                "name": name,
-                "namespace": ns,
-                "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway},
-            });
-            if let Some(owners) = owner_references(gateway, gateway_uid) {
-                metadata["ownerReferences"] = owners;
-            }
+            let metadata = metadata(ns, &name, gateway, names::listener_source(ns, gateway, &l.listener.name), gateway_uid);
             Desired {
                 namespace: ns.clone(),
                 name,
+                gateway: gateway.clone(),
                 object: json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": kind.kind(), "metadata": metadata, "spec": spec}),
             }
         })
         .collect()
-}
-
-/// The name of a listener's WasmPlugin (or TrafficExtension).
-pub fn plan_output_name(gateway: &str, listener: &str) -> String {
-    format!("toolgate-{gateway}-{listener}")
-}
-
-/// The name of a Gateway's EnvoyFilter (`desired_hold`).
-pub fn hold_output_name(gateway: &str) -> String {
-    format!("toolgate-{gateway}")
 }
 
 /// The listeners of a Gateway that get the filter: those whose plan has a policy.
@@ -127,14 +130,10 @@ fn enforced(gw: &GatewayOut) -> impl Iterator<Item = &crate::topology::ListenerO
     gw.listeners.iter().filter(|l| l.plan.settings.default_deny || !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
 }
 
-fn owner_references(gateway: &str, gateway_uid: Option<&str>) -> Option<Value> {
-    gateway_uid.map(|uid| json!([{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid}]))
-}
-
 /// Istio adds no buffer filter after a WasmPlugin and cannot set `allow_on_headers_stop_iteration`,
 /// so on its own the gateway sends a request's headers upstream before the filter has read the
 /// body and decided: a denied call would still open a request to the MCP server. This EnvoyFilter
-/// (one per Gateway with an enforced listener, `toolgate-<gateway>`, owned and deleted like the
+/// (one per Gateway with an enforced listener, `names::hold_output`, owned and deleted like the
 /// WasmPlugins) puts Envoy's buffer filter right before the router on each such listener's port,
 /// after every AUTHZ-phase Wasm filter, with the limit `render` uses (`render::hold_filter`): the
 /// router starts the upstream request only once the whole request passed the filter.
@@ -167,14 +166,12 @@ pub fn desired_hold(gw: &GatewayOut, gateway_uid: Option<&str>) -> Option<Desire
             })
         })
         .collect();
-    let name = hold_output_name(gateway);
-    let mut metadata = json!({"name": name, "namespace": ns, "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway}});
-    if let Some(owners) = owner_references(gateway, gateway_uid) {
-        metadata["ownerReferences"] = owners;
-    }
+    let name = names::hold_output(ns, gateway);
+    let metadata = metadata(ns, &name, gateway, names::gateway_source(ns, gateway), gateway_uid);
     Some(Desired {
         namespace: ns.clone(),
         name,
+        gateway: gateway.clone(),
         object: json!({
             "apiVersion": format!("{ENVOY_FILTER_GROUP}/{ENVOY_FILTER_VERSION}"),
             "kind": "EnvoyFilter",
@@ -188,21 +185,18 @@ pub fn desired_hold(gw: &GatewayOut, gateway_uid: Option<&str>) -> Option<Desire
 }
 
 /// The plans as ConfigMaps (`--plan-configmaps`), for Envoy deployments without Istio: one per
-/// Gateway listener with a policy, `toolgate-plan-<gateway>-<listener>`, key `plan.json`.
+/// Gateway listener with a policy, `names::plan_configmap`, key `plan.json`.
 pub fn desired_configmaps(gw: &GatewayOut, gateway_uid: Option<&str>) -> Vec<Desired> {
     let (ns, gateway) = (&gw.gateway.namespace, &gw.gateway.name);
     enforced(gw)
         .map(|l| {
-            let name = format!("toolgate-plan-{gateway}-{}", l.listener.name);
-            let mut metadata =
-                json!({"name": name, "namespace": ns, "labels": {MANAGED_BY: FIELD_MANAGER, GATEWAY_LABEL: gateway}});
-            if let Some(owners) = owner_references(gateway, gateway_uid) {
-                metadata["ownerReferences"] = owners;
-            }
+            let name = names::plan_configmap(ns, gateway, &l.listener.name);
+            let metadata = metadata(ns, &name, gateway, names::listener_source(ns, gateway, &l.listener.name), gateway_uid);
             let plan = serde_json::to_string(&l.plan).unwrap_or_default();
             Desired {
                 namespace: ns.clone(),
                 name,
+                gateway: gateway.clone(),
                 object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"plan.json": plan}}),
             }
         })
@@ -211,12 +205,20 @@ pub fn desired_configmaps(gw: &GatewayOut, gateway_uid: Option<&str>) -> Vec<Des
 
 /// Whether an object in the cluster already is what `desired` asks for (the fields we own).
 pub fn up_to_date(existing: &Value, desired: &Value) -> bool {
+    let label = |v: &Value| v.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL)).cloned();
+    let source = |v: &Value| v.pointer("/metadata/annotations").and_then(|a| a.get(names::SOURCE_ANNOTATION)).cloned();
     let owner = |v: &Value| v.pointer("/metadata/ownerReferences/0/uid").cloned();
     existing.get("spec") == desired.get("spec")
         && existing.get("data") == desired.get("data")
-        && existing.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL))
-            == desired.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL))
+        && label(existing) == label(desired)
+        && source(existing) == source(desired)
         && owner(existing) == owner(desired)
+}
+
+/// Whether an object found in the cluster is the controller's: labelled as written by it. Such an
+/// object is adopted (rewritten, or deleted when nothing wants it); any other is never touched.
+pub fn is_managed(object: &Value) -> bool {
+    object.pointer("/metadata/labels").and_then(|l| l.get(MANAGED_BY)).and_then(Value::as_str) == Some(FIELD_MANAGER)
 }
 
 /// The status to write for a policy, or None when the one it has is already it. Conditions whose
@@ -304,6 +306,42 @@ mod tests {
             assert_eq!(p["patch"]["operation"], "INSERT_BEFORE");
             assert_eq!(p["patch"]["value"], crate::render::hold_filter(toolgate_policy::plan::DEFAULT_MAX_BODY_BYTES));
         }
+    }
+
+    /// A Gateway name of 64 characters or more made the API server refuse the outputs (a label value
+    /// over 63): names and label values are bounded, the full names are in the annotation.
+    #[test]
+    fn a_long_gateway_name_gives_outputs_the_api_server_takes() {
+        let gw = format!("mcp-{}", "x".repeat(240));
+        let yaml = format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {gw}, namespace: ns}}\n\
+            spec: {{gatewayClassName: istio, listeners: [{{name: http, port: 8080, protocol: HTTP}}]}}\n---\n\
+            apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {{name: p, namespace: ns}}\n\
+            spec: {{targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: {gw}}}], action: Allow}}\n"
+        );
+        let topo =
+            crate::topology::build(&crate::model::Inventory::from_yaml(&yaml), &crate::topology::TopologyOptions::default());
+        let module = Module { url: "oci://m".into(), sha256: None };
+        let g = &topo.gateways[0];
+        let mut all = desired(g, None, &module, OutputKind::Wasmplugin);
+        all.extend(desired_hold(g, None));
+        all.extend(desired_configmaps(g, None));
+        assert_eq!(all.len(), 3);
+        for d in &all {
+            let m = &d.object["metadata"];
+            assert!(d.name.len() <= names::MAX_LEN && m["name"] == d.name.as_str(), "{}", d.name);
+            for value in m["labels"].as_object().unwrap().values() {
+                assert!(value.as_str().unwrap().len() <= 63, "{value}");
+            }
+            let source = m["annotations"][names::SOURCE_ANNOTATION].as_str().unwrap();
+            assert!(source.starts_with(&format!("ns/{gw}")), "{source}");
+            assert_eq!(d.gateway, gw);
+            assert!(is_managed(&d.object));
+        }
+        assert_eq!(all[0].object["spec"]["targetRefs"][0]["name"], gw.as_str(), "the Gateway by its full name");
+        let mut renamed = all[0].object.clone();
+        renamed["metadata"]["annotations"][names::SOURCE_ANNOTATION] = json!("ns/other/http");
+        assert!(!up_to_date(&renamed, &all[0].object), "the annotation is kept current");
     }
 
     #[test]

@@ -4,20 +4,26 @@
 //! The outputs that carry a policy are read off the topology: a Gateway ancestor (optionally one
 //! listener, `sectionName`) is carried by the WasmPlugins of that Gateway's enforced listeners and by
 //! its EnvoyFilter (without which a denial is not complete); an XBackend ancestor by the WasmPlugins
-//! of every listener whose plan has its backend level, and their Gateways' EnvoyFilters. The runtime
-//! says, for each output, whether this pass left it current, could not write it (the error), or has
-//! it in flight. `True`/`Programmed` needs every carrier written and current; else it is
-//! `False`/`Reconciling` with the failed writes in the message. An accepted policy that no
-//! output carries (an XBackend no route of any Gateway reaches) is not Programmed either.
+//! of every listener whose plan has its backend level, and their Gateways' EnvoyFilters (with
+//! `--plan-configmaps`, also each such listener's plan ConfigMap). The runtime says, for each
+//! output, whether this pass left it current (or has it in flight), or did not write it: the API
+//! server refused (the error), or an object of its name exists that the controller does not own
+//! (`write`). `True`/`Programmed` needs every carrier written and current; else it is
+//! `False`/`OutputConflict` when a carrier's name is taken, `False`/`Reconciling` otherwise, with the
+//! failed writes in the message. An accepted policy that no output carries (an XBackend no route of
+//! any Gateway reaches) is not Programmed either.
 
 use std::collections::BTreeMap;
 
 use toolgate_policy::api::Condition;
 
+use super::names;
 use crate::topology::{PolicyStatus, Topology};
 
 pub const PROGRAMMED: &str = "Programmed";
 pub const RECONCILING: &str = "Reconciling";
+/// An output's name is taken by an object the controller does not own: it is not overwritten.
+pub const OUTPUT_CONFLICT: &str = "OutputConflict";
 
 /// Whether an `Accepted` condition is a dry-run policy's (the topology says so in its message).
 pub fn is_dry_run(accepted: &Condition) -> bool {
@@ -27,9 +33,32 @@ pub fn is_dry_run(accepted: &Condition) -> bool {
 /// An output object: (kind, namespace, name).
 pub type OutputKey = (String, String, String);
 
-/// What a pass knows of one output: written and current (`Ok`), or the API server's error from
-/// writing it. A pass computes statuses after writing outputs, so an output is never pending then.
-pub type Outcome = Result<(), String>;
+/// What a pass knows of one output: written and current (`Ok`), or why it is not. A pass computes
+/// statuses after writing outputs, so an output is never pending then.
+pub type Outcome = Result<(), Failure>;
+
+/// Why an output was not written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The API server refused the write (its error).
+    Refused(String),
+    /// An object of the output's name exists that the controller does not own (what it is).
+    Conflict(String),
+}
+
+impl Failure {
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Failure::Conflict(_))
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Refused(e) | Failure::Conflict(e) => f.write_str(e),
+        }
+    }
+}
 
 /// Who carries what: each per-listener output with its Gateway, listener, and the policies of its
 /// Gateway level and of each XBackend's level.
@@ -41,6 +70,8 @@ struct Carrier {
     output: OutputKey,
     /// The Gateway's EnvoyFilter, which every listener output of the Gateway needs.
     hold: OutputKey,
+    /// The listener's plan ConfigMap, with `--plan-configmaps`.
+    configmap: Option<OutputKey>,
     gateway: (String, String),
     listener: String,
     gateway_level: Vec<String>,
@@ -53,8 +84,8 @@ fn names(level: &toolgate_policy::plan::LevelPlan) -> Vec<String> {
 
 impl Carriers {
     /// `plan_kind` is the kind of the per-listener outputs (WasmPlugin or TrafficExtension),
-    /// `hold_kind` the Gateway's EnvoyFilter's.
-    pub fn of(topo: &Topology, plan_kind: &str, hold_kind: &str) -> Self {
+    /// `hold_kind` the Gateway's EnvoyFilter's; `configmaps`: plans are written as ConfigMaps too.
+    pub fn of(topo: &Topology, plan_kind: &str, hold_kind: &str, configmaps: bool) -> Self {
         let mut out = Vec::new();
         for gw in &topo.gateways {
             let (ns, name) = (&gw.gateway.namespace, &gw.gateway.name);
@@ -66,8 +97,10 @@ impl Carriers {
                     .map(|(target, key)| (target.clone(), l.plan.backends.get(key).map(names).unwrap_or_default()))
                     .collect();
                 out.push(Carrier {
-                    output: (plan_kind.to_string(), ns.clone(), super::output::plan_output_name(name, &l.listener.name)),
-                    hold: (hold_kind.to_string(), ns.clone(), super::output::hold_output_name(name)),
+                    output: (plan_kind.to_string(), ns.clone(), names::plan_output(ns, name, &l.listener.name)),
+                    hold: (hold_kind.to_string(), ns.clone(), names::hold_output(ns, name)),
+                    configmap: configmaps
+                        .then(|| ("ConfigMap".to_string(), ns.clone(), names::plan_configmap(ns, name, &l.listener.name))),
                     gateway: (ns.clone(), name.clone()),
                     listener: l.listener.name.clone(),
                     gateway_level: names(&l.plan.gateway),
@@ -94,6 +127,7 @@ impl Carriers {
             };
             if carries {
                 outputs.push(c.output.clone());
+                outputs.extend(c.configmap.clone());
                 if !holds.contains(&c.hold) {
                     holds.push(c.hold.clone());
                 }
@@ -115,14 +149,14 @@ impl Carriers {
             let (generation, dry_run) = (accepted.observed_generation, is_dry_run(accepted));
             let ns = a.ancestor_ref.namespace.clone().unwrap_or_else(|| policy_ns.clone());
             let carriers = self.for_ancestor(&status.policy, &ns, &a.ancestor_ref);
-            let failed: Vec<String> = carriers
-                .iter()
-                .filter_map(|key @ (kind, ns, name)| outcome(key).err().map(|e| format!("{kind} {ns}/{name}: {e}")))
-                .collect();
+            let failures: Vec<(&OutputKey, Failure)> =
+                carriers.iter().filter_map(|key| outcome(key).err().map(|e| (key, e))).collect();
+            let failed: Vec<String> = failures.iter().map(|((kind, ns, name), e)| format!("{kind} {ns}/{name}: {e}")).collect();
+            let conflict = failures.iter().any(|(_, e)| e.is_conflict());
             let (ok, message) = if carriers.is_empty() {
                 (false, "no Gateway listener's routes reach this target, so no output carries the policy".to_string())
             } else if !failed.is_empty() {
-                (false, format!("writing failed: {}", failed.join("; ")))
+                (false, format!("not written: {}", failed.join("; ")))
             } else {
                 let outputs: Vec<String> = carriers.iter().map(|(k, ns, n)| format!("{k} {ns}/{n}")).collect();
                 (
@@ -137,7 +171,14 @@ impl Carriers {
             a.conditions.push(Condition {
                 condition_type: PROGRAMMED.into(),
                 status: if ok { "True" } else { "False" }.into(),
-                reason: if ok { PROGRAMMED } else { RECONCILING }.into(),
+                reason: if ok {
+                    PROGRAMMED
+                } else if conflict {
+                    OUTPUT_CONFLICT
+                } else {
+                    RECONCILING
+                }
+                .into(),
                 message,
                 observed_generation: generation,
                 last_transition_time: now.to_string(),
@@ -146,8 +187,8 @@ impl Carriers {
     }
 }
 
-/// The outputs whose write failed in a pass, with the error.
-pub type Failures = BTreeMap<OutputKey, String>;
+/// The outputs not written in a pass, with why.
+pub type Failures = BTreeMap<OutputKey, Failure>;
 
 #[cfg(test)]
 mod tests {
@@ -188,7 +229,7 @@ mod tests {
     #[test]
     fn programmed_once_every_carrier_is_current() {
         let topo = topology();
-        let carriers = Carriers::of(&topo, "WasmPlugin", "EnvoyFilter");
+        let carriers = Carriers::of(&topo, "WasmPlugin", "EnvoyFilter", false);
         let status = |name: &str| topo.statuses.iter().find(|s| s.policy == format!("ns/{name}")).unwrap().clone();
 
         let mut on_b = status("on-b");
@@ -200,7 +241,7 @@ mod tests {
 
         // The EnvoyFilter's write failed: not programmed, the error named.
         let mut on_b = status("on-b");
-        let failing = |k: &OutputKey| if k.0 == "EnvoyFilter" { Err("forbidden".to_string()) } else { Ok(()) };
+        let failing = |k: &OutputKey| if k.0 == "EnvoyFilter" { Err(Failure::Refused("forbidden".into())) } else { Ok(()) };
         carriers.add_programmed(&mut on_b, failing, "t");
         let [(s, r, m)] = programmed(&on_b).try_into().unwrap();
         assert_eq!((s.as_str(), r.as_str()), ("False", RECONCILING));
@@ -209,11 +250,17 @@ mod tests {
         // The backend policy: carried by listener a's WasmPlugin (its route reaches `tools`); the
         // unrouted XBackend's ancestor is carried by nothing.
         let mut on_tools = status("on-tools");
-        let failing = |k: &OutputKey| if *k == key("WasmPlugin", "toolgate-gw-a") { Err("conflict".to_string()) } else { Ok(()) };
-        carriers.add_programmed(&mut on_tools, failing, "t");
+        let taken = |k: &OutputKey| {
+            if *k == key("WasmPlugin", "toolgate-gw-a") {
+                Err(Failure::Conflict("exists and is not Toolgate's".into()))
+            } else {
+                Ok(())
+            }
+        };
+        carriers.add_programmed(&mut on_tools, taken, "t");
         let [tools, unrouted] = programmed(&on_tools).try_into().unwrap();
-        assert_eq!((tools.0.as_str(), tools.1.as_str()), ("False", RECONCILING));
-        assert!(tools.2.contains("WasmPlugin ns/toolgate-gw-a: conflict"), "{}", tools.2);
+        assert_eq!((tools.0.as_str(), tools.1.as_str()), ("False", OUTPUT_CONFLICT));
+        assert!(tools.2.contains("WasmPlugin ns/toolgate-gw-a: exists and is not Toolgate's"), "{}", tools.2);
         let mut on_tools = status("on-tools");
         carriers.add_programmed(&mut on_tools, |_| Ok(()), "t");
         let [tools, _] = programmed(&on_tools).try_into().unwrap();
@@ -221,5 +268,20 @@ mod tests {
         assert!(tools.2.contains("WasmPlugin ns/toolgate-gw-a") && !tools.2.contains("toolgate-gw-b"), "{}", tools.2);
         assert_eq!(unrouted.0, "False");
         assert!(unrouted.2.contains("no Gateway listener"), "{}", unrouted.2);
+    }
+
+    #[test]
+    fn plan_configmaps_carry_the_policy_when_written() {
+        let topo = topology();
+        let carriers = Carriers::of(&topo, "WasmPlugin", "EnvoyFilter", true);
+        let mut on_b = topo.statuses.iter().find(|s| s.policy == "ns/on-b").unwrap().clone();
+        carriers.add_programmed(&mut on_b, |_| Ok(()), "t");
+        let [(s, _, m)] = programmed(&on_b).try_into().unwrap();
+        assert_eq!(s, "True");
+        assert!(m.contains("ConfigMap ns/toolgate-plan-gw-b"), "{m}");
+        let taken = |k: &OutputKey| if k.0 == "ConfigMap" { Err(Failure::Conflict("taken".into())) } else { Ok(()) };
+        carriers.add_programmed(&mut on_b, taken, "t");
+        let [(s, r, m)] = programmed(&on_b).try_into().unwrap();
+        assert_eq!((s.as_str(), r.as_str()), ("False", OUTPUT_CONFLICT), "{m}");
     }
 }

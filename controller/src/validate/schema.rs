@@ -1,6 +1,8 @@
 //! The structural-schema walks of [`admit`](super::admit): unknown fields, defaults, OpenAPI, list types, CEL.
 
+use std::collections::HashSet;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use serde_json::{Map, Value};
 
@@ -334,10 +336,8 @@ pub(super) fn validate_list_types(v: &Value, schema: &Value, path: &FieldPath, e
         Value::Array(items) => {
             match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
                 Some("set") => {
-                    for (i, item) in items.iter().enumerate() {
-                        if items[..i].contains(item) {
-                            push(errs, path.index(i), format!("Duplicate value: {}", show(item)), false);
-                        }
+                    for i in repeated(items.iter().map(Hashed)) {
+                        push(errs, path.index(i), format!("Duplicate value: {}", show(&items[i])), false);
                     }
                 }
                 Some("map") => {
@@ -348,14 +348,12 @@ pub(super) fn validate_list_types(v: &Value, schema: &Value, path: &FieldPath, e
                         .flatten()
                         .filter_map(Value::as_str)
                         .collect();
-                    let key_of = |item: &Value| -> Map<String, Value> {
-                        keys.iter().filter_map(|k| item.get(*k).map(|x| (k.to_string(), x.clone()))).collect()
+                    let key_of = |item: &Value| -> Value {
+                        Value::Object(keys.iter().filter_map(|k| item.get(*k).map(|x| (k.to_string(), x.clone()))).collect())
                     };
-                    for (i, item) in items.iter().enumerate() {
-                        let key = key_of(item);
-                        if items[..i].iter().any(|prev| key_of(prev) == key) {
-                            push(errs, path.index(i), format!("Duplicate value: {}", Value::Object(key)), false);
-                        }
+                    let item_keys: Vec<Value> = items.iter().map(key_of).collect();
+                    for i in repeated(item_keys.iter().map(Hashed)) {
+                        push(errs, path.index(i), format!("Duplicate value: {}", item_keys[i]), false);
                     }
                 }
                 _ => {}
@@ -376,6 +374,62 @@ pub(super) fn validate_list_types(v: &Value, schema: &Value, path: &FieldPath, e
             }
         }
         _ => {}
+    }
+}
+
+/// The positions of the keys equal to an earlier one, in order. Each key is looked up once in a
+/// hash set: comparing each item with every one before it took minutes on a long list (which
+/// `maxItems` refuses, but only beside this check).
+pub(super) fn repeated<K: Hash + Eq>(keys: impl IntoIterator<Item = K>) -> Vec<usize> {
+    let mut seen = HashSet::new();
+    keys.into_iter().enumerate().filter_map(|(i, key)| (!seen.insert(key)).then_some(i)).collect()
+}
+
+/// A JSON value hashed consistently with `Value`'s equality.
+struct Hashed<'a>(&'a Value);
+
+impl PartialEq for Hashed<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for Hashed<'_> {}
+
+impl Hash for Hashed<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_value(self.0, state);
+    }
+}
+
+fn hash_value<H: Hasher>(v: &Value, state: &mut H) {
+    std::mem::discriminant(v).hash(state);
+    match v {
+        Value::Null => {}
+        Value::Bool(b) => b.hash(state),
+        // 0.0 and -0.0 are equal: they hash alike (1 and 1.0, which are not, may too).
+        Value::Number(n) => {
+            let f = n.as_f64().unwrap_or(0.0);
+            (if f == 0.0 { 0.0f64 } else { f }).to_bits().hash(state)
+        }
+        Value::String(s) => s.hash(state),
+        Value::Array(items) => {
+            items.len().hash(state);
+            items.iter().for_each(|x| hash_value(x, state));
+        }
+        // Entries are combined in any order: maps with the same entries are equal whatever order
+        // the map keeps them in.
+        Value::Object(m) => {
+            m.len().hash(state);
+            let mut sum = 0u64;
+            for (k, x) in m {
+                let mut entry = std::collections::hash_map::DefaultHasher::new();
+                k.hash(&mut entry);
+                hash_value(x, &mut entry);
+                sum = sum.wrapping_add(entry.finish());
+            }
+            sum.hash(state);
+        }
     }
 }
 
