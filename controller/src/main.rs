@@ -29,8 +29,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `toolgate --version`: the workspace version (Cargo.toml, the one version of a release) and the
+/// commit it was built from (build.rs: TOOLGATE_COMMIT, else git, else `unknown`).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TOOLGATE_COMMIT"), ")");
+
 #[derive(Parser)]
-#[command(name = "toolgate", version, about = "Authorization for MCP tool calls, enforced inside Envoy")]
+#[command(name = "toolgate", version = VERSION, about = "Authorization for MCP tool calls, enforced inside Envoy")]
 struct Cli {
     /// How log lines are printed on stderr: `text` (one line each) or `json` (one object each).
     /// Levels come from RUST_LOG (e.g. `debug`, `toolgate=debug,kube=info`); default `info`.
@@ -70,13 +74,15 @@ enum Command {
         #[arg(short = 'o', long = "output", value_name = "DIR")]
         output: Option<std::path::PathBuf>,
     },
-    /// Run every CRD validation (OpenAPI limits, CEL rules) offline; exit 1 when any object is invalid.
+    /// Run every CRD validation (OpenAPI limits, CEL rules) offline; exit 1 when any object is invalid
+    /// or any document is not an object Toolgate reads.
     Validate(cli::InputArgs),
     /// Write each Gateway listener's compiled plan and status.json.
     Compile(compile_cmd::CompileArgs),
     /// Write a runnable Envoy configuration per Gateway.
     Render(render::RenderArgs),
-    /// Print the decision for a described request, and why.
+    /// Print the decision for a described request, and why; exit 0 when it is ALLOW, 1 when not, 2
+    /// on errors (as `kubectl auth can-i`).
     Explain(explain_cmd::ExplainArgs),
     /// Run in a cluster: watch the resources, write Istio WasmPlugins (or TrafficExtensions) and
     /// policy status (KUBECONFIG or the in-cluster service account).
@@ -98,10 +104,10 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Validate(args) => ExitCode::from(validate_cmd::run(&args.files, &args.namespace)),
+        Command::Validate(args) => ExitCode::from(validate_cmd::run(&args)),
         Command::Compile(args) => exit(compile_cmd::run(&args)),
         Command::Render(args) => exit(render::run(&args)),
-        Command::Explain(args) => exit(explain_cmd::run(&args)),
+        Command::Explain(args) => ExitCode::from(explain_cmd::Verdict::exit_code(explain_cmd::run(&args))),
         Command::Controller(args) => runtime::run(&args),
     }
 }

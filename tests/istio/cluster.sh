@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/istio/cluster.sh: a real Kubernetes control plane (etcd + kube-apiserver v1.36.3, RBAC enforced) and
 # a real istiod (pilot-discovery, out of cluster) on loopback, for tests/istio. Binaries from
-# tests/istio/gobuild.sh (built from Go modules into the cache on first use).
+# tests/istio/gobuild.sh (built from Go modules into the cache on first use). ISTIO=<release> selects the
+# Istio release (tests/istio/releases.txt; default: its first line): its istiod and its CRDs.
 #
 #   tests/istio/cluster.sh start          # etcd + kube-apiserver, CRDs, deploy/namespace.yaml + deploy/rbac.yaml,
 #                                         # kubeconfigs; prints the export line for the admin kubeconfig
@@ -14,7 +15,7 @@
 # deploy/rbac.yaml is what the controller gets), gateway.token (a token of default/gw-istio, audience
 # istio-ca: what the gateway's Envoy sends istiod), pki/, logs/{etcd,apiserver,istiod}.log.
 #
-# Settings (environment): TOOLGATE_ISTIO_CACHE (see gobuild.sh); ISTIO_TEST_RUN (default
+# Settings (environment): ISTIO (above); TOOLGATE_ISTIO_CACHE (see gobuild.sh); ISTIO_TEST_RUN (default
 # $TOOLGATE_ISTIO_CACHE/run): this instance's files; ports on 127.0.0.1: ISTIO_TEST_APISERVER_PORT
 # (default 17443), ISTIO_TEST_ETCD_PORT (default 13379; the next port is etcd's peer port),
 # ISTIO_TEST_XDS_PORT (default 15010), ISTIO_TEST_ISTIOD_HTTP_PORT (default 15080: istiod's debug and
@@ -27,6 +28,10 @@ REPO=$(cd "$HERE/../.." && pwd)
 PREFIX=${TOOLGATE_ISTIO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/istio}
 export TOOLGATE_ISTIO_CACHE=$PREFIX
 BIN=$PREFIX/bin
+# The Istio release, and the directory of its pilot-discovery (gobuild.sh fails on a release it has no pin for).
+read -r ISTIO _ < <(bash "$HERE/gobuild.sh" release) || exit 2
+export ISTIO
+IBIN=$BIN/istio-$ISTIO
 RUN=${ISTIO_TEST_RUN:-$PREFIX/run}
 PORT=${ISTIO_TEST_APISERVER_PORT:-17443}
 EPORT=${ISTIO_TEST_ETCD_PORT:-13379}
@@ -91,7 +96,7 @@ do_start() {
 
   t0=$(date +%s%N)
   kc apply --server-side -f "$REPO/crds" -f "$REPO/tests/k8s/thirdparty-crds/gateway-api-v1.6.1" \
-    -f "$REPO/tests/k8s/thirdparty-crds/istio" -f "$HERE/crds" >/dev/null
+    -f "$REPO/tests/k8s/thirdparty-crds/istio" -f "$HERE/crds/$ISTIO" >/dev/null
   wait_crds_established kc 60
   kc create namespace istio-system >/dev/null
   kc apply --server-side -f "$REPO/deploy/namespace.yaml" -f "$REPO/deploy/rbac.yaml" >/dev/null
@@ -116,7 +121,7 @@ EOF
 }
 
 do_istiod_start() {
-  have pilot-discovery || bash "$HERE/gobuild.sh" ensure
+  [ -x "$IBIN/pilot-discovery" ] || bash "$HERE/gobuild.sh" ensure
   if running istiod; then log "istiod already running (pid $(cat "$RUN/istiod.pid"))"; exit 1; fi
   mkdir -p "$RUN/istiod" "$RUN/logs"
   cat > "$RUN/istiod/mesh.yaml" <<EOF
@@ -142,13 +147,13 @@ EOF
     VALIDATION_WEBHOOK_CONFIG_NAME= PILOT_ENABLE_GATEWAY_API=true PILOT_ENABLE_GATEWAY_API_STATUS=true \
     PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER=true \
     ENABLE_LEADER_ELECTION=false KUBECONFIG="$RUN/admin.kubeconfig" \
-    nohup "$BIN/pilot-discovery" discovery --kubeconfig "$RUN/admin.kubeconfig" \
+    nohup "$IBIN/pilot-discovery" discovery --kubeconfig "$RUN/admin.kubeconfig" \
       --meshConfig "$RUN/istiod/mesh.yaml" --networksConfig "$RUN/istiod/meshNetworks.yaml" \
       --httpAddr "127.0.0.1:$IHTTP_PORT" --httpsAddr "" --grpcAddr "127.0.0.1:$XDS_PORT" --secureGRPCAddr "" \
       --monitoringAddr "127.0.0.1:$IMON_PORT" --ctrlz_address 127.0.0.1 --ctrlz_port "$CTRLZ_PORT" \
       --domain cluster.local ${ISTIO_TEST_ISTIOD_ARGS:-} > "$RUN/logs/istiod.log" 2>&1) &
   echo $! > "$RUN/istiod.pid"   # the subshell execs env, which execs pilot-discovery: the same pid
-  wait_http "http://127.0.0.1:$IHTTP_PORT/ready" istiod "istiod (xDS 127.0.0.1:$XDS_PORT)" || { do_istiod_stop; exit 1; }
+  wait_http "http://127.0.0.1:$IHTTP_PORT/ready" istiod "istiod $ISTIO (xDS 127.0.0.1:$XDS_PORT)" || { do_istiod_stop; exit 1; }
 }
 
 do_istiod_stop() { stop_pid "$RUN" istiod "$BIN"; }

@@ -7,14 +7,15 @@ import sys
 
 import pytest
 
-from istio_stack import BIN, CLUSTER_SH, KEEP, Cluster, XdsShim, envoy_bootstrap, services
+from istio_stack import BIN, CLUSTER_SH, ISTIO, ISTIO_BIN, KEEP, Cluster, XdsShim, envoy_bootstrap, services
 import harness
 
 
 @pytest.fixture(scope="module")
 def cluster(request, tmp_path_factory):
-    if not (BIN / "kube-apiserver").exists() or not (BIN / "pilot-discovery").exists():
-        pytest.fail(f"{BIN}: no control plane binaries; run `bash tests/istio/gobuild.sh ensure` (make test-istio does)")
+    if not (BIN / "kube-apiserver").exists() or not (ISTIO_BIN / "pilot-discovery").exists():
+        pytest.fail(f"{BIN}: no control plane binaries for Istio {ISTIO}; run `ISTIO={ISTIO} bash tests/istio/gobuild.sh "
+                    "ensure` (make test-istio does)")
     c = Cluster(tmp_path_factory.mktemp("istio-run"))
     try:
         c.start_seconds = c.sh("start")

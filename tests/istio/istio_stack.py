@@ -24,6 +24,32 @@ from harness import assert_allowed, assert_denied  # noqa: E402
 CACHE = Path(os.environ.get("TOOLGATE_ISTIO_CACHE")
              or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolgate/istio")
 BIN = CACHE / "bin"
+
+
+def istio_releases() -> list[tuple[str, str]]:
+    """tests/istio/releases.txt: (release, istio.io/istio module version), the default first."""
+    lines = (REPO / "tests/istio/releases.txt").read_text().splitlines()
+    return [tuple(line.split()[:2]) for line in lines if line.strip() and not line.startswith("#")]
+
+
+# The Istio release under test (ISTIO, as `make test-istio ISTIO=1.30.4` sets it; default: the first in
+# releases.txt): cluster.sh runs its istiod (ISTIO_BIN) and applies its CRDs; Envoy's node says its version.
+ISTIO = os.environ.get("ISTIO") or istio_releases()[0][0]
+ISTIO_BIN = BIN / f"istio-{ISTIO}"
+
+
+def istio_at_least(release: str) -> bool:
+    """Whether the release under test is this release or a later one (by number: 1.30.4 < 1.31)."""
+    def number(v: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in v.split("-")[0].split("."))
+    return number(ISTIO) >= number(release)
+
+
+def istio_serves(kind: str) -> bool:
+    """Whether the release under test has a CRD of this kind (its crds/<release>/crd-all.gen.yaml, which
+    cluster.sh applies): TrafficExtension, for one, is there from Istio 1.30 on."""
+    crds = REPO / "tests/istio/crds" / ISTIO / "crd-all.gen.yaml"
+    return crds.exists() and f"\n    kind: {kind}\n" in crds.read_text()
 CLUSTER_SH = REPO / "tests/istio/cluster.sh"
 # TOOLGATE_ISTIO_KEEP=1: leave the control plane, Envoy and the MCP server running after the tests (debugging).
 KEEP = os.environ.get("TOOLGATE_ISTIO_KEEP") == "1"
@@ -53,7 +79,7 @@ class Cluster:
         api, etcd, xds, http, mon, ctrlz = free_ports(6)
         self.xds_port = xds
         self.istiod_http_port = http
-        self.env = {**os.environ, "TOOLGATE_ISTIO_CACHE": str(CACHE), "ISTIO_TEST_RUN": str(run),
+        self.env = {**os.environ, "TOOLGATE_ISTIO_CACHE": str(CACHE), "ISTIO": ISTIO, "ISTIO_TEST_RUN": str(run),
                     "ISTIO_TEST_APISERVER_PORT": str(api), "ISTIO_TEST_ETCD_PORT": str(etcd),
                     "ISTIO_TEST_XDS_PORT": str(xds), "ISTIO_TEST_ISTIOD_HTTP_PORT": str(http),
                     "ISTIO_TEST_ISTIOD_MONITORING_PORT": str(mon), "ISTIO_TEST_CTRLZ_PORT": str(ctrlz)}
@@ -151,7 +177,7 @@ def envoy_bootstrap(xds_port: int, token: str, ip: str = GATEWAY_IP) -> dict:
             "id": f"router~{ip}~gw-istio-0.default~default.svc.cluster.local",
             "cluster": "gw-istio.default",
             "metadata": {
-                "NAMESPACE": "default", "NAME": "gw-istio-0", "CLUSTER_ID": "Kubernetes", "ISTIO_VERSION": "1.31.0",
+                "NAMESPACE": "default", "NAME": "gw-istio-0", "CLUSTER_ID": "Kubernetes", "ISTIO_VERSION": ISTIO,
                 "LABELS": {**GATEWAY_LABELS, "service.istio.io/canonical-name": "gw-istio"},
                 "INSTANCE_IPS": ip, "WORKLOAD_NAME": "gw-istio", "SERVICE_ACCOUNT": "gw-istio",
                 "MESH_ID": "cluster.local", "OWNER": "kubernetes://apis/apps/v1/namespaces/default/deployments/gw-istio",

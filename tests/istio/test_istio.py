@@ -13,8 +13,10 @@ import json
 import time
 from pathlib import Path
 
-from istio_stack import (ISTIO_SVC, ROUTE_AND_BACKEND, Cluster, Controller, allow_policy, allowed, call, denied, gateway,
-                         listener_http_filters, wasm_filters)
+import pytest
+
+from istio_stack import (ISTIO, ISTIO_SVC, ROUTE_AND_BACKEND, Cluster, Controller, allow_policy, allowed, call, denied,
+                         gateway, istio_serves, listener_http_filters, wasm_filters)
 import harness
 from harness import assert_allowed, assert_denied
 
@@ -151,6 +153,8 @@ def test_backend_policy_keyed_by_istios_cluster_name(stack, tmp_path):
         controller.stop()
 
 
+@pytest.mark.skipif(not istio_serves("TrafficExtension"),
+                    reason=f"Istio {ISTIO} has no TrafficExtension (extensions.istio.io, from Istio 1.30 on)")
 def test_trafficextension_output(stack, tmp_path):
     """--output trafficextension: Istio 1.30's TrafficExtension, which istiod turns into the same ECDS filter."""
     cluster, mcp, envoy, port = stack["cluster"], stack["mcp"], stack["envoy"], stack["port"]

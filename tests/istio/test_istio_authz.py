@@ -23,8 +23,8 @@ import pytest
 
 import harness
 from harness import assert_allowed, assert_denied, external_auth_policy, mcp_match, policy, rule, sa, spiffe
-from istio_stack import (GATEWAY_LABELS, ISTIO_SVC, ROUTE_AND_BACKEND, Cluster, Controller, allowed, call, denied,
-                         listener_http_filters)
+from istio_stack import (GATEWAY_LABELS, ISTIO, ISTIO_SVC, ROUTE_AND_BACKEND, Cluster, Controller, allowed, call, denied,
+                         istio_at_least, listener_http_filters)
 
 SA_A = "spiffe://cluster.local/ns/default/sa/a"
 AUTHZ_CLUSTER = "outbound|9000||authz.default.svc.cluster.local"
@@ -257,7 +257,8 @@ def test_frontend_validation_by_ca_certificate_refs(gw, tmp_path, mode):
     certificate's URI SAN as with Istio's option. With `mode: AllowInsecureFallback` istiod's server
     accepts any certificate, verified or not (a certificate from another CA claiming a's ID gets
     through the handshake), so the controller's plan for that listener reads no caller identity: every
-    rule with a source denies, the forged claim included (fail closed)."""
+    rule with a source denies, the forged claim included (fail closed). Istio 1.30 ignores the mode (it
+    came in 1.31) and validates as without it; the plan denies all the same."""
     cluster, envoy, port = gw["cluster"], gw["envoy"], gw["https_port"]
     controller = Controller(cluster, tmp_path, gw["wasm"])
     url = f"https://127.0.0.1:{port}/mcp"
@@ -296,11 +297,21 @@ def test_frontend_validation_by_ca_certificate_refs(gw, tmp_path, mode):
             harness.wait_for(lambda: plan_says() is True, timeout=60, what="the plan of the insecure listener")
             harness.wait_for(lambda: denied(tls_call(gw, "get-sum", "agent-a")), timeout=60,
                              what=f"the plan without identities at the gateway\n{envoy.log_tail(30)}")
-            # istiod's server lets the forged certificate through the handshake: only the plan stands
-            # between its claim and a's tools.
-            assert not harness.handshake_rejected(url, cert=forged, ca=gw["certs"] / "ca.crt")
-            for agent in ("other-agent-a", "agent-a", "agent-b", None):
-                assert_denied(tls_call(gw, "get-sum", agent))
+            if istio_at_least("1.31"):
+                # istiod's server lets the forged certificate through the handshake: only the plan stands
+                # between its claim and a's tools.
+                assert not harness.handshake_rejected(url, cert=forged, ca=gw["certs"] / "ca.crt")
+                for agent in ("other-agent-a", "agent-a", "agent-b", None):
+                    assert_denied(tls_call(gw, "get-sum", agent))
+            else:
+                # Istio before 1.31 has no AllowInsecureFallback: istiod ignores `mode` and serves the same
+                # MUTUAL server as without it (no certificate, or another CA's: refused in the handshake).
+                # The controller's plan reads the Gateway, not istiod's version: no identity, so a's and
+                # b's verified certificates are denied too (fail closed).
+                assert harness.handshake_rejected(url, cert=forged, ca=gw["certs"] / "ca.crt"), f"Istio {ISTIO}"
+                assert harness.handshake_rejected(url, ca=gw["certs"] / "ca.crt"), f"Istio {ISTIO}"
+                for agent in ("agent-a", "agent-b"):
+                    assert_denied(tls_call(gw, "get-sum", agent))
     finally:
         cluster.kubectl("delete", "xaccesspolicies", "callers", "tools-callers", "-n", "default", "--ignore-not-found")
         # Back to the Istio option for the other tests of this module.
