@@ -64,11 +64,12 @@ test-unit-build: setup
 ifdef TEST_GRAPH
 suite-e2e: build wasm go-mcp-server
 suite-e2e-native: build module go-mcp-server
-suite-clusters: build wasm istio-control-plane
+suite-clusters: build wasm istio-control-plane release
 # Order only: one cargo build after another, in the order the suites need them.
 build: | test-unit-build
 wasm: | build
 module: | wasm
+release: | module
 lint test-unit test-wasm: | module
 # The fuzz targets are built beside everything (their own target folder), and fuzzed once the suites
 # and checks are done: a time-bounded run on a busy machine would hardly get past its corpus.
@@ -102,6 +103,7 @@ suite-e2e-native:
 suite-clusters:
 	$(MAKE) --no-print-directory suite-k8s
 	$(MAKE) --no-print-directory suite-istio
+	$(PYTEST) tests/release -q -ra
 
 suite-k8s:
 	bash tests/k8s/run.sh
@@ -220,8 +222,9 @@ module: setup
 export ISTIO
 istio-control-plane:
 	bash tests/istio/gobuild.sh ensure
+	bash release/tools.sh ensure helm oras registry
 
-test-istio: build wasm istio-control-plane
+test-istio: build wasm istio-control-plane release
 	$(MAKE) --no-print-directory suite-istio
 
 # The Istio support matrix, docs/istio-support.md: tests/istio run against each release of

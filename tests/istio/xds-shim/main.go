@@ -1,7 +1,9 @@
 // xds-shim: relays Envoy's ADS stream (state of the world) to istiod, unchanged except that listeners and
 // clusters lose the filters whose names are in -drop (by default Istio's own filters, which upstream Envoy
 // does not have: istio.metadata_exchange, istio.alpn, istio.stats). Everything it drops is logged. For
-// tests/istio only: istiod drives a stock Envoy (the gateway) through it.
+// tests/istio only: istiod drives a stock Envoy (the gateway) through it. With -wasm-cache-dir it also
+// does what istio-agent does to ECDS responses: pulls remote Wasm modules (oci://) with istio's own
+// pkg/wasm and hands Envoy the local file (wasm.go).
 package main
 
 import (
@@ -44,6 +46,7 @@ var (
 type shim struct {
 	discovery.UnimplementedAggregatedDiscoveryServiceServer
 	upstream discovery.AggregatedDiscoveryServiceClient
+	wasm     *wasmConverter // nil: ECDS is relayed unchanged
 }
 
 func (s *shim) StreamAggregatedResources(down discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
@@ -57,6 +60,12 @@ func (s *shim) StreamAggregatedResources(down discovery.AggregatedDiscoveryServi
 		return err
 	}
 	errc := make(chan error, 2)
+	var sendMu sync.Mutex // Envoy's requests and the shim's NACKs (wasm.go) share the upstream stream
+	send := func(req *discovery.DiscoveryRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return up.Send(req)
+	}
 	go func() {
 		for {
 			req, err := down.Recv()
@@ -64,7 +73,8 @@ func (s *shim) StreamAggregatedResources(down discovery.AggregatedDiscoveryServi
 				errc <- err
 				return
 			}
-			if err := up.Send(req); err != nil {
+			s.wasm.observeRequest(req)
+			if err := send(req); err != nil {
 				errc <- err
 				return
 			}
@@ -80,6 +90,13 @@ func (s *shim) StreamAggregatedResources(down discovery.AggregatedDiscoveryServi
 			if err := rewrite(resp); err != nil {
 				errc <- err
 				return
+			}
+			if nack := s.wasm.convert(resp); nack != nil {
+				if err := send(nack); err != nil {
+					errc <- err
+					return
+				}
+				continue
 			}
 			if err := down.Send(resp); err != nil {
 				errc <- err
@@ -232,6 +249,10 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:15011", "address Envoy's ADS cluster points at")
 	upstream := flag.String("upstream", "127.0.0.1:15010", "istiod's plaintext xDS address (--grpcAddr)")
 	names := flag.String("drop", "istio.metadata_exchange,istio.alpn,istio.stats", "filter names to drop, comma-separated")
+	wasmDir := flag.String("wasm-cache-dir", "", "pull remote Wasm modules of ECDS responses into this folder and "+
+		"hand Envoy the local file, as istio-agent does (istio.io/istio/pkg/wasm); empty: relay ECDS unchanged")
+	wasmInsecure := flag.String("wasm-insecure-registries", "", "registries pulled without TLS verification "+
+		"(istio-agent's WASM_INSECURE_REGISTRIES: host:port list or *); loopback registries are plain HTTP anyway")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	for _, n := range strings.Split(*names, ",") {
@@ -249,7 +270,8 @@ func main() {
 		log.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(1 << 30))
-	discovery.RegisterAggregatedDiscoveryServiceServer(srv, &shim{upstream: discovery.NewAggregatedDiscoveryServiceClient(conn)})
+	discovery.RegisterAggregatedDiscoveryServiceServer(srv, &shim{upstream: discovery.NewAggregatedDiscoveryServiceClient(conn),
+		wasm: newWasmConverter(*wasmDir, *wasmInsecure)})
 	go func() {
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
