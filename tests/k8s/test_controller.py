@@ -427,7 +427,11 @@ def test_programmed_follows_the_outputs(cluster, tmp_path):
         assert 'toolgate_controller_errors_total{error="write"}' in controller.get("/metrics").body.decode()
 
         server.kubectl("apply", "--server-side", "-f", str(crd))
-        server.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/envoyfilters.networking.istio.io")
+        # On the condition itself: `kubectl wait` fails at once on a CRD whose status has no conditions yet.
+        harness.wait_for(lambda: server.kubectl(
+            "get", "crd", "envoyfilters.networking.istio.io", "-o",
+            'jsonpath={.status.conditions[?(@.type=="Established")].status}', check=False).stdout == "True",
+            timeout=60, what="the EnvoyFilter CRD Established")
         [c] = harness.wait_for(lambda: [c for c in programmed(server, "p") if c["status"] == "True"], timeout=60,
                                what="Programmed again")
         assert server.get("envoyfilter", "toolgate-gw") is not None
