@@ -1,5 +1,5 @@
-//! The documentation against what it describes, where that is cheap to check: the README's layout
-//! table against the tree and the CLI, `docs/semantics.md §N` citations against its sections, paths
+//! The documentation against what it describes, where that is cheap to check: the README is a short
+//! page, docs/layout.md's layout table against the tree and the CLI, `docs/semantics.md §N` citations against its sections, paths
 //! the docs name against the files, docs/security.md's fuzzing table against `fuzz/`, and the
 //! generated docs against their generators' inputs. (The CRDs' test is in `src/crds.rs`; the bypass
 //! table's in `tests/bypass/test_reference_table.py`.)
@@ -51,9 +51,24 @@ fn backticked(text: &str) -> Vec<&str> {
 }
 
 #[test]
-fn the_readme_layout_table_matches_the_tree_and_the_cli() {
+fn the_readme_is_a_short_page() {
+    // The README is a newcomer's page; the rest is in docs/. No commit hashes: a word of 7 to 40
+    // lower-case hex digits with both a digit and a letter in it.
     let readme = read("README.md");
-    let rows = table_rows(&readme, "| crate / folder | job |");
+    let lines = readme.lines().count();
+    assert!(lines <= 200, "README.md has {lines} lines, more than 200: move the detail to a page of docs/");
+    let hashes: Vec<&str> = readme
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| (7..=40).contains(&w.len()) && w.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)))
+        .filter(|w| w.chars().any(|c| c.is_ascii_digit()) && w.chars().any(|c| c.is_ascii_alphabetic()))
+        .collect();
+    assert!(hashes.is_empty(), "README.md names commits (the docs that are generated say theirs): {hashes:?}");
+}
+
+#[test]
+fn the_layout_table_matches_the_tree_and_the_cli() {
+    let layout = read("docs/layout.md");
+    let rows = table_rows(&layout, "| crate / folder | job |");
     let row_of = |dir: &str| rows.iter().find(|r| backticked(first_cell(r)).iter().any(|w| w.starts_with(&format!("{dir}/"))));
     let mut problems = Vec::new();
     for dir in entries(".").into_iter().filter(|d| repo().join(d).is_dir()) {
@@ -96,7 +111,7 @@ fn the_readme_layout_table_matches_the_tree_and_the_cli() {
             problems.push(format!("the command `{command}` is not in the row of controller/"));
         }
     }
-    assert!(problems.is_empty(), "README.md's layout table is stale:\n{}", problems.join("\n"));
+    assert!(problems.is_empty(), "docs/layout.md's layout table is stale:\n{}", problems.join("\n"));
 }
 
 /// Text files of the repository (sources, scripts, docs), without build outputs and caches.

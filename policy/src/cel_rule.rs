@@ -276,7 +276,7 @@ mod imp {
         Value::resolve(&probe, &ctx).map(|_| ()).map_err(|_| {
             format!(
                 "time zone {zone:?} is not known to this build: use UTC, a fixed offset such as '+01:00', \
-                 or a zone of the README's list (CEL rules, time zones)"
+                 or a zone of the list in docs/policies.md (CEL rules, time zones)"
             )
         })
     }

@@ -1,4 +1,4 @@
-"""ReferenceGrant, in a real Envoy (README "In a cluster"): an HTTPRoute backendRef into another
+"""ReferenceGrant, in a real Envoy (docs/istio.md, "What the controller writes"): an HTTPRoute backendRef into another
 namespace counts only with a grant in that namespace. Without one, `render` prints the unresolved
 reference and the rule answers 500 with nothing reaching that namespace's server; with one, the rule
 routes there; the grant taken away again, the rule answers 500 again (a running Envoy picks each

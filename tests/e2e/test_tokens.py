@@ -276,7 +276,7 @@ def test_validate_type_checks_the_token_variables(tmp_path):
 
 
 def test_the_readme_sdk_example_with_a_bearer_token(gw, keys):
-    """README "Token callers": the official MCP Python SDK client with a bearer token through the gateway
+    """docs/policies.md, "Token callers": the official MCP Python SDK client with a bearer token through the gateway
     (the sample server speaks both revisions; the SDK's `auto` mode)."""
     import anyio
     import httpx2

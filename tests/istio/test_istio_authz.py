@@ -153,7 +153,7 @@ def test_external_auth_to_an_authorizer_service(gw, tmp_path):
         assert wp["spec"]["pluginConfig"]["gateway"]["externalAuth"]["authorizer"]["cluster"] == AUTHZ_CLUSTER
         authz_cluster = istiod_cluster(envoy, AUTHZ_CLUSTER)
         # HTTP/2 because the port says appProtocol: grpc (without it istiod builds an HTTP/1.1 cluster and
-        # the authorizer is never reached: README "In a cluster").
+        # the authorizer is never reached: docs/istio.md, "What the controller writes").
         assert "http2_protocol_options" in json.dumps(authz_cluster.get("typed_extension_protocol_options", {})), \
             authz_cluster
         authorizer_decides(az, port, mcp, "grpc")

@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(run("'a' != 1 && 1 == 1 && 2u == 2u", json!({})), Ok(Value::Bool(true)));
     }
 
-    /// A known difference (README, "Install the CRDs"): `cel` 0.13 has no heterogeneous numeric
+    /// A known difference (docs/cli.md, "The CRDs"): `cel` 0.13 has no heterogeneous numeric
     /// equality, cel-go's runtime has (`1 == 1.0`). The API server's type checker refuses such
     /// comparisons in CRD rules except on `dyn` values, and no rule of ours compares numbers of two types.
     #[test]
