@@ -23,6 +23,7 @@ help:
 	@echo "make bench-host-calls - what single proxy-wasm host calls cost Envoy (bench/notes.md)"
 	@echo "make crds   - regenerate crds/ from the Rust types"
 	@echo "make support-matrix - tests/istio against each Istio release of tests/istio/releases.txt (docs/istio-support.md)"
+	@echo "make release - dist/: the filter and controller images (OCI layouts), the Helm chart, install.yaml, SHA256SUMS (release/README.md)"
 
 # Debian packages, the wasm32-wasip1 target, the Python venv with the pinned Envoy.
 setup:
