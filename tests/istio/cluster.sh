@@ -78,19 +78,8 @@ do_start() {
   write_admin_kubeconfig "$RUN" test "$PORT"
   local t0; t0=$(date +%s%N)
   start_etcd "$BIN/etcd" "$RUN" toolgate-test "$EPORT"
-  # --endpoint-reconciler-type none: the `kubernetes` Service gets no endpoints (they would be 127.0.0.1,
-  # which Endpoints/EndpointSlice validation rejects); nothing here needs them.
   # shellcheck disable=SC2086
-  nohup "$BIN/kube-apiserver" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$PORT" \
-    --etcd-servers "http://127.0.0.1:$EPORT" --cert-dir "$RUN/pki" \
-    --tls-cert-file "$RUN/pki/server.crt" --tls-private-key-file "$RUN/pki/server.key" \
-    --client-ca-file "$RUN/pki/ca.crt" --authorization-mode RBAC \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file "$RUN/pki/sa.pub" --service-account-signing-key-file "$RUN/pki/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
-    --enable-priority-and-fairness=false --profiling=false ${ISTIO_TEST_APISERVER_ARGS:-} \
-    > "$RUN/logs/apiserver.log" 2>&1 &
-  echo $! > "$RUN/apiserver.pid"
+  start_kube_apiserver "$BIN" "$RUN" "$PORT" "$EPORT" ${ISTIO_TEST_APISERVER_ARGS:-}
   wait_http "https://127.0.0.1:$PORT/readyz" apiserver "kube-apiserver (https://127.0.0.1:$PORT)" \
     --cacert "$RUN/pki/ca.crt" --cert "$RUN/pki/admin.crt" --key "$RUN/pki/admin.key" || { do_stop; exit 1; }
 
@@ -100,17 +89,7 @@ do_start() {
   wait_crds_established kc 60
   kc create namespace istio-system >/dev/null
   kc apply --server-side -f "$REPO/deploy/namespace.yaml" -f "$REPO/deploy/rbac.yaml" >/dev/null
-  # The controller's identity: its ServiceAccount's token, so the API server enforces deploy/rbac.yaml.
-  local token
-  token=$(kc create token toolgate-controller -n toolgate-system --duration 24h)
-  cat > "$RUN/controller.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: test, cluster: {server: "https://127.0.0.1:$PORT", certificate-authority: "$RUN/pki/ca.crt"}}]
-users: [{name: toolgate-controller, user: {token: "$token"}}]
-contexts: [{name: test, context: {cluster: test, user: toolgate-controller, namespace: toolgate-system}}]
-current-context: test
-EOF
+  write_controller_kubeconfig kc "$RUN" "$PORT"
   # The gateway's identity towards istiod: a token of ServiceAccount default/gw-istio (audience istio-ca),
   # sent by its Envoy as gRPC metadata. istiod serves a proxy Secrets (the Gateway's TLS credentials,
   # over SDS on the ADS stream) only when it has verified the proxy's identity (XDS_AUTH, istiod-start).

@@ -1,7 +1,7 @@
 # tests/k8s/control-plane.sh: what the test control planes share, sourced by tests/k8s/apiserver.sh
 # (the CRD-only API server), tests/k8s/kube-apiserver.sh (kube-apiserver for the controller's tests)
 # and tests/istio/cluster.sh (kube-apiserver and istiod): their certificates, their admin kubeconfig,
-# their etcd and how a process of theirs is stopped. Every function takes what it works on as
+# their etcd, their kube-apiserver, the controller's kubeconfig and how a process of theirs is stopped. Every function takes what it works on as
 # arguments.
 
 # make_pki DIR CA_CN SERVER_CN SERVER_SANS: in DIR, a CA (ca.crt, ca.key), the API server's certificate
@@ -83,4 +83,39 @@ wait_crds_established() {
   done
   echo "CRDs not Established after $2 s: $pending" >&2
   return 1
+}
+
+# start_kube_apiserver BIN RUN PORT EPORT [ARGS...]: BIN/kube-apiserver in the background on
+# 127.0.0.1:PORT over the etcd of start_etcd on EPORT, with make_pki's RUN/pki and the ServiceAccount key
+# RUN/pki/sa.{key,pub}: RBAC and the default admission plugins (ValidatingAdmissionPolicy among them).
+# Its log in RUN/logs/apiserver.log, its pid in RUN/apiserver.pid. --endpoint-reconciler-type none: the
+# `kubernetes` Service gets no endpoints (they would be 127.0.0.1, which Endpoints/EndpointSlice
+# validation rejects); nothing here needs them.
+start_kube_apiserver() {
+  local bin=$1 run=$2 port=$3 eport=$4; shift 4
+  nohup "$bin/kube-apiserver" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
+    --etcd-servers "http://127.0.0.1:$eport" --cert-dir "$run/pki" \
+    --tls-cert-file "$run/pki/server.crt" --tls-private-key-file "$run/pki/server.key" \
+    --client-ca-file "$run/pki/ca.crt" --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$run/pki/sa.pub" --service-account-signing-key-file "$run/pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
+    --enable-priority-and-fairness=false --profiling=false "$@" > "$run/logs/apiserver.log" 2>&1 &
+  echo $! > "$run/apiserver.pid"
+}
+
+# write_controller_kubeconfig KUBECTL RUN PORT: RUN/controller.kubeconfig, a token of the ServiceAccount
+# toolgate-system/toolgate-controller for https://127.0.0.1:PORT, so the API server applies that
+# account's RBAC (deploy/rbac.yaml) to the controller.
+write_controller_kubeconfig() {
+  local kubectl=$1 run=$2 port=$3 token
+  token=$($kubectl create token toolgate-controller -n toolgate-system --duration 24h)
+  cat > "$run/controller.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: "https://127.0.0.1:$port", certificate-authority: "$run/pki/ca.crt"}}]
+users: [{name: toolgate-controller, user: {token: "$token"}}]
+contexts: [{name: test, context: {cluster: test, user: toolgate-controller, namespace: toolgate-system}}]
+current-context: test
+EOF
 }

@@ -29,7 +29,8 @@ KEEP=${KUBE_TEST_KEEP_DATA:-0}
 
 log() { echo "kube-apiserver.sh: $*" >&2; }
 kc() { "$BIN/kubectl" --kubeconfig "$RUN/admin.kubeconfig" "$@"; }
-# make_pki, write_admin_kubeconfig, start_etcd, stop_pid, wait_crds_established.
+# make_pki, write_admin_kubeconfig, start_etcd, start_kube_apiserver, write_controller_kubeconfig,
+# stop_pid, wait_crds_established.
 # shellcheck source=tests/k8s/control-plane.sh
 source "$HERE/control-plane.sh"
 
@@ -39,35 +40,6 @@ make_sa_key() {
   [ -f "$RUN/pki/sa.key" ] && return 0
   openssl genrsa -out "$RUN/pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$RUN/pki/sa.key" -pubout -out "$RUN/pki/sa.pub" 2>/dev/null
-}
-
-# kube-apiserver in the background: RBAC and the default admission plugins (ValidatingAdmissionPolicy
-# among them). --endpoint-reconciler-type none: the `kubernetes` Service gets no endpoints (they would
-# be 127.0.0.1, which Endpoints/EndpointSlice validation rejects).
-start_kube_apiserver() {
-  nohup "$BIN/kube-apiserver" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$PORT" \
-    --etcd-servers "http://127.0.0.1:$EPORT" --cert-dir "$RUN/pki" \
-    --tls-cert-file "$RUN/pki/server.crt" --tls-private-key-file "$RUN/pki/server.key" \
-    --client-ca-file "$RUN/pki/ca.crt" --authorization-mode RBAC \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file "$RUN/pki/sa.pub" --service-account-signing-key-file "$RUN/pki/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
-    --enable-priority-and-fairness=false --profiling=false > "$RUN/logs/apiserver.log" 2>&1 &
-  echo $! > "$RUN/apiserver.pid"
-}
-
-# RUN/controller.kubeconfig: a token of ServiceAccount toolgate-system/toolgate-controller, so the API
-# server applies that account's RBAC.
-write_controller_kubeconfig() {
-  local token; token=$(kc create token toolgate-controller -n toolgate-system --duration 24h)
-  cat > "$RUN/controller.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: test, cluster: {server: "https://127.0.0.1:$PORT", certificate-authority: "$RUN/pki/ca.crt"}}]
-users: [{name: toolgate-controller, user: {token: "$token"}}]
-contexts: [{name: test, context: {cluster: test, user: toolgate-controller, namespace: toolgate-system}}]
-current-context: test
-EOF
 }
 
 do_start() {
@@ -83,7 +55,7 @@ do_start() {
   write_admin_kubeconfig "$RUN" kube "$PORT"
   local t0 i ready=0; t0=$(date +%s%N)
   start_etcd "$BIN/etcd" "$RUN" toolgate-k8s-test "$EPORT"
-  start_kube_apiserver
+  start_kube_apiserver "$BIN" "$RUN" "$PORT" "$EPORT"
   for i in $(seq 1 1200); do
     if curl -sf --cacert "$RUN/pki/ca.crt" --cert "$RUN/pki/admin.crt" --key "$RUN/pki/admin.key" \
          "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then ready=1; break; fi
@@ -98,7 +70,7 @@ do_start() {
   wait_crds_established kc 60
   kc create namespace istio-system >/dev/null
   kc apply --server-side -f "$REPO/deploy/namespace.yaml" -f "$REPO/deploy/rbac.yaml" >/dev/null
-  write_controller_kubeconfig
+  write_controller_kubeconfig kc "$RUN" "$PORT"
 }
 
 do_stop() {
