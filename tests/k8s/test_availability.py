@@ -8,7 +8,7 @@ import time
 
 import harness
 from gateway_objects import ROUTE_AND_BACKEND, allow_policy, gateway
-from k8s_stack import ApiServer, Controller, plugin, reset, wait_reasons
+from k8s_stack import CONTROLLER_SA, ApiServer, Controller, plugin, reset, wait_reasons
 
 
 LEASE = "leases.coordination.k8s.io"
@@ -107,6 +107,14 @@ def test_api_server_restart(cluster, tmp_path):
         harness.wait_for(lambda: "watch:" in controller.log.read_text(), timeout=30, what="the controller's watches failing")
         assert controller.proc.poll() is None, "the controller exited while the API server was away"
         server.start(keep_data=True)
+        # A restarted API server refuses the ServiceAccount until its RBAC cache has synced; a pass in
+        # that window fails and writes its failure and recovery conditions. Count from after it.
+        harness.wait_for(lambda: server.kubectl("auth", "can-i", "get", "envoyfilters", "--as", CONTROLLER_SA,
+                                                check=False).stdout.strip() == "yes", timeout=30,
+                         what="the ServiceAccount's RBAC after the restart")
+        harness.wait_for(lambda: controller.writes() and controller.writes()[-1] == 0 and len(controller.writes()) > passes,
+                         timeout=30, what="a pass with nothing to write after the restart")
+        passes = len(controller.writes())
 
         # Reconnected: a change made after the restart reaches the WasmPlugin.
         before = plugin(server)["spec"]["pluginConfig"]["hash"]
@@ -115,7 +123,7 @@ def test_api_server_restart(cluster, tmp_path):
                          what="the change after the restart")
         harness.wait_for(lambda: sum(controller.writes()[passes:]) >= 2 and controller.writes()[-1] == 0, timeout=20,
                          what="converged after the change")
-        # Converged without rewriting: the writes since the outage are the changed WasmPlugin and the
+        # Converged without rewriting: the writes since the restart settled are the changed WasmPlugin and the
         # changed policy's status (a new observedGeneration), nothing else.
         assert sum(controller.writes()[passes:]) == 2, controller.writes()[passes:]
         assert plugin(server, "toolgate-gw2-http")["metadata"]["resourceVersion"] == versions["toolgate-gw2-http"]
