@@ -29,7 +29,11 @@ pub struct InputArgs {
 impl InputArgs {
     /// The documents of the inputs; those skipped (`--ignore-unknown-kinds`) printed on stderr.
     pub fn read(&self) -> Result<Vec<RawObject>, inputs::InputError> {
-        let other_kinds = if self.ignore_unknown_kinds { OtherKinds::Skip } else { OtherKinds::Refuse };
+        let other_kinds = if self.ignore_unknown_kinds {
+            OtherKinds::Skip
+        } else {
+            OtherKinds::Refuse
+        };
         let loaded = inputs::load(&self.files, other_kinds)?;
         for skipped in &loaded.skipped {
             eprintln!("skipped: {skipped}");
@@ -84,14 +88,24 @@ pub fn parse_on_off(text: &str) -> Result<bool, String> {
 
 /// `5s`, `1500ms`, `2m` as milliseconds, 1 ms to 10 minutes.
 pub fn parse_timeout_ms(text: &str) -> Result<u32, String> {
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
     let scale = match unit {
         "ms" => 1,
         "s" => 1000,
         "m" => 60_000,
-        _ => return Err(format!("{text:?}: a number followed by ms, s or m (e.g. 5s)")),
+        _ => {
+            return Err(format!(
+                "{text:?}: a number followed by ms, s or m (e.g. 5s)"
+            ))
+        }
     };
-    let ms = number.parse::<u64>().map_err(|_| format!("{text:?}: a number followed by ms, s or m"))? * scale;
+    let ms = number
+        .parse::<u64>()
+        .map_err(|_| format!("{text:?}: a number followed by ms, s or m"))?
+        * scale;
     if ms == 0 || ms > 600_000 {
         return Err(format!("{text:?}: must be between 1ms and 10m"));
     }
@@ -136,9 +150,16 @@ pub fn load_inventory(input: &InputArgs) -> Result<Inventory, Failure> {
 /// Builds the topology and reports policies that are not accepted and warnings on stderr.
 /// `pause_headers`: the Envoy the plans are for keeps delivering the body after the filter pauses
 /// the headers (the configuration `render` writes does).
-pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> Result<Topology, Failure> {
+pub fn build_topology(
+    inv: &Inventory,
+    args: &PlanArgs,
+    pause_headers: bool,
+) -> Result<Topology, Failure> {
     let opts = TopologyOptions {
-        compile: CompileOptions { trust_domain: args.trust_domain.clone(), ..CompileOptions::default() },
+        compile: CompileOptions {
+            trust_domain: args.trust_domain.clone(),
+            ..CompileOptions::default()
+        },
         settings: PlanSettings {
             max_body_bytes: args.max_body_bytes,
             debug_reasons: args.debug_reasons,
@@ -151,17 +172,27 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
         gateway_classes: args.gateway_class.iter().cloned().collect(),
     };
     if args.max_body_bytes == 0 || args.max_body_bytes > toolgate_policy::eval::MAX_BODY_LIMIT {
-        eprintln!("error: --max-body-bytes must be in 1..={}", toolgate_policy::eval::MAX_BODY_LIMIT);
+        eprintln!(
+            "error: --max-body-bytes must be in 1..={}",
+            toolgate_policy::eval::MAX_BODY_LIMIT
+        );
         return Err(Failure::Usage);
     }
     let topo = topology::build(inv, &opts);
     let mut rejected = inv.rejected_policies.len();
     let mut rejected_keys = HashSet::new();
     for r in &inv.rejected_policies {
-        eprintln!("policy {}/{} not accepted: Invalid: {}", r.namespace, r.name, r.message);
+        eprintln!(
+            "policy {}/{} not accepted: Invalid: {}",
+            r.namespace, r.name, r.message
+        );
         rejected_keys.insert(format!("{}/{}", r.namespace, r.name));
     }
-    for status in topo.statuses.iter().filter(|s| !rejected_keys.contains(&s.policy)) {
+    for status in topo
+        .statuses
+        .iter()
+        .filter(|s| !rejected_keys.contains(&s.policy))
+    {
         for problem in status.problems() {
             rejected += 1;
             eprintln!("policy {} not accepted: {problem}", status.policy);
@@ -189,7 +220,12 @@ pub fn build_topology(inv: &Inventory, args: &PlanArgs, pause_headers: bool) -> 
 /// The policies given that no plan of `topo` holds, though no target refused them (those refused
 /// are reported with their reason): a policy on an XBackend no route reaches, or one without
 /// targets. A policy in a plan of a Gateway `--gateway-class` leaves out is where it belongs.
-fn policies_in_no_plan(inv: &Inventory, topo: &Topology, opts: &TopologyOptions, refused: &HashSet<String>) -> Vec<String> {
+fn policies_in_no_plan(
+    inv: &Inventory,
+    topo: &Topology,
+    opts: &TopologyOptions,
+    refused: &HashSet<String>,
+) -> Vec<String> {
     fn in_plans(topo: &Topology) -> HashSet<&str> {
         let levels = topo
             .gateways
@@ -198,7 +234,11 @@ fn policies_in_no_plan(inv: &Inventory, topo: &Topology, opts: &TopologyOptions,
             .flat_map(|l| std::iter::once(&l.plan.gateway).chain(l.plan.backends.values()));
         levels
             .flat_map(|level| {
-                level.allow.iter().map(|p| p.name.as_str()).chain(level.external_auth.iter().map(|ea| ea.policy.as_str()))
+                level
+                    .allow
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .chain(level.external_auth.iter().map(|ea| ea.policy.as_str()))
             })
             .collect()
     }
@@ -206,11 +246,21 @@ fn policies_in_no_plan(inv: &Inventory, topo: &Topology, opts: &TopologyOptions,
     let mut out: Vec<String> = topo
         .statuses
         .iter()
-        .filter(|s| !refused.contains(&s.policy) && s.problems().is_empty() && !planned.contains(s.policy.as_str()))
+        .filter(|s| {
+            !refused.contains(&s.policy)
+                && s.problems().is_empty()
+                && !planned.contains(s.policy.as_str())
+        })
         .map(|s| s.policy.clone())
         .collect();
     if !out.is_empty() && !opts.gateway_classes.is_empty() {
-        let every_gateway = topology::build(inv, &TopologyOptions { gateway_classes: Vec::new(), ..opts.clone() });
+        let every_gateway = topology::build(
+            inv,
+            &TopologyOptions {
+                gateway_classes: Vec::new(),
+                ..opts.clone()
+            },
+        );
         let planned = in_plans(&every_gateway);
         out.retain(|key| !planned.contains(key.as_str()));
     }
@@ -220,10 +270,12 @@ fn policies_in_no_plan(inv: &Inventory, topo: &Topology, opts: &TopologyOptions,
 pub fn write_file(path: &std::path::Path, contents: &[u8]) -> Result<(), Failure> {
     // Write then rename, so a running Envoy watching the file never reads half of it.
     let tmp = path.with_extension("tmp~");
-    std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
-        eprintln!("error: {}: {e}", path.display());
-        Failure::Usage
-    })
+    std::fs::write(&tmp, contents)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            eprintln!("error: {}: {e}", path.display());
+            Failure::Usage
+        })
 }
 
 #[cfg(test)]
@@ -256,7 +308,11 @@ mod tests {
             value: serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}),
         };
         for (group, kind) in inputs::KINDS_READ {
-            let api_version = if *group == "v1" { "v1".to_string() } else { format!("{group}/v1") };
+            let api_version = if *group == "v1" {
+                "v1".to_string()
+            } else {
+                format!("{group}/v1")
+            };
             assert_eq!(kept(vec![object(api_version, kind)]), 1, "{group} {kind}");
         }
         assert_eq!(kept(vec![object("apps/v1".into(), "Deployment")]), 0);

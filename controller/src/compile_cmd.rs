@@ -29,9 +29,12 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
     // writing the plans: done on other cores meanwhile.
     std::thread::scope(|s| {
         s.spawn(move || drop(inv));
-        let status = s.spawn(|| serde_json::to_vec_pretty(&topo.statuses).expect("status serialises"));
+        let status =
+            s.spawn(|| serde_json::to_vec_pretty(&topo.statuses).expect("status serialises"));
         write_plans(&topo, &args.output)?;
-        let status = status.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let status = status
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         cli::write_file(&args.output.join("status.json"), &status)
     })
 }
@@ -47,7 +50,11 @@ fn write_plans(topo: &Topology, output: &Path) -> Result<(), Failure> {
                 path.display(),
                 l.plan.hash,
                 l.plan.gateway.allow.len(),
-                l.plan.backends.values().map(|b| b.allow.len()).sum::<usize>()
+                l.plan
+                    .backends
+                    .values()
+                    .map(|b| b.allow.len())
+                    .sum::<usize>()
             );
         }
     }

@@ -13,23 +13,31 @@ pub fn read_spec<T: DeserializeOwned>(spec: &Value) -> Result<T, String> {
 
 /// The v1alpha1 `spec` of an XAccessPolicy object of any served version.
 pub fn policy_spec_v1alpha1(object: &Value) -> Result<AccessPolicySpec, String> {
-    let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let spec = object.get("spec").unwrap_or(&Value::Null);
     match api_version.rsplit('/').next() {
         Some("v1alpha1") => read_spec(spec),
         Some("v0alpha0") => {
-            let old = v0alpha0::AccessPolicySpec::deserialize(spec).map_err(|e| format!("spec: {e}"))?;
+            let old =
+                v0alpha0::AccessPolicySpec::deserialize(spec).map_err(|e| format!("spec: {e}"))?;
             let converted = old.to_v1alpha1();
             if converted.external_auth.is_some() {
                 // Dropping the authorizer would let through what it should judge: refuse instead.
-                return Err("v0alpha0 ExternalAuth rules are not enforced by this version of Toolgate; \
+                return Err(
+                    "v0alpha0 ExternalAuth rules are not enforced by this version of Toolgate; \
                             write the policy as v1alpha1"
-                    .into());
+                        .into(),
+                );
             }
             // Through JSON, as a v1alpha1 object would be read.
             read_spec(&serde_json::to_value(converted.allow).map_err(|e| e.to_string())?)
         }
-        Some(other) => Err(format!("apiVersion {other} of XAccessPolicy is not supported")),
+        Some(other) => Err(format!(
+            "apiVersion {other} of XAccessPolicy is not supported"
+        )),
         None => Err("apiVersion missing".into()),
     }
 }

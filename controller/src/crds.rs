@@ -23,8 +23,14 @@ pub struct Crd {
 /// Every CRD, in a stable order.
 pub fn all() -> Vec<Crd> {
     vec![
-        Crd { file_name: "agentic.networking.x-k8s.io_xaccesspolicies.yaml", value: xaccesspolicies() },
-        Crd { file_name: "agentic.networking.x-k8s.io_xbackends.yaml", value: xbackends() },
+        Crd {
+            file_name: "agentic.networking.x-k8s.io_xaccesspolicies.yaml",
+            value: xaccesspolicies(),
+        },
+        Crd {
+            file_name: "agentic.networking.x-k8s.io_xbackends.yaml",
+            value: xbackends(),
+        },
     ]
 }
 
@@ -41,7 +47,11 @@ pub fn render_files() -> Vec<(&'static str, String)> {
 
 /// All CRDs as one multi-document YAML stream.
 pub fn render_all() -> String {
-    render_files().into_iter().map(|(_, text)| text).collect::<Vec<_>>().join("")
+    render_files()
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect::<Vec<_>>()
+        .join("")
 }
 
 /// Writes every CRD file into `dir` (created if needed).
@@ -69,7 +79,15 @@ fn xaccesspolicies() -> Value {
         structural::<v0alpha0::AccessPolicySpec>(),
         status,
     );
-    crd("XAccessPolicy", "xaccesspolicies", "xaccesspolicy", vec![version("v0alpha0", false, v0), version("v1alpha1", true, v1)])
+    crd(
+        "XAccessPolicy",
+        "xaccesspolicies",
+        "xaccesspolicy",
+        vec![
+            version("v0alpha0", false, v0),
+            version("v1alpha1", true, v1),
+        ],
+    )
 }
 
 fn xbackends() -> Value {
@@ -78,7 +96,12 @@ fn xbackends() -> Value {
         structural::<api::BackendSpec>(),
         structural::<api::BackendStatus>(),
     );
-    crd("XBackend", "xbackends", "xbackend", vec![version("v0alpha0", true, schema)])
+    crd(
+        "XBackend",
+        "xbackends",
+        "xbackend",
+        vec![version("v0alpha0", true, schema)],
+    )
 }
 
 fn crd(kind: &str, plural: &str, singular: &str, versions: Vec<Value>) -> Value {
@@ -155,14 +178,20 @@ fn normalize(v: &mut Value) {
     // `anyOf: [X, {type: null}]` (an Option of a non-trivial type) -> X, keeping the outer keys.
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(alts)) = m.get(key) {
-            let non_null: Vec<Value> = alts.iter().filter(|a| !is_null_schema(a)).cloned().collect();
+            let non_null: Vec<Value> = alts
+                .iter()
+                .filter(|a| !is_null_schema(a))
+                .cloned()
+                .collect();
             if non_null.len() == 1 && non_null.len() != alts.len() {
                 m.remove(key);
                 if let Value::Object(inner) = non_null.into_iter().next().unwrap() {
                     for (k, val) in inner {
                         match (m.get_mut(&k), val) {
                             // rules of the field and rules of its type both apply
-                            (Some(Value::Array(outer)), Value::Array(inner)) if k == "x-kubernetes-validations" => {
+                            (Some(Value::Array(outer)), Value::Array(inner))
+                                if k == "x-kubernetes-validations" =>
+                            {
                                 outer.extend(inner)
                             }
                             (Some(_), _) => {} // the field's own description etc. win
@@ -177,7 +206,11 @@ fn normalize(v: &mut Value) {
     }
     // `type: [T, "null"]` -> `type: T`.
     if let Some(Value::Array(types)) = m.get("type") {
-        let non_null: Vec<Value> = types.iter().filter(|t| t.as_str() != Some("null")).cloned().collect();
+        let non_null: Vec<Value> = types
+            .iter()
+            .filter(|t| t.as_str() != Some("null"))
+            .cloned()
+            .collect();
         if non_null.len() == 1 {
             m.insert("type".into(), non_null.into_iter().next().unwrap());
         }
@@ -221,7 +254,8 @@ fn normalize(v: &mut Value) {
 }
 
 fn is_null_schema(v: &Value) -> bool {
-    v.get("type").and_then(Value::as_str) == Some("null") || v.get("const").is_some_and(Value::is_null)
+    v.get("type").and_then(Value::as_str) == Some("null")
+        || v.get("const").is_some_and(Value::is_null)
 }
 
 #[cfg(test)]
@@ -245,17 +279,26 @@ mod tests {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
             if name.ends_with(".yaml") && !expected.contains(&name.as_str()) {
-                drift.push(format!("{} is not generated (remove it)", entry.path().display()));
+                drift.push(format!(
+                    "{} is not generated (remove it)",
+                    entry.path().display()
+                ));
             }
         }
-        assert!(drift.is_empty(), "crds/ drifted; run `cargo run -p toolgate -- crds -o crds`:\n{}", drift.join("\n"));
+        assert!(
+            drift.is_empty(),
+            "crds/ drifted; run `cargo run -p toolgate -- crds -o crds`:\n{}",
+            drift.join("\n")
+        );
     }
 
     #[test]
     fn schemas_are_structural() {
         fn walk(v: &Value, path: &str, errs: &mut Vec<String>) {
             if let Some(m) = v.as_object() {
-                for bad in ["$ref", "$defs", "anyOf", "oneOf", "allOf", "const", "title", "$schema"] {
+                for bad in [
+                    "$ref", "$defs", "anyOf", "oneOf", "allOf", "const", "title", "$schema",
+                ] {
                     if m.contains_key(bad) {
                         errs.push(format!("{path}: has {bad}"));
                     }
@@ -279,8 +322,18 @@ mod tests {
         }
         let mut errs = Vec::new();
         for crd in all() {
-            for v in crd.value.pointer("/spec/versions").unwrap().as_array().unwrap() {
-                walk(v.pointer("/schema/openAPIV3Schema").unwrap(), crd.file_name, &mut errs);
+            for v in crd
+                .value
+                .pointer("/spec/versions")
+                .unwrap()
+                .as_array()
+                .unwrap()
+            {
+                walk(
+                    v.pointer("/schema/openAPIV3Schema").unwrap(),
+                    crd.file_name,
+                    &mut errs,
+                );
             }
         }
         assert!(errs.is_empty(), "{}", errs.join("\n"));

@@ -117,20 +117,47 @@ pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
     let inv = cli::load_inventory(&args.input)?;
     let topo = cli::build_topology(&inv, &args.plan, true)?;
 
-    let gateways: Vec<_> =
-        topo.gateways.iter().filter(|g| described.gateway.as_deref().is_none_or(|n| n == g.gateway.key())).collect();
+    let gateways: Vec<_> = topo
+        .gateways
+        .iter()
+        .filter(|g| {
+            described
+                .gateway
+                .as_deref()
+                .is_none_or(|n| n == g.gateway.key())
+        })
+        .collect();
     let [gw] = gateways.as_slice() else {
-        eprintln!("error: {} Gateways match; name one with `gateway: namespace/name`", gateways.len());
+        eprintln!(
+            "error: {} Gateways match; name one with `gateway: namespace/name`",
+            gateways.len()
+        );
         return Err(Failure::Invalid);
     };
-    let listeners: Vec<_> =
-        gw.listeners.iter().filter(|l| described.listener.as_deref().is_none_or(|n| n == l.listener.name)).collect();
+    let listeners: Vec<_> = gw
+        .listeners
+        .iter()
+        .filter(|l| {
+            described
+                .listener
+                .as_deref()
+                .is_none_or(|n| n == l.listener.name)
+        })
+        .collect();
     let [listener] = listeners.as_slice() else {
-        eprintln!("error: {} listeners of {} match; name one with `listener:`", listeners.len(), gw.gateway.key());
+        eprintln!(
+            "error: {} listeners of {} match; name one with `listener:`",
+            listeners.len(),
+            gw.gateway.key()
+        );
         return Err(Failure::Invalid);
     };
 
-    let method = described.method.as_deref().unwrap_or("POST").to_ascii_uppercase();
+    let method = described
+        .method
+        .as_deref()
+        .unwrap_or("POST")
+        .to_ascii_uppercase();
     let path = described.path.as_deref().unwrap_or("/mcp");
     let host = described.host.as_deref().unwrap_or("localhost");
     let mut headers: Vec<(String, String)> = described
@@ -141,7 +168,9 @@ pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
                 HeaderValues::One(one) => std::slice::from_ref(one),
                 HeaderValues::Many(many) => many.as_slice(),
             };
-            values.iter().map(move |v| (k.to_ascii_lowercase(), v.clone()))
+            values
+                .iter()
+                .map(move |v| (k.to_ascii_lowercase(), v.clone()))
         })
         .collect();
     // An empty body is none, as Envoy sees it (the headers end the stream).
@@ -158,7 +187,9 @@ pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
     }
 
     let rule = listener.select_route(host, path, &method, &headers);
-    let cluster = rule.and_then(|r| r.backends.first()).map(|(u, _)| u.cluster_name());
+    let cluster = rule
+        .and_then(|r| r.backends.first())
+        .map(|(u, _)| u.cluster_name());
     println!(
         "listener {}/{} (port {}), plan {}",
         gw.gateway.key(),
@@ -168,7 +199,10 @@ pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
     );
     println!(
         "route: {}",
-        cluster.as_deref().map_or("no route matches (Envoy answers 404)".to_string(), |c| format!("cluster {c}"))
+        cluster.as_deref().map_or(
+            "no route matches (Envoy answers 404)".to_string(),
+            |c| format!("cluster {c}")
+        )
     );
 
     // The filter's lifecycle, on a host that keeps the engine's record of why it decides.
@@ -183,7 +217,10 @@ pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
         eprintln!("error: the compiled plan does not load: {error}");
         return Err(Failure::Invalid);
     }
-    let metadata = described.claims.clone().map(|c| toolgate_policy::jwt::metadata_with_claims(&Value::Object(c)));
+    let metadata = described
+        .claims
+        .clone()
+        .map(|c| toolgate_policy::jwt::metadata_with_claims(&Value::Object(c)));
     let mut host = Simulated {
         headers,
         method,
@@ -198,10 +235,12 @@ pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
         ..Simulated::default()
     };
     let mut request = plugin.request();
-    let mut paused = request.on_request_headers(&mut host, body_bytes.is_none()) == lifecycle::Action::Pause;
+    let mut paused =
+        request.on_request_headers(&mut host, body_bytes.is_none()) == lifecycle::Action::Pause;
     if let Some(bytes) = &body_bytes {
         if host.outcome.is_none() {
-            paused = request.on_request_body(&mut host, bytes.len(), true) == lifecycle::Action::Pause;
+            paused =
+                request.on_request_body(&mut host, bytes.len(), true) == lifecycle::Action::Pause;
         }
     }
     while let Some((token, answer)) = host.pending.take() {
@@ -213,7 +252,10 @@ pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
     }
     // docs/semantics.md §6a: the dry-run policies, as if they were enforced.
     if let Some(shadow) = &host.trace.shadow {
-        println!("dry-run policies on this route (not enforced): {}; as if enforced:", shadow.dry_run_policies.join(", "));
+        println!(
+            "dry-run policies on this route (not enforced): {}; as if enforced:",
+            shadow.dry_run_policies.join(", ")
+        );
         print_messages(&shadow.messages);
     }
     for call in &host.calls {
@@ -221,7 +263,10 @@ pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
     }
     let verdict = match (&host.outcome, &host.summary) {
         (Some((status, reply)), summary) => {
-            println!("decision: DENY ({}); reply HTTP {status} {reply}", summary.as_deref().unwrap_or("no decision recorded"));
+            println!(
+                "decision: DENY ({}); reply HTTP {status} {reply}",
+                summary.as_deref().unwrap_or("no decision recorded")
+            );
             Verdict::NotAllowed
         }
         (None, Some(summary)) if !paused || host.resumed => {
@@ -239,16 +284,26 @@ pub fn run(args: &ExplainArgs) -> Result<Verdict, Failure> {
     };
     if host.trace.shadow.is_some() {
         // The filter records the shadow decision after ` shadow=` when it differs from the decision.
-        match host.summary.as_deref().and_then(|r| r.split_once(" shadow=")) {
+        match host
+            .summary
+            .as_deref()
+            .and_then(|r| r.split_once(" shadow="))
+        {
             Some((_, rest)) => {
                 let summary = rest.rsplit_once(" dry-run=").map_or(rest, |(s, _)| s);
-                let verdict = if summary.starts_with("allow") { "ALLOW" } else { "DENY" };
+                let verdict = if summary.starts_with("allow") {
+                    "ALLOW"
+                } else {
+                    "DENY"
+                };
                 println!(
                     "shadow decision (dry-run policies enforced): {verdict} ({summary}): differs, counted as toolgate.shadow.{}",
                     verdict.to_ascii_lowercase()
                 );
             }
-            None => println!("shadow decision (dry-run policies enforced): the same as the decision"),
+            None => {
+                println!("shadow decision (dry-run policies enforced): the same as the decision")
+            }
         }
     }
     Ok(verdict)
@@ -264,7 +319,10 @@ fn print_walk(walk: &WalkRecord) {
         return;
     }
     for h in &walk.headers {
-        let at = h.message.map(|i| format!(" (batch element {i})")).unwrap_or_default();
+        let at = h
+            .message
+            .map(|i| format!(" (batch element {i})"))
+            .unwrap_or_default();
         println!("header {}: {}{at}", h.header, h.text);
     }
     if walk.headers.iter().any(|h| !h.agrees) {
@@ -289,13 +347,24 @@ fn print_messages(messages: &[MessageRecord]) {
         for level in &m.levels {
             let name = level.level.as_str();
             if let Some((policy, applies)) = &level.external_auth {
-                let what = if *applies { "applies: its authorizer is asked" } else { "does not apply" };
+                let what = if *applies {
+                    "applies: its authorizer is asked"
+                } else {
+                    "does not apply"
+                };
                 println!("  {name} level: ExternalAuth policy {policy} {what}");
                 if level.rules.is_empty() {
                     continue;
                 }
             }
-            println!("  {name} level: {}", if level.allows() { "allows" } else { "DENIES (no rule matches)" });
+            println!(
+                "  {name} level: {}",
+                if level.allows() {
+                    "allows"
+                } else {
+                    "DENIES (no rule matches)"
+                }
+            );
             for r in &level.rules {
                 match &r.outcome {
                     Ok(()) => println!("    {} rule {}: matches", r.policy, r.rule),
@@ -371,8 +440,12 @@ impl lifecycle::HostBase for Simulated {
 
 impl lifecycle::Host for Simulated {
     fn request_headers(&mut self) -> Option<Vec<u8>> {
-        let mut pairs: Vec<(&str, &str)> =
-            vec![(":method", &self.method), (":path", &self.path), (":authority", &self.authority), (":scheme", "https")];
+        let mut pairs: Vec<(&str, &str)> = vec![
+            (":method", &self.method),
+            (":path", &self.path),
+            (":authority", &self.authority),
+            (":scheme", "https"),
+        ];
         pairs.extend(self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         Some(headers::serialize_map(&pairs))
     }
@@ -383,16 +456,22 @@ impl lifecycle::Host for Simulated {
             Property::DestinationPort => Some(i64::from(self.port).to_le_bytes().to_vec()),
             Property::RequestProtocol => Some(b"HTTP/1.1".to_vec()),
             // A client asks for the host it names (SNI = the authority without its port).
-            Property::RequestedServerName => {
-                Some(self.authority.rsplit_once(':').map_or(self.authority.as_str(), |(h, _)| h).as_bytes().to_vec())
-            }
+            Property::RequestedServerName => Some(
+                self.authority
+                    .rsplit_once(':')
+                    .map_or(self.authority.as_str(), |(h, _)| h)
+                    .as_bytes()
+                    .to_vec(),
+            ),
         }
     }
     fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
         self.metadata.clone()
     }
     fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
-        self.body.get(..size.min(self.body.len())).map(<[u8]>::to_vec)
+        self.body
+            .get(..size.min(self.body.len()))
+            .map(<[u8]>::to_vec)
     }
     fn send_reply(&mut self, status: u32, _headers: &[(&str, &str)], body: &[u8]) -> bool {
         self.outcome = Some((status, String::from_utf8_lossy(body).into_owned()));
@@ -407,9 +486,18 @@ impl lifecycle::Host for Simulated {
             Callout::Http { cluster, .. } => ("HTTP", cluster),
         };
         let token = self.calls.len() as u32 + 1;
-        let answer = if self.assumed == Assumed::Allow { "allows" } else { "denies" };
-        self.calls.push(format!("authorizer call {token}: {kind} to cluster {cluster} (assumed: it {answer})"));
-        self.pending = Some((token, assumed_answer(callout, self.assumed == Assumed::Allow)));
+        let answer = if self.assumed == Assumed::Allow {
+            "allows"
+        } else {
+            "denies"
+        };
+        self.calls.push(format!(
+            "authorizer call {token}: {kind} to cluster {cluster} (assumed: it {answer})"
+        ));
+        self.pending = Some((
+            token,
+            assumed_answer(callout, self.assumed == Assumed::Allow),
+        ));
         Some(token)
     }
     fn set_request_header(&mut self, _: &str, _: &str) {}

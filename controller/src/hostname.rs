@@ -49,8 +49,11 @@ impl Hostname {
         match (self, other) {
             (Hostname::Any, _) | (_, Hostname::Any) => false,
             (Hostname::Exact(a), Hostname::Exact(b)) => a != b,
-            (Hostname::Exact(h), Hostname::Wildcard(s)) | (Hostname::Wildcard(s), Hostname::Exact(h)) => !suffix_covers(s, h),
-            (Hostname::Wildcard(a), Hostname::Wildcard(b)) => !(a.ends_with(b.as_str()) || b.ends_with(a.as_str())),
+            (Hostname::Exact(h), Hostname::Wildcard(s))
+            | (Hostname::Wildcard(s), Hostname::Exact(h)) => !suffix_covers(s, h),
+            (Hostname::Wildcard(a), Hostname::Wildcard(b)) => {
+                !(a.ends_with(b.as_str()) || b.ends_with(a.as_str()))
+            }
         }
     }
 
@@ -71,7 +74,9 @@ impl Hostname {
         match (self, m) {
             (Hostname::Any, m) => Some(m.clone()),
             (Hostname::Exact(h), HostMatch::Exact(x)) => (h == x).then(|| m.clone()),
-            (Hostname::Exact(h), HostMatch::Suffix(s)) => suffix_covers(s, h).then(|| HostMatch::Exact(h.clone())),
+            (Hostname::Exact(h), HostMatch::Suffix(s)) => {
+                suffix_covers(s, h).then(|| HostMatch::Exact(h.clone()))
+            }
             (Hostname::Wildcard(s), HostMatch::Exact(x)) => suffix_covers(s, x).then(|| m.clone()),
             (Hostname::Wildcard(a), HostMatch::Suffix(b)) => {
                 if b.ends_with(a.as_str()) {
@@ -99,7 +104,10 @@ mod tests {
         assert!(h("a.example.com").matches("A.Example.com"));
         assert!(!h("a.example.com").matches("b.example.com"));
         assert!(h("*.example.com").matches("x.y.Example.com"));
-        assert!(!h("*.example.com").matches("example.com"), "deeper names only");
+        assert!(
+            !h("*.example.com").matches("example.com"),
+            "deeper names only"
+        );
         assert!(!h("*.example.com").matches("xexample.com"));
         assert!(h("").matches("anything.org"));
     }
@@ -109,10 +117,16 @@ mod tests {
         assert!(h("a.example.com").disjoint(&h("b.example.com")));
         assert!(!h("a.example.com").disjoint(&h("A.example.com")));
         assert!(!h("a.example.com").disjoint(&h("*.example.com")));
-        assert!(h("example.com").disjoint(&h("*.example.com")), "a wildcard matches deeper names only");
+        assert!(
+            h("example.com").disjoint(&h("*.example.com")),
+            "a wildcard matches deeper names only"
+        );
         assert!(h("*.a.com").disjoint(&h("*.b.com")));
         assert!(!h("*.x.a.com").disjoint(&h("*.a.com")));
-        assert!(h("*.xa.com").disjoint(&h("*.a.com")), "suffixes compare at label boundaries (.a.com)");
+        assert!(
+            h("*.xa.com").disjoint(&h("*.a.com")),
+            "suffixes compare at label boundaries (.a.com)"
+        );
         assert!(!h("").disjoint(&h("a.com")));
         assert!(h("a.example.com").more_specific(&h("*.example.com")));
         assert!(h("*.x.example.com").more_specific(&h("*.example.com")));
@@ -120,14 +134,26 @@ mod tests {
         assert!(h("*.example.com").more_specific(&h("")));
         assert!(!h("").more_specific(&h("a.com")));
         let w = h("*.example.com");
-        assert_eq!(w.narrow(&HostMatch::Exact("a.example.com".into())), Some(HostMatch::Exact("a.example.com".into())));
+        assert_eq!(
+            w.narrow(&HostMatch::Exact("a.example.com".into())),
+            Some(HostMatch::Exact("a.example.com".into()))
+        );
         assert_eq!(w.narrow(&HostMatch::Exact("example.com".into())), None);
-        assert_eq!(w.narrow(&HostMatch::Suffix(".com".into())), Some(HostMatch::Suffix(".example.com".into())));
-        assert_eq!(w.narrow(&HostMatch::Suffix(".x.example.com".into())), Some(HostMatch::Suffix(".x.example.com".into())));
+        assert_eq!(
+            w.narrow(&HostMatch::Suffix(".com".into())),
+            Some(HostMatch::Suffix(".example.com".into()))
+        );
+        assert_eq!(
+            w.narrow(&HostMatch::Suffix(".x.example.com".into())),
+            Some(HostMatch::Suffix(".x.example.com".into()))
+        );
         assert_eq!(
             h("a.example.com").narrow(&HostMatch::Suffix(".example.com".into())),
             Some(HostMatch::Exact("a.example.com".into()))
         );
-        assert_eq!(h("a.example.com").narrow(&HostMatch::Exact("b.example.com".into())), None);
+        assert_eq!(
+            h("a.example.com").narrow(&HostMatch::Exact("b.example.com".into())),
+            None
+        );
     }
 }

@@ -26,14 +26,23 @@ impl RawObject {
         self.value.get("kind").and_then(Value::as_str).unwrap_or("")
     }
     pub fn api_version(&self) -> &str {
-        self.value.get("apiVersion").and_then(Value::as_str).unwrap_or("")
+        self.value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
     pub fn name(&self) -> &str {
-        self.value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+        self.value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
     /// `metadata.namespace`, or `default_ns` when it is absent.
     pub fn namespace<'a>(&'a self, default_ns: &'a str) -> &'a str {
-        self.value.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(default_ns)
+        self.value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(default_ns)
     }
     /// `file#doc` for messages.
     pub fn origin(&self) -> String {
@@ -110,10 +119,17 @@ impl fmt::Display for Unreadable {
 pub enum InputError {
     /// Could not read a file or folder: a usage/I/O error (exit 2).
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A document is not valid YAML: invalid input (exit 1).
     #[error("{path}: document {doc}: YAML syntax error: {message}")]
-    Syntax { path: PathBuf, doc: usize, message: String },
+    Syntax {
+        path: PathBuf,
+        doc: usize,
+        message: String,
+    },
     /// Documents that are not objects the commands read: invalid input (exit 1). Never empty.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Unreadable(Vec<Unreadable>),
@@ -134,7 +150,10 @@ pub fn load(paths: &[PathBuf], other_kinds: OtherKinds) -> Result<Loaded, InputE
     let mut loaded = Loaded::default();
     let mut unreadable = Vec::new();
     for ((file, text), documents) in files.into_iter().zip(texts).zip(parsed) {
-        let text = text.map_err(|source| InputError::Io { path: file.clone(), source })?;
+        let text = text.map_err(|source| InputError::Io {
+            path: file.clone(),
+            source,
+        })?;
         // A piece that does not parse alone: the whole file, for the error as it reads in context
         // (line, document index).
         let documents = match documents {
@@ -144,8 +163,19 @@ pub fn load(paths: &[PathBuf], other_kinds: OtherKinds) -> Result<Loaded, InputE
         let mut bad = Vec::new();
         let mut skipped = Vec::new();
         for (doc, value) in documents.into_iter().enumerate() {
-            let mut at = Place { file: &file, doc, items: Vec::new() };
-            push_checked(&mut at, value, other_kinds, &mut loaded.objects, &mut bad, &mut skipped);
+            let mut at = Place {
+                file: &file,
+                doc,
+                items: Vec::new(),
+            };
+            push_checked(
+                &mut at,
+                value,
+                other_kinds,
+                &mut loaded.objects,
+                &mut bad,
+                &mut skipped,
+            );
         }
         // Positions cost another parse of the file: only for files with documents to point at.
         if !bad.is_empty() || !skipped.is_empty() {
@@ -171,12 +201,22 @@ fn parse_in_pieces(texts: &[std::io::Result<String>]) -> Vec<Option<Vec<Value>>>
         .iter()
         .enumerate()
         .filter_map(|(i, text)| Some((i, text.as_ref().ok()?)))
-        .flat_map(|(i, text)| split_documents(text).into_iter().map(move |piece| (i, piece)))
+        .flat_map(|(i, text)| {
+            split_documents(text)
+                .into_iter()
+                .map(move |piece| (i, piece))
+        })
         .collect();
     let parsed = crate::par::map(&pieces, |&(_, piece)| {
-        yaml_serde::Deserializer::from_str(piece).map(Value::deserialize).collect::<Result<Vec<_>, _>>().ok()
+        yaml_serde::Deserializer::from_str(piece)
+            .map(Value::deserialize)
+            .collect::<Result<Vec<_>, _>>()
+            .ok()
     });
-    let mut out: Vec<Option<Vec<Value>>> = texts.iter().map(|t| t.as_ref().ok().map(|_| Vec::new())).collect();
+    let mut out: Vec<Option<Vec<Value>>> = texts
+        .iter()
+        .map(|t| t.as_ref().ok().map(|_| Vec::new()))
+        .collect();
     for ((i, _), documents) in pieces.into_iter().zip(parsed) {
         match (documents, &mut out[i]) {
             (Some(documents), Some(all)) => all.extend(documents),
@@ -194,9 +234,16 @@ fn parse_in_pieces(texts: &[std::io::Result<String>]) -> Vec<Option<Vec<Value>>>
 /// other piece starts with one.
 fn split_documents(text: &str) -> Vec<&str> {
     let is_marker = |at: usize| {
-        text[at..].starts_with("---") && matches!(text.as_bytes().get(at + 3), None | Some(b' ' | b'\t' | b'\r' | b'\n'))
+        text[at..].starts_with("---")
+            && matches!(
+                text.as_bytes().get(at + 3),
+                None | Some(b' ' | b'\t' | b'\r' | b'\n')
+            )
     };
-    let markers = text.match_indices("\n---").map(|(i, _)| i + 1).filter(|&at| is_marker(at));
+    let markers = text
+        .match_indices("\n---")
+        .map(|(i, _)| i + 1)
+        .filter(|&at| is_marker(at));
     let mut out = Vec::new();
     let mut start = 0;
     for at in markers.skip(usize::from(!is_marker(0))) {
@@ -214,7 +261,11 @@ fn parse_whole(file: &Path, text: &str) -> Result<Vec<Value>, InputError> {
     yaml_serde::Deserializer::from_str(text)
         .enumerate()
         .map(|(doc, de)| {
-            Value::deserialize(de).map_err(|e| InputError::Syntax { path: file.to_path_buf(), doc, message: e.to_string() })
+            Value::deserialize(de).map_err(|e| InputError::Syntax {
+                path: file.to_path_buf(),
+                doc,
+                message: e.to_string(),
+            })
         })
         .collect()
 }
@@ -228,7 +279,13 @@ struct Place<'a> {
 
 impl Place<'_> {
     fn unreadable(&self, message: String) -> Unreadable {
-        Unreadable { path: self.file.to_path_buf(), doc: self.doc, items: self.items.clone(), line: None, message }
+        Unreadable {
+            path: self.file.to_path_buf(),
+            doc: self.doc,
+            items: self.items.clone(),
+            line: None,
+            message,
+        }
     }
 }
 
@@ -236,14 +293,17 @@ impl Place<'_> {
 /// nothing for an empty document; otherwise why not into `bad` (or `skipped`, for another kind
 /// with [`OtherKinds::Skip`]).
 fn push_checked(
-    at: &mut Place,
+    at: &mut Place<'_>,
     value: Value,
     other_kinds: OtherKinds,
     out: &mut Vec<RawObject>,
     bad: &mut Vec<Unreadable>,
     skipped: &mut Vec<Unreadable>,
 ) {
-    let is_list = value.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
+    let is_list = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"));
     let value = match value {
         Value::Object(mut list) if is_list && list.contains_key("items") => {
             let Some(Value::Array(items)) = list.remove("items") else {
@@ -260,12 +320,24 @@ fn push_checked(
         value => value,
     };
     match check(&value) {
-        Ok(()) => out.push(RawObject { file: at.file.to_path_buf(), doc: at.doc, value }),
+        Ok(()) => out.push(RawObject {
+            file: at.file.to_path_buf(),
+            doc: at.doc,
+            value,
+        }),
         Err(Refusal::Empty) => {}
-        Err(Refusal::OtherKind(message)) if other_kinds == OtherKinds::Skip => skipped.push(at.unreadable(message)),
+        Err(Refusal::OtherKind(message)) if other_kinds == OtherKinds::Skip => {
+            skipped.push(at.unreadable(message))
+        }
         Err(Refusal::OtherKind(message)) => {
-            let read: Vec<String> = KINDS_READ.iter().map(|(group, kind)| format!("{group} {kind}")).collect();
-            let message = format!("{message} (it reads {}; --ignore-unknown-kinds skips other kinds)", read.join(", "));
+            let read: Vec<String> = KINDS_READ
+                .iter()
+                .map(|(group, kind)| format!("{group} {kind}"))
+                .collect();
+            let message = format!(
+                "{message} (it reads {}; --ignore-unknown-kinds skips other kinds)",
+                read.join(", ")
+            );
             bad.push(at.unreadable(message))
         }
         Err(Refusal::Unreadable(message)) => bad.push(at.unreadable(message)),
@@ -292,30 +364,50 @@ fn check(value: &Value) -> Result<(), Refusal> {
                 Value::Number(_) => "a number",
                 _ => "a boolean",
             };
-            return Err(Refusal::Unreadable(format!("not an object but {what}: expected a Kubernetes object")));
+            return Err(Refusal::Unreadable(format!(
+                "not an object but {what}: expected a Kubernetes object"
+            )));
         }
     };
     let missing: Vec<String> = ["apiVersion", "kind"]
         .into_iter()
-        .filter(|key| object.get(*key).and_then(Value::as_str).is_none_or(str::is_empty))
+        .filter(|key| {
+            object
+                .get(*key)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        })
         .map(|key| {
             // A key spelt with other capitals is the likely mistake: name it.
-            match object.keys().find(|k| k.as_str() != key && k.eq_ignore_ascii_case(key)) {
-                Some(typo) => format!("no `{key}` (`{typo}` is another key: keys are case-sensitive)"),
+            match object
+                .keys()
+                .find(|k| k.as_str() != key && k.eq_ignore_ascii_case(key))
+            {
+                Some(typo) => {
+                    format!("no `{key}` (`{typo}` is another key: keys are case-sensitive)")
+                }
                 None if object.contains_key(key) => format!("`{key}` is not a non-empty string"),
                 None => format!("no `{key}`"),
             }
         })
         .collect();
     if !missing.is_empty() {
-        return Err(Refusal::Unreadable(format!("not a Kubernetes object: {}", missing.join(", "))));
+        return Err(Refusal::Unreadable(format!(
+            "not a Kubernetes object: {}",
+            missing.join(", ")
+        )));
     }
     let api_version = object["apiVersion"].as_str().unwrap_or("");
     let kind = object["kind"].as_str().unwrap_or("");
     let group = api_version.split('/').next().unwrap_or("");
-    let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if !KINDS_READ.contains(&(group, kind)) {
-        return Err(Refusal::OtherKind(format!("{api_version} {kind} {name:?}: not a kind Toolgate reads")));
+        return Err(Refusal::OtherKind(format!(
+            "{api_version} {kind} {name:?}: not a kind Toolgate reads"
+        )));
     }
     if json_longer_than(value, MAX_OBJECT_BYTES) {
         return Err(Refusal::Unreadable(format!(
@@ -354,7 +446,7 @@ fn locate<'a>(text: &str, unreadable: impl Iterator<Item = &'a mut Unreadable>) 
     struct Refuse;
     impl<'de> serde::de::Visitor<'de> for Refuse {
         type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("nothing")
         }
     }
@@ -372,7 +464,10 @@ fn locate<'a>(text: &str, unreadable: impl Iterator<Item = &'a mut Unreadable>) 
             break;
         }
         if wanted.peek().is_some_and(|u| u.doc == doc) {
-            let line = Node::deserialize(de).err().and_then(|e| e.location()).map(|l| l.line());
+            let line = Node::deserialize(de)
+                .err()
+                .and_then(|e| e.location())
+                .map(|l| l.line());
             while let Some(u) = wanted.next_if(|u| u.doc == doc) {
                 u.line = line;
             }
@@ -381,20 +476,29 @@ fn locate<'a>(text: &str, unreadable: impl Iterator<Item = &'a mut Unreadable>) 
 }
 
 fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), InputError> {
-    let meta = std::fs::metadata(path).map_err(|source| InputError::Io { path: path.to_path_buf(), source })?;
+    let meta = std::fs::metadata(path).map_err(|source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if !meta.is_dir() {
         files.push(path.to_path_buf());
         return Ok(());
     }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|source| InputError::Io { path: path.to_path_buf(), source })?
+        .map_err(|source| InputError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
     for entry in entries {
         if entry.is_dir() {
             collect_files(&entry, files)?;
-        } else if matches!(entry.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")) {
+        } else if matches!(
+            entry.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml" | "json")
+        ) {
             files.push(entry);
         }
     }
@@ -411,8 +515,12 @@ mod tests {
         let mut text = String::from("# leading comment\n");
         for i in 0..3000 {
             match i % 4 {
-                0 => text.push_str(&format!("---\nkind: A\nmetadata: {{name: a{i}}}\nnote: |\n  ---\n  text\n")),
-                1 => text.push_str(&format!("--- # comment\nkind: B\nlist:\n- --- not a marker\n- {i}\n")),
+                0 => text.push_str(&format!(
+                    "---\nkind: A\nmetadata: {{name: a{i}}}\nnote: |\n  ---\n  text\n"
+                )),
+                1 => text.push_str(&format!(
+                    "--- # comment\nkind: B\nlist:\n- --- not a marker\n- {i}\n"
+                )),
                 2 => text.push_str("---\n---\n# an empty document above\n"),
                 _ => text.push_str(&format!("---\r\nkind: C\r\nplain: multi\r\n  line {i}\r\n")),
             }
@@ -441,13 +549,17 @@ mod tests {
         std::fs::write(&file, &text).unwrap();
         let want = parse_whole(&file, &text).unwrap_err().to_string();
         assert!(want.contains("document 2501"), "{want}");
-        assert_eq!(load(&[file], OtherKinds::Refuse).unwrap_err().to_string(), want);
+        assert_eq!(
+            load(&[file], OtherKinds::Refuse).unwrap_err().to_string(),
+            want
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
     /// `text` written to a file of its own, loaded.
     fn load_text(name: &str, text: &str, other_kinds: OtherKinds) -> Result<Loaded, InputError> {
-        let dir = std::env::temp_dir().join(format!("toolgate-inputs-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("toolgate-inputs-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("in.yaml");
         std::fs::write(&file, text).unwrap();
@@ -458,8 +570,13 @@ mod tests {
 
     /// Each document refused, as `line: document: message`.
     fn refused(result: Result<Loaded, InputError>) -> Vec<String> {
-        let Err(InputError::Unreadable(documents)) = result else { panic!("read: {result:?}") };
-        documents.iter().map(|d| d.to_string().split_once(":").unwrap().1.to_string()).collect()
+        let Err(InputError::Unreadable(documents)) = result else {
+            panic!("read: {result:?}")
+        };
+        documents
+            .iter()
+            .map(|d| d.to_string().split_once(":").unwrap().1.to_string())
+            .collect()
     }
 
     const POLICY: &str = "apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p}\n";
@@ -479,32 +596,65 @@ mod tests {
             errors[0],
             "8: document 2: not a Kubernetes object: no `apiVersion` (`apiversion` is another key: keys are case-sensitive)"
         );
-        assert_eq!(errors[1], "12: document 3: not a Kubernetes object: no `apiVersion`, no `kind`");
-        assert!(errors[2].starts_with("14: document 4: apps/v1 Deployment \"web\": not a kind Toolgate reads (it reads "));
-        assert!(errors[2].ends_with("; --ignore-unknown-kinds skips other kinds)"), "{}", errors[2]);
-        assert_eq!(errors[3], "18: document 5: not an object but a list: expected a Kubernetes object");
+        assert_eq!(
+            errors[1],
+            "12: document 3: not a Kubernetes object: no `apiVersion`, no `kind`"
+        );
+        assert!(errors[2].starts_with(
+            "14: document 4: apps/v1 Deployment \"web\": not a kind Toolgate reads (it reads "
+        ));
         assert!(
-            errors[4].starts_with("20: document 6, List item 1: v1 Service \"\": not a kind Toolgate reads"),
+            errors[2].ends_with("; --ignore-unknown-kinds skips other kinds)"),
+            "{}",
+            errors[2]
+        );
+        assert_eq!(
+            errors[3],
+            "18: document 5: not an object but a list: expected a Kubernetes object"
+        );
+        assert!(
+            errors[4].starts_with(
+                "20: document 6, List item 1: v1 Service \"\": not a kind Toolgate reads"
+            ),
             "{}",
             errors[4]
         );
         // Skipping other kinds leaves the documents that are no objects errors.
         let errors = refused(load_text("skipped", &text, OtherKinds::Skip));
-        assert_eq!(errors.iter().map(|e| e.split_once(':').unwrap().0).collect::<Vec<_>>(), ["8", "12", "18"]);
-        let loaded =
-            load_text("mixed", &format!("{POLICY}---\napiVersion: apps/v1\nkind: Deployment\n"), OtherKinds::Skip).unwrap();
+        assert_eq!(
+            errors
+                .iter()
+                .map(|e| e.split_once(':').unwrap().0)
+                .collect::<Vec<_>>(),
+            ["8", "12", "18"]
+        );
+        let loaded = load_text(
+            "mixed",
+            &format!("{POLICY}---\napiVersion: apps/v1\nkind: Deployment\n"),
+            OtherKinds::Skip,
+        )
+        .unwrap();
         assert_eq!(loaded.objects.len(), 1);
         assert_eq!(loaded.skipped.len(), 1);
-        assert!(loaded.skipped[0].to_string().ends_with(":5: document 1: apps/v1 Deployment \"\": not a kind Toolgate reads"));
+        assert!(loaded.skipped[0]
+            .to_string()
+            .ends_with(":5: document 1: apps/v1 Deployment \"\": not a kind Toolgate reads"));
     }
 
     /// An object the API server could not take is refused before any check spends time on it.
     #[test]
     fn objects_over_the_api_servers_limit_are_errors() {
         let config_map = |bytes: usize| {
-            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata: {{x: {}}}\n", "a".repeat(bytes))
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata: {{x: {}}}\n",
+                "a".repeat(bytes)
+            )
         };
-        let text = format!("{}---\n{}", config_map(MAX_OBJECT_BYTES - 200), config_map(MAX_OBJECT_BYTES));
+        let text = format!(
+            "{}---\n{}",
+            config_map(MAX_OBJECT_BYTES - 200),
+            config_map(MAX_OBJECT_BYTES)
+        );
         let errors = refused(load_text("large", &text, OtherKinds::Refuse));
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(

@@ -8,6 +8,7 @@
 //! 5. the commands (`validate_cmd`, `compile_cmd`, `render`, `explain_cmd`, over `cli`) and `runtime`
 //!    (the controller), which differ only in where objects come from and where results go.
 
+#![forbid(unsafe_code)]
 mod cli;
 mod compile_cmd;
 mod convert;
@@ -31,7 +32,12 @@ use clap::{Parser, Subcommand};
 
 /// `toolgate --version`: the workspace version (Cargo.toml, the one version of a release) and the
 /// commit it was built from (build.rs: TOOLGATE_COMMIT, else git, else `unknown`).
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TOOLGATE_COMMIT"), ")");
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TOOLGATE_COMMIT"),
+    ")"
+);
 
 #[derive(Parser)]
 #[command(name = "toolgate", version = VERSION, about = "Authorization for MCP tool calls, enforced inside Envoy")]
@@ -57,9 +63,12 @@ fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     // RUST_LOG when set (and valid); else info for Toolgate and warnings for the libraries.
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,toolgate=info"));
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal());
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,toolgate=info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -107,7 +116,9 @@ fn main() -> ExitCode {
         Command::Validate(args) => ExitCode::from(validate_cmd::run(&args)),
         Command::Compile(args) => exit(compile_cmd::run(&args)),
         Command::Render(args) => exit(render::run(&args)),
-        Command::Explain(args) => ExitCode::from(explain_cmd::Verdict::exit_code(explain_cmd::run(&args))),
+        Command::Explain(args) => {
+            ExitCode::from(explain_cmd::Verdict::exit_code(explain_cmd::run(&args)))
+        }
         Command::Controller(args) => runtime::run(&args),
     }
 }

@@ -68,13 +68,15 @@ impl<T> Object<T> {
 // Gateway API objects: the generated serde types of the `gateway-api` crate, under shorter names.
 pub use gateway_api::apis::standard::gateways::{GatewayListeners as Listener, GatewaySpec};
 use gateway_api::apis::standard::gateways::{
-    GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersAllowedRoutesNamespacesSelector as NamespacesSelector,
-    GatewayTlsFrontendDefaultValidationMode as DefaultMode, GatewayTlsFrontendPerPortTlsValidationMode as PerPortMode,
+    GatewayListenersAllowedRoutesNamespacesFrom,
+    GatewayListenersAllowedRoutesNamespacesSelector as NamespacesSelector,
+    GatewayTlsFrontendDefaultValidationMode as DefaultMode,
+    GatewayTlsFrontendPerPortTlsValidationMode as PerPortMode,
 };
 use gateway_api::apis::standard::httproutes::HttpRouteRulesMatchesMethod;
 pub use gateway_api::apis::standard::httproutes::{
-    HttpRouteRulesBackendRefs as BackendRef, HttpRouteRulesFiltersUrlRewrite as UrlRewrite, HttpRouteRulesMatches as RouteMatch,
-    HttpRouteSpec,
+    HttpRouteRulesBackendRefs as BackendRef, HttpRouteRulesFiltersUrlRewrite as UrlRewrite,
+    HttpRouteRulesMatches as RouteMatch, HttpRouteSpec,
 };
 pub use gateway_api::apis::standard::referencegrants::ReferenceGrantSpec;
 
@@ -93,14 +95,23 @@ pub fn admits_routes_from(
     route_ns: &str,
     namespaces: &[Object<BTreeMap<String, String>>],
 ) -> Result<bool, String> {
-    let Some(n) = listener.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref()) else {
+    let Some(n) = listener
+        .allowed_routes
+        .as_ref()
+        .and_then(|a| a.namespaces.as_ref())
+    else {
         return Ok(gateway_ns == route_ns);
     };
     match n.from.as_ref() {
-        None | Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) => Ok(gateway_ns == route_ns),
+        None | Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) => {
+            Ok(gateway_ns == route_ns)
+        }
         Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => Ok(true),
         Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
-            let selector = n.selector.as_ref().ok_or("allowedRoutes.namespaces.from is Selector but no selector is set")?;
+            let selector = n
+                .selector
+                .as_ref()
+                .ok_or("allowedRoutes.namespaces.from is Selector but no selector is set")?;
             let ns = namespaces.iter().find(|o| o.name == route_ns).ok_or_else(|| {
                 format!(
                     "allowedRoutes.namespaces.selector: the labels of Namespace {route_ns:?} are unknown (give its Namespace \
@@ -109,15 +120,24 @@ pub fn admits_routes_from(
             })?;
             let mut labels = ns.spec.clone();
             // The API server labels every Namespace with its name.
-            labels.entry("kubernetes.io/metadata.name".into()).or_insert_with(|| route_ns.to_string());
+            labels
+                .entry("kubernetes.io/metadata.name".into())
+                .or_insert_with(|| route_ns.to_string());
             selects(selector, &labels)
         }
     }
 }
 
 /// A label selector (`matchLabels` and `matchExpressions`, ANDed) against a Namespace's labels.
-fn selects(selector: &NamespacesSelector, labels: &BTreeMap<String, String>) -> Result<bool, String> {
-    let by_labels = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+fn selects(
+    selector: &NamespacesSelector,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, String> {
+    let by_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
     let mut by_expressions = true;
     for e in selector.match_expressions.iter().flatten() {
         let values = e.values.as_deref().unwrap_or(&[]);
@@ -143,13 +163,19 @@ pub struct CaRef<'a> {
 
 impl<'a> CaRef<'a> {
     fn new(kind: &'a str, name: &'a str, namespace: &'a Option<String>) -> Self {
-        CaRef { kind, name, namespace: namespace.as_deref() }
+        CaRef {
+            kind,
+            name,
+            namespace: namespace.as_deref(),
+        }
     }
 }
 
 /// The client-certificate CA references in force for a listener port (`perPort` wins over `default`).
 pub fn client_ca_refs(gateway: &GatewaySpec, port: i32) -> Vec<CaRef<'_>> {
-    let Some(frontend) = gateway.tls.as_ref().and_then(|t| t.frontend.as_ref()) else { return Vec::new() };
+    let Some(frontend) = gateway.tls.as_ref().and_then(|t| t.frontend.as_ref()) else {
+        return Vec::new();
+    };
     match frontend.per_port.iter().flatten().find(|p| p.port == port) {
         Some(p) => p
             .tls
@@ -172,10 +198,22 @@ pub fn client_ca_refs(gateway: &GatewaySpec, port: i32) -> Vec<CaRef<'_>> {
 /// [`client_ca_refs`]) lets clients through whose certificate is missing or fails verification:
 /// `mode: AllowInsecureFallback`.
 pub fn insecure_client_fallback(gateway: &GatewaySpec, port: i32) -> bool {
-    let Some(frontend) = gateway.tls.as_ref().and_then(|t| t.frontend.as_ref()) else { return false };
+    let Some(frontend) = gateway.tls.as_ref().and_then(|t| t.frontend.as_ref()) else {
+        return false;
+    };
     match frontend.per_port.iter().flatten().find(|p| p.port == port) {
-        Some(p) => p.tls.validation.as_ref().and_then(|v| v.mode.as_ref()) == Some(&PerPortMode::AllowInsecureFallback),
-        None => frontend.default.validation.as_ref().and_then(|v| v.mode.as_ref()) == Some(&DefaultMode::AllowInsecureFallback),
+        Some(p) => {
+            p.tls.validation.as_ref().and_then(|v| v.mode.as_ref())
+                == Some(&PerPortMode::AllowInsecureFallback)
+        }
+        None => {
+            frontend
+                .default
+                .validation
+                .as_ref()
+                .and_then(|v| v.mode.as_ref())
+                == Some(&DefaultMode::AllowInsecureFallback)
+        }
     }
 }
 
@@ -184,7 +222,8 @@ pub fn is_xbackend(b: &BackendRef) -> bool {
 }
 
 pub fn is_service(b: &BackendRef) -> bool {
-    b.group.as_deref().unwrap_or("").is_empty() && b.kind.as_deref().unwrap_or("Service") == "Service"
+    b.group.as_deref().unwrap_or("").is_empty()
+        && b.kind.as_deref().unwrap_or("Service") == "Service"
 }
 
 /// An HTTP method as written in an HTTPRoute match.
@@ -298,7 +337,11 @@ impl Inventory {
             .split("---\n")
             .filter(|d| !d.trim().is_empty())
             .enumerate()
-            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).expect("YAML") })
+            .map(|(doc, text)| RawObject {
+                file: "t".into(),
+                doc,
+                value: yaml_serde::from_str(text).expect("YAML"),
+            })
             .collect();
         let (inv, errors) = Inventory::from_raw(raw, "default");
         assert!(errors.is_empty(), "{errors:?}");
@@ -306,11 +349,19 @@ impl Inventory {
     }
 
     pub fn secret(&self, namespace: &str, name: &str) -> Option<&Object<BTreeMap<String, String>>> {
-        self.secrets.iter().find(|s| s.namespace == namespace && s.name == name)
+        self.secrets
+            .iter()
+            .find(|s| s.namespace == namespace && s.name == name)
     }
 
-    pub fn config_map(&self, namespace: &str, name: &str) -> Option<&Object<BTreeMap<String, String>>> {
-        self.config_maps.iter().find(|s| s.namespace == namespace && s.name == name)
+    pub fn config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&Object<BTreeMap<String, String>>> {
+        self.config_maps
+            .iter()
+            .find(|s| s.namespace == namespace && s.name == name)
     }
 }
 
@@ -322,22 +373,34 @@ fn type_object(raw: RawObject, default_ns: &str) -> Typed {
         Admission::Stored(value) => RawObject { value, ..raw },
         Admission::Refused(errors) => return refused(&raw, default_ns, &errors),
     };
-    read(&raw, default_ns).unwrap_or_else(|message| Typed::Invalid(model_error(&raw, default_ns, message)))
+    read(&raw, default_ns)
+        .unwrap_or_else(|message| Typed::Invalid(model_error(&raw, default_ns, message)))
 }
 
 /// An object the API server accepts (or that is not ours) read into its type.
 fn read(raw: &RawObject, default_ns: &str) -> Result<Typed, String> {
     let group = raw.api_version().split('/').next().unwrap_or("");
     match (group, raw.kind()) {
-        (GROUP, "XAccessPolicy") => {
-            typed(raw, default_ns, || crate::convert::policy_spec_v1alpha1(&raw.value)).map(Typed::Policy)
-        }
+        (GROUP, "XAccessPolicy") => typed(raw, default_ns, || {
+            crate::convert::policy_spec_v1alpha1(&raw.value)
+        })
+        .map(Typed::Policy),
         (GROUP, "XBackend") => typed(raw, default_ns, || spec_of(raw)).map(Typed::Backend),
-        (GATEWAY_GROUP, "Gateway") => typed(raw, default_ns, || gateway_spec(raw)).map(Typed::Gateway),
-        (GATEWAY_GROUP, "HTTPRoute") => typed(raw, default_ns, || route_spec(raw)).map(Typed::Route),
-        (GATEWAY_GROUP, "ReferenceGrant") => typed(raw, default_ns, || spec_of(raw)).map(Typed::Grant),
-        ("v1", "Secret") => typed(raw, default_ns, || read_spec(&data_of(raw, true))).map(Typed::Secret),
-        ("v1", "ConfigMap") => typed(raw, default_ns, || read_spec(&data_of(raw, false))).map(Typed::ConfigMap),
+        (GATEWAY_GROUP, "Gateway") => {
+            typed(raw, default_ns, || gateway_spec(raw)).map(Typed::Gateway)
+        }
+        (GATEWAY_GROUP, "HTTPRoute") => {
+            typed(raw, default_ns, || route_spec(raw)).map(Typed::Route)
+        }
+        (GATEWAY_GROUP, "ReferenceGrant") => {
+            typed(raw, default_ns, || spec_of(raw)).map(Typed::Grant)
+        }
+        ("v1", "Secret") => {
+            typed(raw, default_ns, || read_spec(&data_of(raw, true))).map(Typed::Secret)
+        }
+        ("v1", "ConfigMap") => {
+            typed(raw, default_ns, || read_spec(&data_of(raw, false))).map(Typed::ConfigMap)
+        }
         ("v1", "Namespace") => typed(raw, default_ns, || labels_of(raw)).map(Typed::Namespace),
         (crate::request_authn::ISTIO_SECURITY_GROUP, "RequestAuthentication") => {
             typed(raw, default_ns, || spec_of(raw)).map(Typed::RequestAuthentication)
@@ -351,13 +414,23 @@ fn read(raw: &RawObject, default_ns: &str) -> Result<Typed, String> {
 fn refused(raw: &RawObject, default_ns: &str, errors: &[FieldError]) -> Typed {
     let message = errors
         .iter()
-        .map(|e| if e.path.is_empty() { e.message.clone() } else { format!("{}: {}", e.path, e.message) })
+        .map(|e| {
+            if e.path.is_empty() {
+                e.message.clone()
+            } else {
+                format!("{}: {}", e.path, e.message)
+            }
+        })
         .collect::<Vec<_>>()
         .join("; ");
     if raw.kind() != "XAccessPolicy" {
         return Typed::Invalid(model_error(raw, default_ns, message));
     }
-    let target_refs = raw.value.pointer("/spec/targetRefs").and_then(|t| Deserialize::deserialize(t).ok()).unwrap_or_default();
+    let target_refs = raw
+        .value
+        .pointer("/spec/targetRefs")
+        .and_then(|t| Deserialize::deserialize(t).ok())
+        .unwrap_or_default();
     Typed::Rejected(RejectedPolicy {
         namespace: raw.namespace(default_ns).to_string(),
         name: raw.name().to_string(),
@@ -394,7 +467,12 @@ fn gateway_spec(raw: &RawObject) -> Result<GatewaySpec, String> {
     } else {
         read_spec(spec)?
     };
-    let per_port = spec.tls.iter().flat_map(|t| &t.frontend).flat_map(|f| f.per_port.iter().flatten()).map(|p| p.port);
+    let per_port = spec
+        .tls
+        .iter()
+        .flat_map(|t| &t.frontend)
+        .flat_map(|f| f.per_port.iter().flatten())
+        .map(|p| p.port);
     fits::<u16>(spec.listeners.iter().map(|l| l.port).chain(per_port), "u16")?;
     Ok(spec)
 }
@@ -403,7 +481,12 @@ fn gateway_spec(raw: &RawObject) -> Result<GatewaySpec, String> {
 /// Toolgate read them with its own types.
 fn route_spec(raw: &RawObject) -> Result<HttpRouteSpec, String> {
     let spec: HttpRouteSpec = spec_of(raw)?;
-    let backends = || spec.rules.iter().flatten().flat_map(|r| r.backend_refs.iter().flatten());
+    let backends = || {
+        spec.rules
+            .iter()
+            .flatten()
+            .flat_map(|r| r.backend_refs.iter().flatten())
+    };
     let parent_ports = spec.parent_refs.iter().flatten().filter_map(|p| p.port);
     fits::<u16>(parent_ports.chain(backends().filter_map(|b| b.port)), "u16")?;
     fits::<u32>(backends().filter_map(|b| b.weight), "u32")?;
@@ -411,16 +494,25 @@ fn route_spec(raw: &RawObject) -> Result<HttpRouteSpec, String> {
 }
 
 /// The error serde gives for an integer out of the range of `T` (named `expected`).
-fn fits<T: TryFrom<i32>>(mut values: impl Iterator<Item = i32>, expected: &str) -> Result<(), String> {
+fn fits<T: TryFrom<i32>>(
+    mut values: impl Iterator<Item = i32>,
+    expected: &str,
+) -> Result<(), String> {
     match values.find(|&v| T::try_from(v).is_err()) {
-        Some(v) => Err(format!("spec: invalid value: integer `{v}`, expected {expected}")),
+        Some(v) => Err(format!(
+            "spec: invalid value: integer `{v}`, expected {expected}"
+        )),
         None => Ok(()),
     }
 }
 
 /// `spec` is only computed once `metadata` has been read, so that an object with both wrong is
 /// reported for its metadata.
-fn typed<T>(raw: &RawObject, default_ns: &str, spec: impl FnOnce() -> Result<T, String>) -> Result<Object<T>, String> {
+fn typed<T>(
+    raw: &RawObject,
+    default_ns: &str,
+    spec: impl FnOnce() -> Result<T, String>,
+) -> Result<Object<T>, String> {
     let meta = raw
         .value
         .get("metadata")
@@ -430,7 +522,10 @@ fn typed<T>(raw: &RawObject, default_ns: &str, spec: impl FnOnce() -> Result<T, 
         .ok_or("metadata: missing")?;
     let spec = spec()?;
     Ok(Object {
-        namespace: meta.namespace.filter(|n| !n.is_empty()).unwrap_or_else(|| default_ns.to_string()),
+        namespace: meta
+            .namespace
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| default_ns.to_string()),
         name: meta.name,
         creation_timestamp: meta.creation_timestamp,
         generation: meta.generation,
@@ -447,7 +542,12 @@ fn typed<T>(raw: &RawObject, default_ns: &str, spec: impl FnOnce() -> Result<T, 
 
 /// `metadata.labels` as text.
 fn labels_of(raw: &RawObject) -> Result<BTreeMap<String, String>, String> {
-    read_spec(raw.value.pointer("/metadata/labels").unwrap_or(&Value::Null)).map(Option::unwrap_or_default)
+    read_spec(
+        raw.value
+            .pointer("/metadata/labels")
+            .unwrap_or(&Value::Null),
+    )
+    .map(Option::unwrap_or_default)
 }
 
 /// `data` (base64, for Secrets) merged with `stringData`, as text.

@@ -14,9 +14,14 @@ const BLOCKS_PER_THREAD: usize = 8;
 /// `f` of every item, on up to `available_parallelism()` threads (the caller's included); the
 /// results are in item order, so output and messages are those of a sequential map. Items passed
 /// by value are also dropped on those threads.
-pub fn map<T: Send, R: Send>(items: impl IntoIterator<Item = T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+pub fn map<T: Send, R: Send>(
+    items: impl IntoIterator<Item = T>,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
     let items: Vec<T> = items.into_iter().collect();
-    let threads = std::thread::available_parallelism().map_or(1, NonZeroUsize::get).min(items.len());
+    let threads = std::thread::available_parallelism()
+        .map_or(1, NonZeroUsize::get)
+        .min(items.len());
     if threads <= 1 {
         return items.into_iter().map(f).collect();
     }
@@ -25,7 +30,9 @@ pub fn map<T: Send, R: Send>(items: impl IntoIterator<Item = T>, f: impl Fn(T) -
     let work = || {
         let mut done = Vec::new();
         loop {
-            let Some((i, items)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else { return done };
+            let Some((i, items)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else {
+                return done;
+            };
             done.push((i, items.into_iter().map(&f).collect::<Vec<R>>()));
         }
     };
@@ -33,7 +40,10 @@ pub fn map<T: Send, R: Send>(items: impl IntoIterator<Item = T>, f: impl Fn(T) -
         let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
         let mut done = work();
         for h in helpers {
-            done.extend(h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+            done.extend(
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
         }
         done
     });
@@ -56,8 +66,14 @@ mod tests {
     #[test]
     fn keeps_item_order() {
         let items: Vec<usize> = (0..1000).collect();
-        assert_eq!(super::map(&items, |i| i * 2), items.iter().map(|i| i * 2).collect::<Vec<_>>());
-        assert_eq!(super::map(items.clone(), |i| i + 1), (1..1001).collect::<Vec<_>>());
+        assert_eq!(
+            super::map(&items, |i| i * 2),
+            items.iter().map(|i| i * 2).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            super::map(items.clone(), |i| i + 1),
+            (1..1001).collect::<Vec<_>>()
+        );
         assert_eq!(super::map(Vec::<usize>::new(), |i| i), Vec::<usize>::new());
     }
 }

@@ -35,7 +35,12 @@ pub struct RenderArgs {
     #[command(flatten)]
     pub plan: PlanArgs,
     /// The compiled filter (toolgate_filter.wasm).
-    #[arg(long, value_name = "FILE", required_unless_present = "native_module", conflicts_with = "native_module")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "native_module",
+        conflicts_with = "native_module"
+    )]
     pub wasm: Option<PathBuf>,
     /// Instead of --wasm: the filter as an Envoy dynamic module (libtoolgate_module.so, `make module`),
     /// loaded by Envoy's dynamic_modules HTTP filter from this path. Not for Istio (which loads
@@ -71,7 +76,10 @@ pub fn run(args: &RenderArgs) -> Result<(), Failure> {
     let topo = cli::build_topology(&inv, &args.plan, true)?;
     let resolve = parse_resolve(&args.resolve)?;
     if envoy_duration(&args.stream_idle_timeout).is_none() {
-        eprintln!("error: --stream-idle-timeout {:?}: a duration like 1h, 30m, 90s or 500ms", args.stream_idle_timeout);
+        eprintln!(
+            "error: --stream-idle-timeout {:?}: a duration like 1h, 30m, 90s or 500ms",
+            args.stream_idle_timeout
+        );
         return Err(Failure::Usage);
     }
     let (flag, code, make) = match (&args.wasm, &args.native_module) {
@@ -84,7 +92,10 @@ pub fn run(args: &RenderArgs) -> Result<(), Failure> {
     };
     let wasm = absolute(code)?;
     if !wasm.is_file() {
-        eprintln!("error: {flag} {}: no such file (build it with `{make}`)", wasm.display());
+        eprintln!(
+            "error: {flag} {}: no such file (build it with `{make}`)",
+            wasm.display()
+        );
         return Err(Failure::Usage);
     }
     let client_ca = match &args.client_ca {
@@ -97,13 +108,28 @@ pub fn run(args: &RenderArgs) -> Result<(), Failure> {
     if topo.gateways.is_empty() {
         eprintln!(
             "error: no Gateway found in the input{}",
-            args.plan.gateway_class.as_ref().map(|c| format!(" with class {c}")).unwrap_or_default()
+            args.plan
+                .gateway_class
+                .as_ref()
+                .map(|c| format!(" with class {c}"))
+                .unwrap_or_default()
         );
         return Err(Failure::Invalid);
     }
     for gw in &topo.gateways {
-        let dir = absolute(&args.output.join(format!("{}.{}", gw.gateway.namespace, gw.gateway.name)))?;
-        let ctx = Ctx { args, inv: &inv, resolve: &resolve, wasm: &wasm, client_ca: client_ca.as_deref(), dir: &dir };
+        let dir = absolute(
+            &args
+                .output
+                .join(format!("{}.{}", gw.gateway.namespace, gw.gateway.name)),
+        )?;
+        let ctx = Ctx {
+            args,
+            inv: &inv,
+            resolve: &resolve,
+            wasm: &wasm,
+            client_ca: client_ca.as_deref(),
+            dir: &dir,
+        };
         ctx.render_gateway(gw)?;
         println!(
             "{}: Envoy configuration for Gateway {}/{} ({} listeners)",
@@ -128,7 +154,13 @@ fn parse_resolve(items: &[String]) -> Result<BTreeMap<String, (String, u16)>, Fa
     for item in items {
         let parsed = item.split_once('=').and_then(|(name, addr)| {
             let (host, port) = addr.rsplit_once(':')?;
-            Some((name.to_string(), (host.trim_matches(['[', ']']).to_string(), port.parse().ok()?)))
+            Some((
+                name.to_string(),
+                (
+                    host.trim_matches(['[', ']']).to_string(),
+                    port.parse().ok()?,
+                ),
+            ))
         });
         match parsed {
             Some((name, addr)) if name.contains('.') => {
@@ -161,23 +193,39 @@ impl Ctx<'_> {
         let mut listeners = Vec::new();
         let mut clusters: BTreeMap<String, Value> = BTreeMap::new();
         // Token callers (docs/semantics.md §6b): the Gateway's RequestAuthentications as jwt_authn.
-        let ras = crate::request_authn::for_gateway(self.inv, &gw.gateway.namespace, &gw.gateway.name);
-        let tokens = crate::request_authn::render(&ras, self.args.native_module.is_some()).map_err(|e| {
-            eprintln!("error: {e}");
-            Failure::Invalid
-        })?;
+        let ras =
+            crate::request_authn::for_gateway(self.inv, &gw.gateway.namespace, &gw.gateway.name);
+        let tokens = crate::request_authn::render(&ras, self.args.native_module.is_some())
+            .map_err(|e| {
+                eprintln!("error: {e}");
+                Failure::Invalid
+            })?;
         for up in &tokens.jwks {
             clusters.insert(up.cluster.clone(), self.jwks_cluster(up));
         }
         for l in &gw.listeners {
             listeners.push(self.listener(gw, l, &tokens)?);
-            for upstream in l.routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
-                clusters.entry(upstream.cluster_name()).or_insert_with(|| self.cluster(upstream));
+            for upstream in l
+                .routes
+                .iter()
+                .flat_map(|r| &r.rules)
+                .flat_map(|r| &r.backends)
+                .map(|(u, _)| u)
+            {
+                clusters
+                    .entry(upstream.cluster_name())
+                    .or_insert_with(|| self.cluster(upstream));
             }
             let levels = std::iter::once(&l.plan.gateway).chain(l.plan.backends.values());
-            for authorizer in levels.filter_map(|level| level.external_auth.as_ref()).map(|ea| &ea.authorizer) {
+            for authorizer in levels
+                .filter_map(|level| level.external_auth.as_ref())
+                .map(|ea| &ea.authorizer)
+            {
                 if !clusters.contains_key(&authorizer.cluster) {
-                    clusters.insert(authorizer.cluster.clone(), self.authorizer_cluster(authorizer)?);
+                    clusters.insert(
+                        authorizer.cluster.clone(),
+                        self.authorizer_cluster(authorizer)?,
+                    );
                 }
             }
         }
@@ -208,13 +256,24 @@ impl Ctx<'_> {
         })
     }
 
-    fn listener(&self, gw: &GatewayOut, l: &ListenerOut, tokens: &crate::request_authn::Rendered) -> Result<Value, Failure> {
+    fn listener(
+        &self,
+        gw: &GatewayOut,
+        l: &ListenerOut,
+        tokens: &crate::request_authn::Rendered,
+    ) -> Result<Value, Failure> {
         let listener = &l.listener;
-        let id = format!("{}/{}/{}", gw.gateway.namespace, gw.gateway.name, listener.name);
+        let id = format!(
+            "{}/{}/{}",
+            gw.gateway.namespace, gw.gateway.name, listener.name
+        );
         let limit = l.plan.settings.max_body_bytes;
         let plan_json = serde_json::to_string(&l.plan).expect("plans serialise");
-        let access_log_path =
-            self.args.access_log.as_ref().map_or_else(|| "/dev/stdout".to_string(), |p| p.display().to_string());
+        let access_log_path = self
+            .args
+            .access_log
+            .as_ref()
+            .map_or_else(|| "/dev/stdout".to_string(), |p| p.display().to_string());
         let mut hcm = json!({
             "name": "envoy.filters.network.http_connection_manager",
             "typed_config": {
@@ -286,7 +345,9 @@ impl Ctx<'_> {
                 chain["transport_socket"] = self.downstream_tls(gw, listener)?;
             }
             other => {
-                eprintln!("error: listener {id}: protocol {other} is not supported (HTTP or HTTPS)");
+                eprintln!(
+                    "error: listener {id}: protocol {other} is not supported (HTTP or HTTPS)"
+                );
                 return Err(Failure::Invalid);
             }
         }
@@ -316,9 +377,15 @@ fn pretty(v: &Value) -> Vec<u8> {
 /// to the header the module reads claims from; the configuration says so, or the module reads none
 /// (docs/semantics.md §6b).
 pub fn native_filter(id: &str, module: &Path, plan_json: &str, jwt_authn: bool) -> Value {
-    let stem = module.file_stem().and_then(|s| s.to_str()).unwrap_or("toolgate_module");
-    let config =
-        if jwt_authn { toolgate_policy::jwt::module_config_with_payload_header(plan_json) } else { plan_json.to_string() };
+    let stem = module
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("toolgate_module");
+    let config = if jwt_authn {
+        toolgate_policy::jwt::module_config_with_payload_header(plan_json)
+    } else {
+        plan_json.to_string()
+    };
     json!({
         "name": "envoy.filters.http.dynamic_modules",
         "typed_config": {

@@ -91,7 +91,11 @@ pub struct ClaimToHeader {
 
 /// The RequestAuthentications whose `targetRefs` name the Gateway `namespace/name` (in its own
 /// namespace, as Istio reads them), in name order.
-pub fn for_gateway<'a>(inv: &'a Inventory, namespace: &str, name: &str) -> Vec<&'a Object<RequestAuthenticationSpec>> {
+pub fn for_gateway<'a>(
+    inv: &'a Inventory,
+    namespace: &str,
+    name: &str,
+) -> Vec<&'a Object<RequestAuthenticationSpec>> {
     let mut found: Vec<_> = inv
         .request_authentications
         .iter()
@@ -120,7 +124,11 @@ pub struct JwksUpstream {
 
 /// `http(s)://host[:port]/...` split; None if it is not such a URI.
 pub fn jwks_upstream(uri: &str) -> Option<JwksUpstream> {
-    let (tls, rest) = if let Some(r) = uri.strip_prefix("https://") { (true, r) } else { (false, uri.strip_prefix("http://")?) };
+    let (tls, rest) = if let Some(r) = uri.strip_prefix("https://") {
+        (true, r)
+    } else {
+        (false, uri.strip_prefix("http://")?)
+    };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h.to_string(), p.parse().ok()?),
@@ -129,7 +137,12 @@ pub fn jwks_upstream(uri: &str) -> Option<JwksUpstream> {
     if host.is_empty() {
         return None;
     }
-    Some(JwksUpstream { cluster: format!("jwks|{host}|{port}"), host, port, tls })
+    Some(JwksUpstream {
+        cluster: format!("jwks|{host}|{port}"),
+        host,
+        port,
+        tls,
+    })
 }
 
 /// What the listener's filter chain gets for the Gateway's RequestAuthentications: the header
@@ -151,7 +164,8 @@ pub struct Rendered {
 /// issue's semantics make it an invalid token as well: the connection manager's local reply mapper
 /// answers this one reply, and no other 403, with 401 (docs/semantics.md §6b). jwt_authn's own
 /// `www-authenticate: Bearer realm=..., error="invalid_token"` header stays on the reply.
-pub const WRONG_AUDIENCE_DETAILS: &str = "jwt_authn_access_denied{Audiences_in_Jwt_are_not_allowed}";
+pub const WRONG_AUDIENCE_DETAILS: &str =
+    "jwt_authn_access_denied{Audiences_in_Jwt_are_not_allowed}";
 
 fn local_reply_config() -> Value {
     json!({
@@ -170,7 +184,10 @@ fn local_reply_config() -> Value {
 
 /// The filters (none without RequestAuthentication), or what is wrong with a rule. `native_module`:
 /// for the dynamic module, which reads the payload from [`JWT_PAYLOAD_HEADER`].
-pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -> Result<Rendered, String> {
+pub fn render(
+    ras: &[&Object<RequestAuthenticationSpec>],
+    native_module: bool,
+) -> Result<Rendered, String> {
     let mut providers = serde_json::Map::new();
     let mut requirements = Vec::new();
     let mut removed: Vec<String> = Vec::new();
@@ -178,11 +195,18 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -
     let (mut unforwarded, mut forwarded) = (Vec::new(), Vec::new());
     for ra in ras {
         for (i, rule) in ra.spec.jwt_rules.iter().enumerate() {
-            let at = format!("RequestAuthentication {}/{} jwtRules[{i}]", ra.namespace, ra.name);
+            let at = format!(
+                "RequestAuthentication {}/{} jwtRules[{i}]",
+                ra.namespace, ra.name
+            );
             if rule.issuer.is_empty() {
                 return Err(format!("{at}: issuer is required"));
             }
-            let named = rule.from_headers.iter().map(|h| &h.name).chain(&rule.output_payload_to_header);
+            let named = rule
+                .from_headers
+                .iter()
+                .map(|h| &h.name)
+                .chain(&rule.output_payload_to_header);
             if let Some(h) = named
                 .chain(rule.output_claim_to_headers.iter().map(|c| &c.header))
                 .find(|h| h.eq_ignore_ascii_case(JWT_PAYLOAD_HEADER))
@@ -192,9 +216,17 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -
             let locations: Vec<String> = if rule.from_headers.is_empty() {
                 vec!["authorization".into()]
             } else {
-                rule.from_headers.iter().map(|h| h.name.to_ascii_lowercase()).collect()
+                rule.from_headers
+                    .iter()
+                    .map(|h| h.name.to_ascii_lowercase())
+                    .collect()
             };
-            if rule.forward_original_token { &mut forwarded } else { &mut unforwarded }.extend(locations);
+            if rule.forward_original_token {
+                &mut forwarded
+            } else {
+                &mut unforwarded
+            }
+            .extend(locations);
             let mut provider = json!({
                 "issuer": rule.issuer,
                 // Kept for the filter to see (a second credential drops the claims); removed by the
@@ -257,7 +289,10 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -
             // As Istio does (`scope: "a b"` is `["a", "b"]` in the metadata): the claims policies read
             // are the same under both. The native host's header carries the payload as signed; the
             // engine splits the same default claims, and only those.
-            let mut space_delimited: Vec<String> = SPACE_DELIMITED_CLAIMS.iter().map(|c| c.to_string()).collect();
+            let mut space_delimited: Vec<String> = SPACE_DELIMITED_CLAIMS
+                .iter()
+                .map(|c| c.to_string())
+                .collect();
             for c in &rule.space_delimited_claims {
                 if native_module && !space_delimited.contains(c) {
                     return Err(format!(
@@ -269,14 +304,19 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -
                     space_delimited.push(c.clone());
                 }
             }
-            provider["normalize_payload_in_metadata"] = json!({ "space_delimited_claims": space_delimited });
+            provider["normalize_payload_in_metadata"] =
+                json!({ "space_delimited_claims": space_delimited });
             if !rule.output_claim_to_headers.is_empty() {
                 provider["claim_to_headers"] = rule
                     .output_claim_to_headers
                     .iter()
                     .map(|c| json!({ "header_name": c.header, "claim_name": c.claim }))
                     .collect();
-                removed.extend(rule.output_claim_to_headers.iter().map(|c| c.header.to_ascii_lowercase()));
+                removed.extend(
+                    rule.output_claim_to_headers
+                        .iter()
+                        .map(|c| c.header.to_ascii_lowercase()),
+                );
             }
             let name = format!("origins-{}", providers.len());
             requirements.push(json!({ "provider_name": name }));
@@ -284,9 +324,17 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -
         }
     }
     if providers.is_empty() {
-        return Ok(Rendered { filters: Vec::new(), jwks, upstream_removed: Vec::new(), local_reply_config: None });
+        return Ok(Rendered {
+            filters: Vec::new(),
+            jwks,
+            upstream_removed: Vec::new(),
+            local_reply_config: None,
+        });
     }
-    let mut upstream_removed: Vec<String> = unforwarded.into_iter().filter(|h| !forwarded.contains(h)).collect();
+    let mut upstream_removed: Vec<String> = unforwarded
+        .into_iter()
+        .filter(|h| !forwarded.contains(h))
+        .collect();
     // The client's copy before jwt_authn, the verified one (native host) before the upstream: on
     // either host the reserved name never reaches the MCP server.
     removed.push(JWT_PAYLOAD_HEADER.into());
@@ -316,14 +364,21 @@ pub fn render(ras: &[&Object<RequestAuthenticationSpec>], native_module: bool) -
         }));
     }
     filters.push(jwt_authn);
-    Ok(Rendered { filters, jwks, upstream_removed, local_reply_config: Some(local_reply_config()) })
+    Ok(Rendered {
+        filters,
+        jwks,
+        upstream_removed,
+        local_reply_config: Some(local_reply_config()),
+    })
 }
 
 /// `--resolve` keys a jwksUri host may be given by: the host itself, or `name.namespace` of a
 /// Service's cluster DNS name.
 pub fn resolve_keys(host: &str) -> Vec<String> {
     let mut keys = vec![host.to_string()];
-    let short = host.strip_suffix(".svc.cluster.local").or_else(|| host.strip_suffix(".svc"));
+    let short = host
+        .strip_suffix(".svc.cluster.local")
+        .or_else(|| host.strip_suffix(".svc"));
     if let Some(s) = short {
         keys.push(s.to_string());
     }
@@ -337,14 +392,25 @@ mod tests {
     #[test]
     fn jwks_uris_split() {
         let up = jwks_upstream("https://issuer.example.com/.well-known/jwks.json").unwrap();
-        assert_eq!((up.host.as_str(), up.port, up.tls), ("issuer.example.com", 443, true));
+        assert_eq!(
+            (up.host.as_str(), up.port, up.tls),
+            ("issuer.example.com", 443, true)
+        );
         let up = jwks_upstream("http://jwks.auth.svc.cluster.local:8080/keys").unwrap();
         assert_eq!(
             (up.host.as_str(), up.port, up.tls, up.cluster.as_str()),
-            ("jwks.auth.svc.cluster.local", 8080, false, "jwks|jwks.auth.svc.cluster.local|8080")
+            (
+                "jwks.auth.svc.cluster.local",
+                8080,
+                false,
+                "jwks|jwks.auth.svc.cluster.local|8080"
+            )
         );
         assert!(jwks_upstream("ftp://x/").is_none());
-        assert_eq!(resolve_keys("jwks.auth.svc.cluster.local"), ["jwks.auth.svc.cluster.local", "jwks.auth"]);
+        assert_eq!(
+            resolve_keys("jwks.auth.svc.cluster.local"),
+            ["jwks.auth.svc.cluster.local", "jwks.auth"]
+        );
     }
 
     #[test]
@@ -363,11 +429,21 @@ mod tests {
         let p = &r.filters[1]["typed_config"]["providers"]["origins-0"];
         assert_eq!(p["payload_in_metadata"], "https://issuer.test");
         assert_eq!(p["audiences"], json!(["toolgate"]));
-        assert_eq!(p["normalize_payload_in_metadata"]["space_delimited_claims"], json!(["scope", "permission"]));
-        let reqs = &r.filters[1]["typed_config"]["rules"][0]["requires"]["requires_any"]["requirements"];
-        assert_eq!(reqs, &json!([{ "provider_name": "origins-0" }, { "allow_missing": {} }]));
+        assert_eq!(
+            p["normalize_payload_in_metadata"]["space_delimited_claims"],
+            json!(["scope", "permission"])
+        );
+        let reqs =
+            &r.filters[1]["typed_config"]["rules"][0]["requires"]["requires_any"]["requirements"];
+        assert_eq!(
+            reqs,
+            &json!([{ "provider_name": "origins-0" }, { "allow_missing": {} }])
+        );
         assert_eq!(r.upstream_removed, ["authorization", JWT_PAYLOAD_HEADER]);
-        assert!(render(&for_gateway(&inv, "gw", "none"), false).unwrap().filters.is_empty());
+        assert!(render(&for_gateway(&inv, "gw", "none"), false)
+            .unwrap()
+            .filters
+            .is_empty());
         assert!(p.get("forward_payload_header").is_none());
         // jwt_authn's wrong-audience 403, and only that reply, is answered 401.
         let mappers = &r.local_reply_config.as_ref().expect("a local reply mapper")["mappers"];
@@ -379,16 +455,25 @@ mod tests {
             filter["typed_config"]["expression"],
             "response.code == 403 && response.code_details == 'jwt_authn_access_denied{Audiences_in_Jwt_are_not_allowed}'"
         );
-        assert!(render(&for_gateway(&inv, "gw", "none"), false).unwrap().local_reply_config.is_none());
+        assert!(render(&for_gateway(&inv, "gw", "none"), false)
+            .unwrap()
+            .local_reply_config
+            .is_none());
         // The native host: jwt_authn also writes the payload header (removed as on the Wasm host).
         let r = render(&ras, true).unwrap();
         assert_eq!(
             r.filters[0]["typed_config"]["mutations"]["request_mutations"],
             json!([{ "remove": "x-sub" }, { "remove": JWT_PAYLOAD_HEADER }])
         );
-        assert_eq!(r.filters[1]["typed_config"]["providers"]["origins-0"]["forward_payload_header"], JWT_PAYLOAD_HEADER);
+        assert_eq!(
+            r.filters[1]["typed_config"]["providers"]["origins-0"]["forward_payload_header"],
+            JWT_PAYLOAD_HEADER
+        );
         assert_eq!(r.upstream_removed, ["authorization", JWT_PAYLOAD_HEADER]);
-        assert!(render(&for_gateway(&inv, "gw", "none"), true).unwrap().filters.is_empty());
+        assert!(render(&for_gateway(&inv, "gw", "none"), true)
+            .unwrap()
+            .filters
+            .is_empty());
     }
 
     #[test]
@@ -403,20 +488,36 @@ mod tests {
         ] {
             let inv = ra(rule);
             for native in [false, true] {
-                let err = render(&for_gateway(&inv, "gw", "g"), native).err().unwrap_or_default();
-                assert!(err.contains("is reserved for the verified payload"), "{rule}: {err}");
+                let err = render(&for_gateway(&inv, "gw", "g"), native)
+                    .err()
+                    .unwrap_or_default();
+                assert!(
+                    err.contains("is reserved for the verified payload"),
+                    "{rule}: {err}"
+                );
             }
         }
         let inv = ra("outputPayloadToHeader: x-payload");
         assert!(render(&for_gateway(&inv, "gw", "g"), false).is_ok());
-        let err = render(&for_gateway(&inv, "gw", "g"), true).err().unwrap_or_default();
+        let err = render(&for_gateway(&inv, "gw", "g"), true)
+            .err()
+            .unwrap_or_default();
         assert!(err.contains("not supported with --native-module"), "{err}");
         // spaceDelimitedClaims: added to Istio's two; the native host splits those two only.
         let inv = ra("spaceDelimitedClaims: [groups, scope]");
         let r = render(&for_gateway(&inv, "gw", "g"), false).unwrap();
-        let claims = &r.filters[1]["typed_config"]["providers"]["origins-0"]["normalize_payload_in_metadata"];
-        assert_eq!(claims["space_delimited_claims"], json!(["scope", "permission", "groups"]));
-        let err = render(&for_gateway(&inv, "gw", "g"), true).err().unwrap_or_default();
-        assert!(err.contains("spaceDelimitedClaims \"groups\" is not supported with --native-module"), "{err}");
+        let claims = &r.filters[1]["typed_config"]["providers"]["origins-0"]
+            ["normalize_payload_in_metadata"];
+        assert_eq!(
+            claims["space_delimited_claims"],
+            json!(["scope", "permission", "groups"])
+        );
+        let err = render(&for_gateway(&inv, "gw", "g"), true)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            err.contains("spaceDelimitedClaims \"groups\" is not supported with --native-module"),
+            "{err}"
+        );
     }
 }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use toolgate_policy::api::{
-    AccessPolicySpec, Condition, ParentReference, PolicyAction, PolicyAncestorStatus, PolicyTargetRef, GATEWAY_GROUP, GROUP,
+    AccessPolicySpec, Condition, ParentReference, PolicyAction, PolicyAncestorStatus,
+    PolicyTargetRef, GATEWAY_GROUP, GROUP,
 };
 use toolgate_policy::compile::{compile, ClusterNaming, CompileOptions, CompiledPolicy};
 use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings};
@@ -24,7 +25,9 @@ pub const DEFAULT_ANNOTATION: &str = "toolgate.dev/default";
 
 /// Whether a policy is in dry-run (docs/semantics.md §6a).
 pub fn is_dry_run(annotations: &BTreeMap<String, String>) -> bool {
-    annotations.get(DRY_RUN_ANNOTATION).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    annotations
+        .get(DRY_RUN_ANNOTATION)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 #[derive(Clone, Debug, Default)]
@@ -52,10 +55,7 @@ pub enum Upstream {
     },
     /// Istio's `networking.istio.io/Hostname` backendRef kind (a host Istio knows, e.g. from a
     /// ServiceEntry): under Istio only; `render` refuses it.
-    Host {
-        host: String,
-        port: u16,
-    },
+    Host { host: String, port: u16 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -69,8 +69,14 @@ pub enum BackendTarget {
 impl Upstream {
     pub fn cluster_name(&self) -> String {
         match self {
-            Upstream::Service { namespace, name, port } => format!("service/{namespace}/{name}/{port}"),
-            Upstream::XBackend { namespace, name, .. } => format!("xbackend/{namespace}/{name}"),
+            Upstream::Service {
+                namespace,
+                name,
+                port,
+            } => format!("service/{namespace}/{name}/{port}"),
+            Upstream::XBackend {
+                namespace, name, ..
+            } => format!("xbackend/{namespace}/{name}"),
             Upstream::Host { host, port } => format!("host/{host}/{port}"),
         }
     }
@@ -122,11 +128,20 @@ impl PolicyStatus {
         self.ancestors
             .iter()
             .flat_map(|a| {
-                a.conditions.iter().filter(|c| c.status != "True").map(move |c| {
-                    let r = &a.ancestor_ref;
-                    let ns = r.namespace.as_deref().unwrap_or("");
-                    format!("{} {ns}/{}: {}: {}", r.kind.as_deref().unwrap_or(""), r.name, c.reason, c.message)
-                })
+                a.conditions
+                    .iter()
+                    .filter(|c| c.status != "True")
+                    .map(move |c| {
+                        let r = &a.ancestor_ref;
+                        let ns = r.namespace.as_deref().unwrap_or("");
+                        format!(
+                            "{} {ns}/{}: {}: {}",
+                            r.kind.as_deref().unwrap_or(""),
+                            r.name,
+                            c.reason,
+                            c.message
+                        )
+                    })
             })
             .collect()
     }
@@ -197,16 +212,16 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     let backend_keys = BackendKeys::new(inv, &opts.compile.clusters);
 
     // Per target, the accepted attachments in order, plus how many ExternalAuth policies.
-    let mut by_target: BTreeMap<TargetKey, Vec<Attachment>> = BTreeMap::new();
+    let mut by_target: BTreeMap<TargetKey, Vec<Attachment<'_>>> = BTreeMap::new();
     let mut statuses: Vec<Option<PolicyStatus>> = vec![None; inv.policies.len()];
     for (&i, compiled) in order.iter().zip(&compiled) {
         let policy = &inv.policies[i];
         let refusal = external_auth_refusal(inv, policy);
-        if let Some(v) = policy
-            .annotations
-            .get(DRY_RUN_ANNOTATION)
-            .filter(|v| !["true", "false"].iter().any(|b| v.trim().eq_ignore_ascii_case(b)))
-        {
+        if let Some(v) = policy.annotations.get(DRY_RUN_ANNOTATION).filter(|v| {
+            !["true", "false"]
+                .iter()
+                .any(|b| v.trim().eq_ignore_ascii_case(b))
+        }) {
             topo.warnings.push(format!(
                 "policy {}: annotation {DRY_RUN_ANNOTATION}: {v:?} is neither \"true\" nor \"false\": the policy is enforced",
                 policy.key()
@@ -215,16 +230,26 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
         let mut ancestors = Vec::new();
         for target in &policy.spec.target_refs {
             let ancestor_ref = ancestor_ref(target, &policy.namespace);
-            let condition = match (compiled, target_key(inv, &xbackends, &backend_keys, policy, target)) {
+            let condition = match (
+                compiled,
+                target_key(inv, &xbackends, &backend_keys, policy, target),
+            ) {
                 (Err(e), _) => condition(false, e.reason(), e.to_string(), policy.generation),
                 (_, Err((reason, message))) => condition(false, reason, message, policy.generation),
-                (Ok(_), Ok(_)) if refusal.is_some() => {
-                    condition(false, "Invalid", refusal.clone().unwrap_or_default(), policy.generation)
-                }
+                (Ok(_), Ok(_)) if refusal.is_some() => condition(
+                    false,
+                    "Invalid",
+                    refusal.clone().unwrap_or_default(),
+                    policy.generation,
+                ),
                 (Ok(plan), Ok(key)) => {
                     let attached = by_target.entry(key).or_default();
-                    let external_auths =
-                        attached.iter().filter(|a| inv.policies[a.policy].spec.action == PolicyAction::ExternalAuth).count();
+                    let external_auths = attached
+                        .iter()
+                        .filter(|a| {
+                            inv.policies[a.policy].spec.action == PolicyAction::ExternalAuth
+                        })
+                        .count();
                     if policy.spec.action == PolicyAction::ExternalAuth && external_auths > 0 {
                         condition(
                             false,
@@ -240,7 +265,11 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                             policy.generation,
                         )
                     } else {
-                        attached.push(Attachment { policy: i, section: target.section_name.clone(), plan });
+                        attached.push(Attachment {
+                            policy: i,
+                            section: target.section_name.clone(),
+                            plan,
+                        });
                         let message = if is_dry_run(&policy.annotations) {
                             "Policy accepted (dry-run: not enforced)"
                         } else {
@@ -256,7 +285,10 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 conditions: vec![condition],
             });
         }
-        statuses[i] = Some(PolicyStatus { policy: policy.key(), ancestors });
+        statuses[i] = Some(PolicyStatus {
+            policy: policy.key(),
+            ancestors,
+        });
     }
     topo.statuses = statuses.into_iter().flatten().collect();
     for rejected in &inv.rejected_policies {
@@ -269,21 +301,32 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                 conditions: vec![condition(false, "Invalid", rejected.message.clone(), None)],
             })
             .collect();
-        topo.statuses.push(PolicyStatus { policy: format!("{}/{}", rejected.namespace, rejected.name), ancestors });
+        topo.statuses.push(PolicyStatus {
+            policy: format!("{}/{}", rejected.namespace, rejected.name),
+            ancestors,
+        });
     }
     topo.statuses.sort_by(|a, b| a.policy.cmp(&b.policy));
 
     // Backend levels by XBackend.
     let backend_level = |ns: &str, name: &str| -> LevelPlan {
-        let key = TargetKey::Backend { namespace: ns.to_string(), name: name.to_string() };
+        let key = TargetKey::Backend {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        };
         level(by_target.get(&key).into_iter().flatten())
     };
 
     for gw in &inv.gateways {
-        if !(opts.gateway_classes.is_empty() || opts.gateway_classes.contains(&gw.spec.gateway_class_name)) {
+        if !(opts.gateway_classes.is_empty()
+            || opts.gateway_classes.contains(&gw.spec.gateway_class_name))
+        {
             continue;
         }
-        let key = TargetKey::Gateway { namespace: gw.namespace.clone(), name: gw.name.clone() };
+        let key = TargetKey::Gateway {
+            namespace: gw.namespace.clone(),
+            name: gw.name.clone(),
+        };
         // docs/semantics.md §6a: deny by default, for every Gateway or this one by its annotation.
         let mut settings = opts.settings.clone();
         match gw.annotations.get(DEFAULT_ANNOTATION).map(|v| v.trim()) {
@@ -298,20 +341,41 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
         let mut listeners = Vec::new();
         for listener in &gw.spec.listeners {
             let listener_id = format!("{}/{}/{}", gw.namespace, gw.name, listener.name);
-            let gateway_level =
-                level(gateway_attachments.iter().filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name)));
-            let routes =
-                attached_routes(inv, &xbackends, gw, listener, &opts.compile.clusters, &mut topo.warnings, &mut topo.errors);
+            let gateway_level = level(
+                gateway_attachments
+                    .iter()
+                    .filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name)),
+            );
+            let routes = attached_routes(
+                inv,
+                &xbackends,
+                gw,
+                listener,
+                &opts.compile.clusters,
+                &mut topo.warnings,
+                &mut topo.errors,
+            );
             let mut backends = BTreeMap::new();
             let mut backend_targets = BTreeMap::new();
             match &opts.compile.clusters {
                 ClusterNaming::Rendered => {
-                    for upstream in routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u) {
-                        if let Upstream::XBackend { namespace, name, .. } = upstream {
+                    for upstream in routes
+                        .iter()
+                        .flat_map(|r| &r.rules)
+                        .flat_map(|r| &r.backends)
+                        .map(|(u, _)| u)
+                    {
+                        if let Upstream::XBackend {
+                            namespace, name, ..
+                        } = upstream
+                        {
                             let level = backend_level(namespace, name);
                             if !level.is_empty() {
                                 backends.insert(upstream.cluster_name(), level);
-                                backend_targets.insert((namespace.clone(), name.clone()), upstream.cluster_name());
+                                backend_targets.insert(
+                                    (namespace.clone(), name.clone()),
+                                    upstream.cluster_name(),
+                                );
                             }
                         }
                     }
@@ -328,10 +392,14 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                             let level = backend_level(&xb.namespace, &xb.name);
                             if !level.is_empty() {
                                 backends.insert(key.to_string(), level);
-                                backend_targets.insert((xb.namespace.clone(), xb.name.clone()), key.to_string());
+                                backend_targets.insert(
+                                    (xb.namespace.clone(), xb.name.clone()),
+                                    key.to_string(),
+                                );
                             }
                         } else if let Some(cluster) = backend_keys.contested_cluster(xb, naming) {
-                            backends.insert(cluster.clone(), backend_keys.contested_level(&cluster));
+                            backends
+                                .insert(cluster.clone(), backend_keys.contested_level(&cluster));
                         }
                     }
                 }
@@ -341,7 +409,10 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
             let insecure = model::insecure_client_fallback(&gw.spec, listener.port);
             let istio = matches!(opts.compile.clusters, ClusterNaming::Istio { .. });
             let plan = CompiledPlan {
-                settings: PlanSettings { unverified_client_certificates: insecure && istio, ..settings.clone() },
+                settings: PlanSettings {
+                    unverified_client_certificates: insecure && istio,
+                    ..settings.clone()
+                },
                 gateway: gateway_level,
                 backends,
                 ..CompiledPlan::empty(&listener_id)
@@ -372,9 +443,17 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
                      use --client-ca FILE or configure spec.tls.frontend"
                 ));
             }
-            listeners.push(ListenerOut { listener: listener.clone(), routes, plan, backend_targets });
+            listeners.push(ListenerOut {
+                listener: listener.clone(),
+                routes,
+                plan,
+                backend_targets,
+            });
         }
-        topo.gateways.push(GatewayOut { gateway: gw.clone(), listeners });
+        topo.gateways.push(GatewayOut {
+            gateway: gw.clone(),
+            listeners,
+        });
     }
     topo
 }
@@ -403,13 +482,15 @@ fn ancestor_ref(target: &PolicyTargetRef, namespace: &str) -> ParentReference {
 
 /// The current time as the API server writes it (`2026-01-02T03:04:05Z`: whole seconds, UTC).
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// The target a policy's reference names, or the status reason and message why it names none.
 fn target_key(
     inv: &Inventory,
-    xbackends: &XBackends,
+    xbackends: &XBackends<'_>,
     backend_keys: &BackendKeys,
     policy: &Object<AccessPolicySpec>,
     target: &PolicyTargetRef,
@@ -424,39 +505,77 @@ fn target_key(
             .ok_or_else(|| not_found(format!("Gateway {ns}/{} not found", target.name)))?;
         if let Some(section) = &target.section_name {
             if !gw.spec.listeners.iter().any(|l| &l.name == section) {
-                return Err(not_found(format!("Gateway {ns}/{} has no listener {section:?}", target.name)));
+                return Err(not_found(format!(
+                    "Gateway {ns}/{} has no listener {section:?}",
+                    target.name
+                )));
             }
         }
-        Ok(TargetKey::Gateway { namespace: ns.clone(), name: target.name.clone() })
+        Ok(TargetKey::Gateway {
+            namespace: ns.clone(),
+            name: target.name.clone(),
+        })
     } else if target.group == GROUP && target.kind == "XBackend" {
-        xbackends.get(ns, &target.name).ok_or_else(|| not_found(format!("XBackend {ns}/{} not found", target.name)))?;
+        xbackends
+            .get(ns, &target.name)
+            .ok_or_else(|| not_found(format!("XBackend {ns}/{} not found", target.name)))?;
         if let Some(r) = backend_keys.refusal(ns, &target.name) {
             return Err((r.reason, r.message.clone()));
         }
-        Ok(TargetKey::Backend { namespace: ns.clone(), name: target.name.clone() })
+        Ok(TargetKey::Backend {
+            namespace: ns.clone(),
+            name: target.name.clone(),
+        })
     } else {
-        Err(not_found(format!("target kind {}/{} is not supported", target.group, target.kind)))
+        Err(not_found(format!(
+            "target kind {}/{} is not supported",
+            target.group, target.kind
+        )))
     }
 }
 
 /// Why an ExternalAuth policy's authorizer reference does not count: a Service in another
 /// namespace that no ReferenceGrant there lets the policy's namespace refer to.
 fn external_auth_refusal(inv: &Inventory, policy: &Object<AccessPolicySpec>) -> Option<String> {
-    let ea = policy.spec.external_auth.as_ref().filter(|_| policy.spec.action == PolicyAction::ExternalAuth)?;
+    let ea = policy
+        .spec
+        .external_auth
+        .as_ref()
+        .filter(|_| policy.spec.action == PolicyAction::ExternalAuth)?;
     let b = &ea.backend_ref;
-    let ns = b.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(&policy.namespace);
-    let permitted = grants::permits(inv, grants::ACCESS_POLICY, &policy.namespace, grants::SERVICE, ns, &b.name);
+    let ns = b
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(&policy.namespace);
+    let permitted = grants::permits(
+        inv,
+        grants::ACCESS_POLICY,
+        &policy.namespace,
+        grants::SERVICE,
+        ns,
+        &b.name,
+    );
     (!permitted).then(|| {
         format!(
             "spec.externalAuth.backendRef: {}",
-            grants::not_permitted(grants::ACCESS_POLICY, &policy.namespace, grants::SERVICE, ns, &b.name)
+            grants::not_permitted(
+                grants::ACCESS_POLICY,
+                &policy.namespace,
+                grants::SERVICE,
+                ns,
+                &b.name
+            )
         )
     })
 }
 
 /// Listener plans by `namespace.gateway.listener`, for writing files.
 pub fn plan_file_name(gateway: &Object<GatewaySpec>, listener: &Listener) -> String {
-    format!("{}.{}.{}.plan.json", gateway.namespace, gateway.name, listener.name)
+    format!(
+        "{}.{}.{}.plan.json",
+        gateway.namespace, gateway.name, listener.name
+    )
 }
 
 mod backend_keys;
@@ -471,8 +590,13 @@ use routes::{attached_routes, reachable_xbackends, XBackends};
 #[cfg(test)]
 pub(crate) fn topology_of(yaml: &str, clusters: ClusterNaming) -> Topology {
     let inv = Inventory::from_yaml(yaml);
-    let opts =
-        TopologyOptions { compile: CompileOptions { clusters, ..CompileOptions::default() }, ..TopologyOptions::default() };
+    let opts = TopologyOptions {
+        compile: CompileOptions {
+            clusters,
+            ..CompileOptions::default()
+        },
+        ..TopologyOptions::default()
+    };
     build(&inv, &opts)
 }
 

@@ -30,7 +30,10 @@ use serde_json::Value;
 use crate::crds;
 use crate::inputs::RawObject;
 use metadata::validate_metadata;
-use schema::{prune_nulls_and_default, unknown_fields, validate_list_types, validate_rules, validate_schema, FieldPath};
+use schema::{
+    prune_nulls_and_default, unknown_fields, validate_list_types, validate_rules, validate_schema,
+    FieldPath,
+};
 
 /// How bad a problem is: errors make `validate` exit 1, warnings do not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +62,11 @@ impl fmt::Display for Problem {
         if self.severity == Severity::Warning {
             write!(f, "warning: ")?;
         }
-        write!(f, "{} {} {}/{}: ", self.origin, self.kind, self.namespace, self.name)?;
+        write!(
+            f,
+            "{} {} {}/{}: ",
+            self.origin, self.kind, self.namespace, self.name
+        )?;
         if !self.path.is_empty() {
             write!(f, "{}: ", self.path)?;
         }
@@ -84,12 +91,17 @@ pub const RULES_NOT_CHECKED_PATH: &str = "<nil>";
 /// Runs the API server's checks on every object of ours (XAccessPolicy, XBackend); other objects
 /// are left to later stages.
 pub fn validate_objects(objects: &[RawObject], default_namespace: &str) -> Vec<Problem> {
-    crate::par::map(objects, |o| validate_object(o, default_namespace)).into_iter().flatten().collect()
+    crate::par::map(objects, |o| validate_object(o, default_namespace))
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Runs the API server's checks on one object. Empty for valid objects and for objects that are not ours.
 fn validate_object(obj: &RawObject, default_namespace: &str) -> Vec<Problem> {
-    let Admission::Refused(errors) = admit(&obj.value, default_namespace) else { return Vec::new() };
+    let Admission::Refused(errors) = admit(&obj.value, default_namespace) else {
+        return Vec::new();
+    };
     errors
         .into_iter()
         .map(|e| Problem {
@@ -106,8 +118,13 @@ fn validate_object(obj: &RawObject, default_namespace: &str) -> Vec<Problem> {
 
 /// Whether `value` is an object of one of our CRDs' groups.
 fn is_ours(value: &Value) -> bool {
-    let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    api_version.split_once('/').is_some_and(|(g, _)| g == crds::GROUP)
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    api_version
+        .split_once('/')
+        .is_some_and(|(g, _)| g == crds::GROUP)
 }
 
 /// What the API server makes of an object on create.
@@ -127,7 +144,10 @@ pub fn admit(value: &Value, default_namespace: &str) -> Admission {
     if !is_ours(value) {
         return Admission::NotOurs;
     }
-    let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let version = api_version.split_once('/').map(|(_, v)| v).unwrap_or("");
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
     let Some(schema) = schema(kind, version) else {
@@ -144,7 +164,13 @@ pub fn admit(value: &Value, default_namespace: &str) -> Admission {
     if !unknown.is_empty() {
         unknown.sort();
         return Admission::Refused(
-            unknown.into_iter().map(|p| FieldError { message: format!("unknown field {p:?}"), path: p }).collect(),
+            unknown
+                .into_iter()
+                .map(|p| FieldError {
+                    message: format!("unknown field {p:?}"),
+                    path: p,
+                })
+                .collect(),
         );
     }
 
@@ -168,7 +194,10 @@ pub fn admit(value: &Value, default_namespace: &str) -> Admission {
     // 5. CEL rules
     let mut out: Vec<FieldError> = errs.into_iter().map(|e| e.error).collect();
     if blocking {
-        out.push(FieldError { path: RULES_NOT_CHECKED_PATH.into(), message: RULES_NOT_CHECKED.into() });
+        out.push(FieldError {
+            path: RULES_NOT_CHECKED_PATH.into(),
+            message: RULES_NOT_CHECKED.into(),
+        });
     } else {
         validate_rules(&obj, None, schema, &FieldPath::Root, &mut out);
     }
@@ -203,9 +232,24 @@ fn schema(kind: &str, version: &str) -> Option<&'static Value> {
     let all = SCHEMAS.get_or_init(|| {
         let mut out = Vec::new();
         for crd in crds::all() {
-            let k = crd.value.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or("").to_string();
-            for v in crd.value.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten() {
-                let name = v.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            let k = crd
+                .value
+                .pointer("/spec/names/kind")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            for v in crd
+                .value
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let name = v
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 if let Some(s) = v.pointer("/schema/openAPIV3Schema") {
                     out.push((k.clone(), name, s.clone()));
                 }
@@ -213,7 +257,9 @@ fn schema(kind: &str, version: &str) -> Option<&'static Value> {
         }
         out
     });
-    all.iter().find(|(k, v, _)| k == kind && v == version).map(|(_, _, s)| s)
+    all.iter()
+        .find(|(k, v, _)| k == kind && v == version)
+        .map(|(_, _, s)| s)
 }
 
 #[cfg(test)]
@@ -250,12 +296,19 @@ mod tests {
 
     fn errors(yaml: &str) -> Vec<String> {
         let v: Value = yaml_serde::from_str(yaml).unwrap();
-        let Admission::Refused(errors) = admit(&v, "default") else { panic!("valid: {yaml}") };
-        errors.into_iter().map(|e| format!("{}: {}", e.path, e.message)).collect()
+        let Admission::Refused(errors) = admit(&v, "default") else {
+            panic!("valid: {yaml}")
+        };
+        errors
+            .into_iter()
+            .map(|e| format!("{}: {}", e.path, e.message))
+            .collect()
     }
 
     fn stored(v: &Value) -> Value {
-        let Admission::Stored(stored) = admit(v, "default") else { panic!("not valid: {v}") };
+        let Admission::Stored(stored) = admit(v, "default") else {
+            panic!("not valid: {v}")
+        };
         stored
     }
 
@@ -264,12 +317,20 @@ mod tests {
         let e = errors(
             "apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]\n  action: ExternalAuth\n  externalAuth: {protocol: GRPC, grpc: {}, backendRef: {name: a}}\n",
         );
-        assert_eq!(e, vec!["spec.externalAuth.backendRef: Invalid value: Must have port for Service reference"]);
+        assert_eq!(
+            e,
+            vec![
+                "spec.externalAuth.backendRef: Invalid value: Must have port for Service reference"
+            ]
+        );
         let v: Value = yaml_serde::from_str(
             "apiVersion: agentic.networking.x-k8s.io/v0alpha0\nkind: XBackend\nmetadata: {name: b}\nspec: {mcp: {port: 80, hostname: a}}\n",
         )
         .unwrap();
-        assert_eq!(stored(&v).pointer("/spec/mcp/path"), Some(&Value::String("/mcp".into())));
+        assert_eq!(
+            stored(&v).pointer("/spec/mcp/path"),
+            Some(&Value::String("/mcp".into()))
+        );
     }
 
     /// The `expect-field` lines of `tests/k8s/cases/` (what the API server returns after defaulting, checked
@@ -283,7 +344,12 @@ mod tests {
             let expected: Vec<(&str, &str)> = text
                 .lines()
                 .take_while(|l| l.starts_with('#'))
-                .filter_map(|l| l.trim_start_matches('#').trim().strip_prefix("expect-field:")?.split_once(" = "))
+                .filter_map(|l| {
+                    l.trim_start_matches('#')
+                        .trim()
+                        .strip_prefix("expect-field:")?
+                        .split_once(" = ")
+                })
                 .collect();
             if expected.is_empty() {
                 continue;
@@ -333,8 +399,12 @@ mod tests {
         impl Eq for Counted {}
         let n = 50_000;
         // Every hundredth item repeats the one before it.
-        let repeated = schema::repeated((0..n).map(|i| Counted(if i % 100 == 99 { i - 1 } else { i })));
-        assert_eq!(repeated, (0..n).filter(|i| i % 100 == 99).collect::<Vec<_>>());
+        let repeated =
+            schema::repeated((0..n).map(|i| Counted(if i % 100 == 99 { i - 1 } else { i })));
+        assert_eq!(
+            repeated,
+            (0..n).filter(|i| i % 100 == 99).collect::<Vec<_>>()
+        );
         let comparisons = COMPARISONS.with(Cell::get);
         assert!(comparisons < n, "{comparisons} comparisons for {n} items");
     }
@@ -357,13 +427,21 @@ mod tests {
             ]
         );
         // A map list: items with the same keys are duplicates, whatever else they hold.
-        let schema =
-            serde_json::json!({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type", "n"]});
+        let schema = serde_json::json!({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type", "n"]});
         let list = serde_json::json!([{"type": "A", "n": 1, "x": 1}, {"type": "A", "n": 2}, {"type": "B"}, {"n": 1, "type": "A", "x": 2}, {"type": "B"}]);
         let mut errs = Vec::new();
-        schema::validate_list_types(&list, &schema, &schema::FieldPath::Root, &mut errs);
-        let errs: Vec<String> = errs.into_iter().map(|e| format!("{}: {}", e.error.path, e.error.message)).collect();
-        assert_eq!(errs, [r#"[3]: Duplicate value: {"n":1,"type":"A"}"#, r#"[4]: Duplicate value: {"type":"B"}"#]);
+        validate_list_types(&list, &schema, &FieldPath::Root, &mut errs);
+        let errs: Vec<String> = errs
+            .into_iter()
+            .map(|e| format!("{}: {}", e.error.path, e.error.message))
+            .collect();
+        assert_eq!(
+            errs,
+            [
+                r#"[3]: Duplicate value: {"n":1,"type":"A"}"#,
+                r#"[4]: Duplicate value: {"type":"B"}"#
+            ]
+        );
     }
 
     #[test]
@@ -371,6 +449,12 @@ mod tests {
         let e = errors(
             "apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p, foo: 1}\nspec:\n  targetRefs: []\n  bar: 1\n",
         );
-        assert_eq!(e, vec!["metadata.foo: unknown field \"metadata.foo\"", "spec.bar: unknown field \"spec.bar\""]);
+        assert_eq!(
+            e,
+            vec![
+                "metadata.foo: unknown field \"metadata.foo\"",
+                "spec.bar: unknown field \"spec.bar\""
+            ]
+        );
     }
 }

@@ -53,10 +53,14 @@ fn compile_problems(objects: Vec<RawObject>, default_namespace: &str) -> Vec<Pro
         .collect();
     let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
     // By key, once: looking each status's policy up among all of them made validate quadratic.
-    let policies: std::collections::HashMap<String, &crate::model::Object<toolgate_policy::api::AccessPolicySpec>> =
-        inv.policies.iter().map(|p| (p.key(), p)).rev().collect();
+    let policies: std::collections::HashMap<
+        String,
+        &crate::model::Object<toolgate_policy::api::AccessPolicySpec>,
+    > = inv.policies.iter().map(|p| (p.key(), p)).rev().collect();
     for status in &topo.statuses {
-        let Some(policy) = policies.get(&status.policy) else { continue };
+        let Some(policy) = policies.get(&status.policy) else {
+            continue;
+        };
         let mut seen = std::collections::BTreeSet::new();
         for ancestor in &status.ancestors {
             for c in ancestor.conditions.iter().filter(|c| c.status != "True") {
@@ -92,7 +96,10 @@ pub fn report(problems: &[Problem], object_count: usize) -> u8 {
     for p in problems {
         println!("{p}");
     }
-    let errors = problems.iter().filter(|p| p.severity == Severity::Error).count();
+    let errors = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .count();
     if errors == 0 {
         eprintln!("{object_count} object(s) valid");
         0

@@ -27,17 +27,26 @@ impl Server {
             None => {
                 let cache = std::env::var_os("XDG_CACHE_HOME")
                     .map(PathBuf::from)
-                    .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache"));
+                    .unwrap_or_else(|| {
+                        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache")
+                    });
                 cache.join("toolgate/kcas")
             }
         };
         let run = std::env::temp_dir().join(format!("toolgate-kcas-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&run);
         let (port, etcd_port) = free_ports();
-        let server = Server { script: root.join("tests/k8s/apiserver.sh"), prefix, run, port, etcd_port };
+        let server = Server {
+            script: root.join("tests/k8s/apiserver.sh"),
+            prefix,
+            run,
+            port,
+            etcd_port,
+        };
         let out = server.script_cmd("start");
         if !out.status.success() {
-            let log = std::fs::read_to_string(server.run.join("logs/apiserver.log")).unwrap_or_default();
+            let log =
+                std::fs::read_to_string(server.run.join("logs/apiserver.log")).unwrap_or_default();
             panic!(
                 "the test API server did not start (tests/k8s/apiserver.sh start):\n{}\n{}\n--- apiserver.log (tail) ---\n{}",
                 String::from_utf8_lossy(&out.stdout),
@@ -78,10 +87,22 @@ impl Drop for Server {
 
 /// Two free ports on 127.0.0.1 for the API server and etcd (etcd also takes the next one for peers).
 fn free_ports() -> (u16, u16) {
-    let api = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let api = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     for _ in 0..100 {
-        let etcd = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if etcd != api && etcd.checked_add(1).is_some_and(|p| p != api && TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+        let etcd = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if etcd != api
+            && etcd
+                .checked_add(1)
+                .is_some_and(|p| p != api && TcpListener::bind(("127.0.0.1", p)).is_ok())
+        {
             return (api, etcd);
         }
     }
@@ -89,7 +110,11 @@ fn free_ports() -> (u16, u16) {
 }
 
 fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// The causes of a kubectl "is invalid" error (`The Kind "name" is invalid: <cause>` or a bullet list),
@@ -97,11 +122,15 @@ fn text(out: &Output) -> String {
 fn invalid_causes(stderr: &str) -> Option<Vec<String>> {
     let start = stderr.find(" is invalid: ")?;
     let rest = &stderr[start + " is invalid: ".len()..];
-    let causes: Vec<String> = if rest.trim_start().starts_with('*') || rest.starts_with('\n') || rest.trim().is_empty() {
-        rest.lines().filter_map(|l| l.strip_prefix("* ")).map(str::to_string).collect()
-    } else {
-        vec![rest.lines().next().unwrap_or("").to_string()]
-    };
+    let causes: Vec<String> =
+        if rest.trim_start().starts_with('*') || rest.starts_with('\n') || rest.trim().is_empty() {
+            rest.lines()
+                .filter_map(|l| l.strip_prefix("* "))
+                .map(str::to_string)
+                .collect()
+        } else {
+            vec![rest.lines().next().unwrap_or("").to_string()]
+        };
     Some(causes)
 }
 
@@ -113,7 +142,11 @@ fn crds_and_cases_against_a_real_api_server() {
 
     let crds = root.join("crds");
     let applied = server.kubectl(&["apply", "--server-side", "-f", crds.to_str().unwrap()]);
-    assert!(applied.status.success(), "kubectl apply -f crds/ failed:\n{}", text(&applied));
+    assert!(
+        applied.status.success(),
+        "kubectl apply -f crds/ failed:\n{}",
+        text(&applied)
+    );
     let established = server.kubectl(&[
         "wait",
         "--for=condition=Established",
@@ -121,7 +154,11 @@ fn crds_and_cases_against_a_real_api_server() {
         "crd/xaccesspolicies.agentic.networking.x-k8s.io",
         "crd/xbackends.agentic.networking.x-k8s.io",
     ]);
-    assert!(established.status.success(), "CRDs not Established:\n{}", text(&established));
+    assert!(
+        established.status.success(),
+        "CRDs not Established:\n{}",
+        text(&established)
+    );
 
     let mut failures = Vec::new();
     let mut table = Vec::new();
@@ -141,12 +178,19 @@ fn crds_and_cases_against_a_real_api_server() {
             "{:<58} server: {:<8} validate: {}",
             case.name(),
             if server_ok { "accepted" } else { "rejected" },
-            if validate.code == 0 { "accepted" } else { "rejected" }
+            if validate.code == 0 {
+                "accepted"
+            } else {
+                "rejected"
+            }
         ));
 
         if case.accepted {
             if !server_ok {
-                failures.push(format!("{}: the server rejected an accepted case:\n{server_text}", case.name()));
+                failures.push(format!(
+                    "{}: the server rejected an accepted case:\n{server_text}",
+                    case.name()
+                ));
             }
             if let Some(version) = &case.read_as {
                 failures.extend(read_back(&server, &case, version));
@@ -154,12 +198,18 @@ fn crds_and_cases_against_a_real_api_server() {
             continue;
         }
         if server_ok {
-            failures.push(format!("{}: the server accepted a rejected case", case.name()));
+            failures.push(format!(
+                "{}: the server accepted a rejected case",
+                case.name()
+            ));
             continue;
         }
         for m in &case.messages {
             if !server_text.contains(m.as_str()) {
-                failures.push(format!("{}: the server's error lacks {m:?}:\n{server_text}", case.name()));
+                failures.push(format!(
+                    "{}: the server's error lacks {m:?}:\n{server_text}",
+                    case.name()
+                ));
             }
         }
         // Agreement: toolgate validate reports exactly the server's causes.
@@ -180,38 +230,63 @@ fn crds_and_cases_against_a_real_api_server() {
                 for cause in &ours {
                     let message = cause.split_once(": ").map(|(_, m)| m).unwrap_or(cause);
                     if !stderr.contains(message) {
-                        failures.push(format!("{}: the server's error lacks validate's {message:?}:\n{stderr}", case.name()));
+                        failures.push(format!(
+                            "{}: the server's error lacks validate's {message:?}:\n{stderr}",
+                            case.name()
+                        ));
                     }
                 }
             }
         }
     }
     println!("{}", table.join("\n"));
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 /// The object was created for real; read it through `version` and check it is there, whole.
 fn read_back(server: &Server, case: &common::Case, version: &str) -> Vec<String> {
-    let obj: serde_json::Value = yaml_serde::from_str(&std::fs::read_to_string(&case.file).unwrap()).unwrap();
+    let obj: serde_json::Value =
+        yaml_serde::from_str(&std::fs::read_to_string(&case.file).unwrap()).unwrap();
     let kind = obj["kind"].as_str().unwrap().to_lowercase();
     let name = obj["metadata"]["name"].as_str().unwrap();
     let resource = format!("{kind}.{version}.agentic.networking.x-k8s.io");
     let got = server.kubectl(&["get", &resource, name, "-o", "json"]);
     if !got.status.success() {
-        return vec![format!("{}: cannot read {resource}/{name}:\n{}", case.name(), text(&got))];
+        return vec![format!(
+            "{}: cannot read {resource}/{name}:\n{}",
+            case.name(),
+            text(&got)
+        )];
     }
     let got: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
     let mut failures = Vec::new();
     let want_api = format!("agentic.networking.x-k8s.io/{version}");
     if got["apiVersion"] != want_api.as_str() {
-        failures.push(format!("{}: read back as {}, want {want_api}", case.name(), got["apiVersion"]));
+        failures.push(format!(
+            "{}: read back as {}, want {want_api}",
+            case.name(),
+            got["apiVersion"]
+        ));
     }
     if got["spec"]["targetRefs"] != obj["spec"]["targetRefs"] {
-        failures.push(format!("{}: targetRefs changed on the way: {}", case.name(), got["spec"]));
+        failures.push(format!(
+            "{}: targetRefs changed on the way: {}",
+            case.name(),
+            got["spec"]
+        ));
     }
     for (pointer, want) in &case.fields {
         if got.pointer(pointer) != Some(want) {
-            failures.push(format!("{}: {pointer} is {:?}, want {want}", case.name(), got.pointer(pointer)));
+            failures.push(format!(
+                "{}: {pointer} is {:?}, want {want}",
+                case.name(),
+                got.pointer(pointer)
+            ));
         }
     }
     failures

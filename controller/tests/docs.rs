@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("controller/ is in the repository").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("controller/ is in the repository")
+        .to_path_buf()
 }
 
 fn read(rel: &str) -> String {
@@ -30,7 +33,10 @@ fn entries(rel: &str) -> BTreeSet<String> {
     std::fs::read_dir(repo().join(rel))
         .unwrap_or_else(|e| panic!("{rel}: {e}"))
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.') && !["__pycache__", "target", "dist", "dist.tmp"].contains(&n.as_str()))
+        .filter(|n| {
+            !n.starts_with('.')
+                && !["__pycache__", "target", "dist", "dist.tmp"].contains(&n.as_str())
+        })
         .collect()
 }
 
@@ -56,20 +62,38 @@ fn the_readme_is_a_short_page() {
     // lower-case hex digits with both a digit and a letter in it.
     let readme = read("README.md");
     let lines = readme.lines().count();
-    assert!(lines <= 200, "README.md has {lines} lines, more than 200: move the detail to a page of docs/");
+    assert!(
+        lines <= 200,
+        "README.md has {lines} lines, more than 200: move the detail to a page of docs/"
+    );
     let hashes: Vec<&str> = readme
         .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| (7..=40).contains(&w.len()) && w.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)))
-        .filter(|w| w.chars().any(|c| c.is_ascii_digit()) && w.chars().any(|c| c.is_ascii_alphabetic()))
+        .filter(|w| {
+            (7..=40).contains(&w.len())
+                && w.chars()
+                    .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+        })
+        .filter(|w| {
+            w.chars().any(|c| c.is_ascii_digit()) && w.chars().any(|c| c.is_ascii_alphabetic())
+        })
         .collect();
-    assert!(hashes.is_empty(), "README.md names commits (the docs that are generated say theirs): {hashes:?}");
+    assert!(
+        hashes.is_empty(),
+        "README.md names commits (the docs that are generated say theirs): {hashes:?}"
+    );
 }
 
 #[test]
 fn the_layout_table_matches_the_tree_and_the_cli() {
     let layout = read("docs/layout.md");
     let rows = table_rows(&layout, "| crate / folder | job |");
-    let row_of = |dir: &str| rows.iter().find(|r| backticked(first_cell(r)).iter().any(|w| w.starts_with(&format!("{dir}/"))));
+    let row_of = |dir: &str| {
+        rows.iter().find(|r| {
+            backticked(first_cell(r))
+                .iter()
+                .any(|w| w.starts_with(&format!("{dir}/")))
+        })
+    };
     let mut problems = Vec::new();
     for dir in entries(".").into_iter().filter(|d| repo().join(d).is_dir()) {
         if row_of(&dir).is_none() {
@@ -77,15 +101,23 @@ fn the_layout_table_matches_the_tree_and_the_cli() {
         }
     }
     for row in &rows {
-        for path in backticked(first_cell(row)).into_iter().filter(|w| w.ends_with('/')) {
+        for path in backticked(first_cell(row))
+            .into_iter()
+            .filter(|w| w.ends_with('/'))
+        {
             if !repo().join(path).is_dir() {
-                problems.push(format!("the row of {path} names a folder that does not exist"));
+                problems.push(format!(
+                    "the row of {path} names a folder that does not exist"
+                ));
             }
         }
     }
     // Every entry of these folders is named in its row.
-    for (dir, keep) in [("docs", (|n: &str| n.ends_with(".md")) as fn(&str) -> bool), ("scripts", |_| true), ("tests", |_| true)]
-    {
+    for (dir, keep) in [
+        ("docs", (|n: &str| n.ends_with(".md")) as fn(&str) -> bool),
+        ("scripts", |_| true),
+        ("tests", |_| true),
+    ] {
         let Some(row) = row_of(dir) else { continue };
         for name in entries(dir).into_iter().filter(|n| keep(n)) {
             if !row.contains(&format!("`{name}")) && !row.contains(&format!("[`{name}`]")) {
@@ -94,7 +126,10 @@ fn the_layout_table_matches_the_tree_and_the_cli() {
         }
     }
     // Every command of the CLI is named in the row of controller/.
-    let help = Command::new(env!("CARGO_BIN_EXE_toolgate")).arg("--help").output().expect("toolgate runs");
+    let help = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("--help")
+        .output()
+        .expect("toolgate runs");
     let help = String::from_utf8(help.stdout).unwrap();
     let commands: Vec<&str> = help
         .lines()
@@ -105,30 +140,55 @@ fn the_layout_table_matches_the_tree_and_the_cli() {
         .filter(|c| *c != "help")
         .collect();
     assert!(commands.contains(&"controller"), "{help}");
-    let controller_row = row_of("controller").map(|r| backticked(r)).unwrap_or_default();
+    let controller_row = row_of("controller")
+        .map(|r| backticked(r))
+        .unwrap_or_default();
     for command in commands {
-        if !controller_row.iter().any(|w| *w == command || *w == format!("toolgate {command}")) {
-            problems.push(format!("the command `{command}` is not in the row of controller/"));
+        if !controller_row
+            .iter()
+            .any(|w| *w == command || *w == format!("toolgate {command}"))
+        {
+            problems.push(format!(
+                "the command `{command}` is not in the row of controller/"
+            ));
         }
     }
-    assert!(problems.is_empty(), "docs/layout.md's layout table is stale:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "docs/layout.md's layout table is stale:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// Text files of the repository (sources, scripts, docs), without build outputs and caches.
 fn text_files() -> Vec<PathBuf> {
-    const SKIP: &[&str] = &["target", "node_modules", "__pycache__", "corpus", "thirdparty-crds", "testdata"];
+    const SKIP: &[&str] = &[
+        "target",
+        "node_modules",
+        "__pycache__",
+        "corpus",
+        "thirdparty-crds",
+        "testdata",
+    ];
     const EXTENSIONS: &[&str] = &["rs", "md", "py", "sh", "toml", "go", "mjs", "yaml"];
     let mut out = Vec::new();
     let mut stack = vec![repo()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
-            let (path, name) = (entry.path(), entry.file_name().to_string_lossy().into_owned());
+            let (path, name) = (
+                entry.path(),
+                entry.file_name().to_string_lossy().into_owned(),
+            );
             if name.starts_with('.') || SKIP.contains(&name.as_str()) {
                 continue;
             }
             if path.is_dir() {
                 stack.push(path);
-            } else if name == "Makefile" || path.extension().is_some_and(|e| EXTENSIONS.contains(&e.to_str().unwrap_or(""))) {
+            } else if name == "Makefile"
+                || path
+                    .extension()
+                    .is_some_and(|e| EXTENSIONS.contains(&e.to_str().unwrap_or("")))
+            {
                 out.push(path);
             }
         }
@@ -145,22 +205,39 @@ fn every_semantics_citation_names_a_section_of_docs_semantics() {
         .filter_map(|l| l.strip_prefix("## "))
         .filter_map(|h| h.split_once(". ").map(|(n, _)| n.to_string()))
         .collect();
-    let nine = semantics.split("\n## 9. ").nth(1).expect("docs/semantics.md has a section 9");
+    let nine = semantics
+        .split("\n## 9. ")
+        .nth(1)
+        .expect("docs/semantics.md has a section 9");
     sections.extend(
-        nine.lines().filter_map(|l| l.split_once(". ")).filter_map(|(n, _)| n.parse::<u32>().ok().map(|n| format!("9.{n}"))),
+        nine.lines()
+            .filter_map(|l| l.split_once(". "))
+            .filter_map(|(n, _)| n.parse::<u32>().ok().map(|n| format!("9.{n}"))),
     );
-    assert!(sections.contains("6b") && sections.contains("9.14"), "{sections:?}");
+    assert!(
+        sections.contains("6b") && sections.contains("9.14"),
+        "{sections:?}"
+    );
     let mut problems = Vec::new();
-    for file in text_files().into_iter().filter(|f| !f.ends_with("controller/tests/docs.rs")) {
-        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+    for file in text_files()
+        .into_iter()
+        .filter(|f| !f.ends_with("controller/tests/docs.rs"))
+    {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
         let rel = file.strip_prefix(repo()).unwrap().display().to_string();
         for (i, _) in text.match_indices("semantics.md §") {
-            let cited: String =
-                text[i + "semantics.md §".len()..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '.').collect();
+            let cited: String = text[i + "semantics.md §".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '.')
+                .collect();
             let cited = cited.trim_end_matches('.');
             // `§N` is how the docs say "a section number".
             if cited != "N" && !sections.contains(cited) {
-                problems.push(format!("{rel}: docs/semantics.md §{cited} is not a section"));
+                problems.push(format!(
+                    "{rel}: docs/semantics.md §{cited} is not a section"
+                ));
             }
         }
         // The reference is docs/semantics.md: no citation of a document the repository does not have.
@@ -173,10 +250,23 @@ fn every_semantics_citation_names_a_section_of_docs_semantics() {
 
 #[test]
 fn the_paths_the_docs_name_exist() {
-    let tops: Vec<String> = entries(".").into_iter().filter(|d| repo().join(d).is_dir()).collect();
+    let tops: Vec<String> = entries(".")
+        .into_iter()
+        .filter(|d| repo().join(d).is_dir())
+        .collect();
     let mut docs = vec!["README.md".to_string(), "bench/notes.md".to_string()];
-    docs.extend(entries("docs").into_iter().filter(|n| n.ends_with(".md")).map(|n| format!("docs/{n}")));
-    docs.extend(entries("tests").into_iter().map(|d| format!("tests/{d}/README.md")).filter(|p| repo().join(p).is_file()));
+    docs.extend(
+        entries("docs")
+            .into_iter()
+            .filter(|n| n.ends_with(".md"))
+            .map(|n| format!("docs/{n}")),
+    );
+    docs.extend(
+        entries("tests")
+            .into_iter()
+            .map(|d| format!("tests/{d}/README.md"))
+            .filter(|p| repo().join(p).is_file()),
+    );
     let mut problems = Vec::new();
     for doc in &docs {
         let text = read(doc);
@@ -186,18 +276,32 @@ fn the_paths_the_docs_name_exist() {
         // (the test too).
         let mut check = |word: &str| {
             let word = word.trim_end_matches([':', '.']);
-            let Some((top, _)) = word.split_once('/') else { return };
+            let Some((top, _)) = word.split_once('/') else {
+                return;
+            };
             if !tops.iter().any(|t| t == top) || word.contains(['{', '$']) {
                 return;
             }
-            let (path, anchor) = word.split_once('#').map_or((word, None), |(p, a)| (p, Some(a)));
-            let (path, test) = path.split_once("::").map_or((path, None), |(p, t)| (p, Some(t)));
-            let Some(file) = [repo().join(path), base.join(path)].into_iter().find(|p| p.exists()) else {
+            let (path, anchor) = word
+                .split_once('#')
+                .map_or((word, None), |(p, a)| (p, Some(a)));
+            let (path, test) = path
+                .split_once("::")
+                .map_or((path, None), |(p, t)| (p, Some(t)));
+            let Some(file) = [repo().join(path), base.join(path)]
+                .into_iter()
+                .find(|p| p.exists())
+            else {
                 problems.push(format!("{doc}: {word}"));
                 return;
             };
             let text = || std::fs::read_to_string(&file).unwrap_or_default();
-            if anchor.is_some_and(|a| !text().lines().filter_map(|l| l.strip_prefix('#')).any(|h| slug(h) == a)) {
+            if anchor.is_some_and(|a| {
+                !text()
+                    .lines()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .any(|h| slug(h) == a)
+            }) {
                 problems.push(format!("{doc}: {word} (no such heading)"));
             }
             if test.is_some_and(|t| !text().contains(&format!("def {t}("))) {
@@ -216,16 +320,33 @@ fn the_paths_the_docs_name_exist() {
     }
     problems.sort();
     problems.dedup();
-    assert!(problems.is_empty(), "paths named in the docs that do not exist:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "paths named in the docs that do not exist:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
 fn the_test_counts_the_docs_give_are_the_files_counts() {
     // "`test_x.py` (3 tests" or "`tests/e2e/test_x.py`, 3 tests": the number of `def test_` in the file.
     let mut docs = vec!["README.md".to_string()];
-    docs.extend(entries("docs").into_iter().filter(|n| n.ends_with(".md")).map(|n| format!("docs/{n}")));
-    docs.extend(entries("tests").into_iter().map(|d| format!("tests/{d}/README.md")).filter(|p| repo().join(p).is_file()));
-    let test_files: Vec<PathBuf> = text_files().into_iter().filter(|f| f.extension().is_some_and(|e| e == "py")).collect();
+    docs.extend(
+        entries("docs")
+            .into_iter()
+            .filter(|n| n.ends_with(".md"))
+            .map(|n| format!("docs/{n}")),
+    );
+    docs.extend(
+        entries("tests")
+            .into_iter()
+            .map(|d| format!("tests/{d}/README.md"))
+            .filter(|p| repo().join(p).is_file()),
+    );
+    let test_files: Vec<PathBuf> = text_files()
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "py"))
+        .collect();
     let mut problems = Vec::new();
     let mut seen = 0;
     for doc in &docs {
@@ -242,7 +363,10 @@ fn the_test_counts_the_docs_give_are_the_files_counts() {
                 continue;
             };
             let source = std::fs::read_to_string(file).unwrap();
-            let count = source.lines().filter(|l| l.starts_with("def test_") || l.starts_with("async def test_")).count();
+            let count = source
+                .lines()
+                .filter(|l| l.starts_with("def test_") || l.starts_with("async def test_"))
+                .count();
             seen += 1;
             if digits.parse::<usize>() != Ok(count) {
                 problems.push(format!("{doc}: {name} has {count} tests, not {digits}"));
@@ -270,8 +394,10 @@ fn slug(heading: &str) -> String {
 
 #[test]
 fn the_security_doc_lists_every_fuzz_target() {
-    let targets: BTreeSet<String> =
-        entries("fuzz/fuzz_targets").into_iter().filter_map(|n| n.strip_suffix(".rs").map(str::to_string)).collect();
+    let targets: BTreeSet<String> = entries("fuzz/fuzz_targets")
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".rs").map(str::to_string))
+        .collect();
     let cargo = read("fuzz/Cargo.toml");
     let bins: BTreeSet<String> = cargo
         .split("[[bin]]")
@@ -279,18 +405,31 @@ fn the_security_doc_lists_every_fuzz_target() {
         .filter_map(|b| b.lines().find_map(|l| l.strip_prefix("name = ")))
         .map(|n| n.trim_matches('"').to_string())
         .collect();
-    assert_eq!(bins, targets, "fuzz/Cargo.toml's [[bin]]s and fuzz/fuzz_targets/");
+    assert_eq!(
+        bins, targets,
+        "fuzz/Cargo.toml's [[bin]]s and fuzz/fuzz_targets/"
+    );
     let security = read("docs/security.md");
-    let fuzzing = security.split("\n## Fuzzing").nth(1).expect("docs/security.md has a Fuzzing section");
+    let fuzzing = security
+        .split("\n## Fuzzing")
+        .nth(1)
+        .expect("docs/security.md has a Fuzzing section");
     let fuzzing = fuzzing.split("\n## ").next().unwrap();
     let rows: BTreeSet<String> = table_rows(fuzzing, "| target |")
         .into_iter()
         .filter_map(|r| backticked(first_cell(r)).first().map(|s| s.to_string()))
         .collect();
-    assert_eq!(rows, targets, "docs/security.md's fuzzing table and fuzz/fuzz_targets/");
-    const WORDS: [&str; 13] =
-        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
-    let count = WORDS.get(targets.len()).map_or_else(|| targets.len().to_string(), |w| w.to_string());
+    assert_eq!(
+        rows, targets,
+        "docs/security.md's fuzzing table and fuzz/fuzz_targets/"
+    );
+    const WORDS: [&str; 13] = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve",
+    ];
+    let count = WORDS
+        .get(targets.len())
+        .map_or_else(|| targets.len().to_string(), |w| w.to_string());
     assert!(
         fuzzing.contains(&format!("the {count} libFuzzer targets")),
         "docs/security.md's Fuzzing section should say `the {count} libFuzzer targets`"
@@ -324,18 +463,27 @@ fn every_measured_doc_names_its_command_and_the_commit_it_measured() {
         let text = read(doc);
         let head: String = text.lines().take(15).collect::<Vec<_>>().join("\n");
         if !head.contains(&format!("Generated by `{command}`")) {
-            problems.push(format!("{doc}: does not start with \"Generated by `{command}`\""));
+            problems.push(format!(
+                "{doc}: does not start with \"Generated by `{command}`\""
+            ));
         }
         let commit = head.split(" at ").skip(1).find_map(|rest| {
             let hex: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
-            (hex.len() >= 7 && rest[hex.len()..].starts_with(['.', ';', ',', ' ', '\n'])).then_some(hex)
+            (hex.len() >= 7 && rest[hex.len()..].starts_with(['.', ';', ',', ' ', '\n']))
+                .then_some(hex)
         });
         match commit {
-            None => problems.push(format!("{doc}: names no commit (\"at <commit>\") in its first lines")),
+            None => problems.push(format!(
+                "{doc}: names no commit (\"at <commit>\") in its first lines"
+            )),
             // A shallow clone may not have it; a full one must (not a commit of another branch or a rebase).
-            Some(c) if git(&["rev-parse", "--is-shallow-repository"]).as_deref() == Some("false") => {
+            Some(c)
+                if git(&["rev-parse", "--is-shallow-repository"]).as_deref() == Some("false") =>
+            {
                 if git(&["cat-file", "-e", &format!("{c}^{{commit}}")]).is_none() {
-                    problems.push(format!("{doc}: measured at {c}, which is not a commit of this repository"));
+                    problems.push(format!(
+                        "{doc}: measured at {c}, which is not a commit of this repository"
+                    ));
                 }
             }
             Some(_) => {}
@@ -346,8 +494,14 @@ fn every_measured_doc_names_its_command_and_the_commit_it_measured() {
 
 /// `git`'s output in the repository, or None when it fails (or there is no git).
 fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).current_dir(repo()).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 #[test]

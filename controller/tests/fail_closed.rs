@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn toolgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate")).args(args).output().expect("toolgate runs")
+    Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .output()
+        .expect("toolgate runs")
 }
 
 /// A Gateway with an HTTP listener and a route to the XBackend `tools`.
@@ -51,7 +54,10 @@ struct Case {
 
 impl Case {
     fn new(name: &str, docs: &[String]) -> Case {
-        let dir = std::env::temp_dir().join(format!("toolgate-fail-closed-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "toolgate-fail-closed-{}-{name}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let input = dir.join("in.yaml");
@@ -89,7 +95,10 @@ fn explain_exits_0_on_allow_1_on_deny_2_on_errors() {
     let rules =
         "  rules:\n  - name: sum\n    authorization: {type: Inline, mcp: {methods: [{name: tools/call, params: [get-sum]}]}}\n";
     let dry = format!("---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {{name: dry, creationTimestamp: \"2026-01-01T00:00:00Z\", annotations: {{toolgate.dev/dry-run: \"true\"}}}}\nspec:\n  targetRefs: [{BACKEND}]\n  action: Allow\n  rules:\n  - name: puts\n    authorization: {{type: Inline, methods: [PUT]}}\n");
-    let case = Case::new("explain-exit", &[policy("p", "2026-01-01T00:00:00Z", GW, rules), dry]);
+    let case = Case::new(
+        "explain-exit",
+        &[policy("p", "2026-01-01T00:00:00Z", GW, rules), dry],
+    );
     let call = |tool: &str| {
         format!("listener: http\nbody: {{\"jsonrpc\": \"2.0\", \"id\": 4, \"method\": \"tools/call\", \"params\": {{\"name\": \"{tool}\"}}}}\n")
     };
@@ -98,10 +107,20 @@ fn explain_exits_0_on_allow_1_on_deny_2_on_errors() {
     assert_eq!(code(&call("echo")), Some(1));
     // The dry-run policy would deny get-sum: the request passes, and so does explain.
     let out = String::from_utf8(case.explain_output(&call("get-sum")).stdout).unwrap();
-    assert!(out.contains("decision: ALLOW") && out.contains("shadow decision (dry-run policies enforced): DENY"), "{out}");
+    assert!(
+        out.contains("decision: ALLOW")
+            && out.contains("shadow decision (dry-run policies enforced): DENY"),
+        "{out}"
+    );
     assert_eq!(code("listener: nope\n"), Some(2));
     assert_eq!(code("unknown: field\n"), Some(2));
-    let missing = toolgate(&["explain", "-f", case.input(), "--request", &case.path("missing.yaml")]);
+    let missing = toolgate(&[
+        "explain",
+        "-f",
+        case.input(),
+        "--request",
+        &case.path("missing.yaml"),
+    ]);
     assert_eq!(missing.status.code(), Some(2));
 }
 
@@ -110,7 +129,9 @@ fn explain_exits_0_on_allow_1_on_deny_2_on_errors() {
 #[test]
 fn documents_the_cli_cannot_read_are_errors_in_every_command() {
     let good = policy("p", "2026-01-01T00:00:00Z", GW, "");
-    let typo = good.replace("apiVersion:", "apiversion:").replace("name: p,", "name: typo,");
+    let typo = good
+        .replace("apiVersion:", "apiversion:")
+        .replace("name: p,", "name: typo,");
     let req =
         "listener: http\nbody: {\"jsonrpc\": \"2.0\", \"id\": 4, \"method\": \"tools/call\", \"params\": {\"name\": \"x\"}}\n";
     for (name, doc, says) in [
@@ -152,12 +173,21 @@ fn documents_the_cli_cannot_read_are_errors_in_every_command() {
         assert_eq!(o.status.code(), Some(2), "{name}");
     }
     // Another kind may be skipped on request; it is listed.
-    let case =
-        Case::new("skip-other-kinds", &[good, "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n".into()]);
+    let case = Case::new(
+        "skip-other-kinds",
+        &[
+            good,
+            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n".into(),
+        ],
+    );
     let o = toolgate(&["validate", "--ignore-unknown-kinds", "-f", case.input()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(err.contains("skipped: ") && err.contains("apps/v1 Deployment \"web\": not a kind Toolgate reads"), "{err}");
+    assert!(
+        err.contains("skipped: ")
+            && err.contains("apps/v1 Deployment \"web\": not a kind Toolgate reads"),
+        "{err}"
+    );
 }
 
 /// `--strict` fails when any policy given is left out of the plans: not accepted, or accepted but
@@ -167,18 +197,47 @@ fn documents_the_cli_cannot_read_are_errors_in_every_command() {
 fn strict_fails_on_any_policy_left_out_of_the_plans() {
     let unrouted = "---\napiVersion: agentic.networking.x-k8s.io/v0alpha0\nkind: XBackend\nmetadata: {name: unrouted}\nspec: {mcp: {serviceName: other, port: 9000}}\n".to_string();
     let target = "{group: agentic.networking.x-k8s.io, kind: XBackend, name: unrouted}";
-    let case = Case::new("strict-no-plan", &[unrouted.clone(), policy("lost", "2026-01-01T00:00:00Z", target, "")]);
+    let case = Case::new(
+        "strict-no-plan",
+        &[
+            unrouted.clone(),
+            policy("lost", "2026-01-01T00:00:00Z", target, ""),
+        ],
+    );
     let out = case.path("out");
     let o = toolgate(&["compile", "-f", case.input(), "-o", &out]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("policy default/lost left out: in no listener's plan"), "{err}");
+    assert!(
+        err.contains("policy default/lost left out: in no listener's plan"),
+        "{err}"
+    );
     let o = toolgate(&["compile", "--strict", "-f", case.input(), "-o", &out]);
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // A second Gateway of another class, with a policy: in its own plans, not left out.
     let other = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: other}\nspec:\n  gatewayClassName: other\n  listeners: [{name: http, port: 8090, protocol: HTTP}]\n".to_string();
     let target = "{group: gateway.networking.k8s.io, kind: Gateway, name: other}";
-    let case = Case::new("strict-class", &[other, policy("elsewhere", "2026-01-01T00:00:00Z", target, "")]);
-    let o = toolgate(&["compile", "--strict", "--gateway-class", "toolgate", "-f", case.input(), "-o", &case.path("out")]);
+    let case = Case::new(
+        "strict-class",
+        &[
+            other,
+            policy("elsewhere", "2026-01-01T00:00:00Z", target, ""),
+        ],
+    );
+    let o = toolgate(&[
+        "compile",
+        "--strict",
+        "--gateway-class",
+        "toolgate",
+        "-f",
+        case.input(),
+        "-o",
+        &case.path("out"),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }

@@ -20,7 +20,10 @@ fn validate_prints_object_and_field_path() {
     assert_eq!(out.code, 1);
     let line = out.stdout.lines().next().unwrap();
     assert!(
-        line.starts_with(&format!("{}#0 XAccessPolicy default/spiffe-invalid: spec.rules[0].source.spiffe: ", case.display())),
+        line.starts_with(&format!(
+            "{}#0 XAccessPolicy default/spiffe-invalid: spec.rules[0].source.spiffe: ",
+            case.display()
+        )),
         "{line}"
     );
 }
@@ -32,7 +35,11 @@ fn validate_exit_codes() {
     let bad_yaml = dir.join("bad.yaml");
     std::fs::write(&bad_yaml, "apiVersion: v1\nkind: [unclosed\n").unwrap();
     let out = common::toolgate_validate(&bad_yaml);
-    assert_eq!(out.code, 1, "a YAML syntax error is invalid input: {}{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.code, 1,
+        "a YAML syntax error is invalid input: {}{}",
+        out.stdout, out.stderr
+    );
     let missing = dir.join("missing.yaml");
     assert_eq!(common::toolgate_validate(&missing).code, 2);
     let all_valid = common::repo_root().join("tests/k8s/cases/accept-cel.yaml");
@@ -48,10 +55,21 @@ fn validate_refuses_objects_over_the_api_servers_limit() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("large.yaml");
     let config_map = |name: &str, bytes: usize| {
-        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{x: {}}}\n", "a".repeat(bytes))
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{x: {}}}\n",
+            "a".repeat(bytes)
+        )
     };
     let limit = 3 * 1024 * 1024;
-    std::fs::write(&file, format!("{}---\n{}", config_map("fits", limit - 100), config_map("large", limit))).unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "{}---\n{}",
+            config_map("fits", limit - 100),
+            config_map("large", limit)
+        ),
+    )
+    .unwrap();
     let out = common::toolgate_validate(&file);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert_eq!(

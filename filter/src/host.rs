@@ -42,7 +42,11 @@ pub const ERROR: u32 = 4;
 
 #[link(wasm_import_module = "env")]
 extern "C" {
-    fn proxy_get_header_map_pairs(map_type: u32, return_map_data: *mut *mut u8, return_map_size: *mut usize) -> u32;
+    fn proxy_get_header_map_pairs(
+        map_type: u32,
+        return_map_data: *mut *mut u8,
+        return_map_size: *mut usize,
+    ) -> u32;
     fn proxy_get_header_map_value(
         map_type: u32,
         key: *const u8,
@@ -50,13 +54,40 @@ extern "C" {
         return_value_data: *mut *mut u8,
         return_value_size: *mut usize,
     ) -> u32;
-    fn proxy_set_buffer_bytes(buffer_type: u32, start: usize, size: usize, data: *const u8, data_size: usize) -> u32;
-    fn proxy_replace_header_map_value(map_type: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize)
-        -> u32;
-    fn proxy_add_header_map_value(map_type: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize) -> u32;
+    fn proxy_set_buffer_bytes(
+        buffer_type: u32,
+        start: usize,
+        size: usize,
+        data: *const u8,
+        data_size: usize,
+    ) -> u32;
+    fn proxy_replace_header_map_value(
+        map_type: u32,
+        key: *const u8,
+        key_size: usize,
+        value: *const u8,
+        value_size: usize,
+    ) -> u32;
+    fn proxy_add_header_map_value(
+        map_type: u32,
+        key: *const u8,
+        key_size: usize,
+        value: *const u8,
+        value_size: usize,
+    ) -> u32;
     fn proxy_remove_header_map_value(map_type: u32, key: *const u8, key_size: usize) -> u32;
-    fn proxy_get_property(path: *const u8, path_size: usize, return_data: *mut *mut u8, return_size: *mut usize) -> u32;
-    fn proxy_set_property(path: *const u8, path_size: usize, value: *const u8, value_size: usize) -> u32;
+    fn proxy_get_property(
+        path: *const u8,
+        path_size: usize,
+        return_data: *mut *mut u8,
+        return_size: *mut usize,
+    ) -> u32;
+    fn proxy_set_property(
+        path: *const u8,
+        path_size: usize,
+        value: *const u8,
+        value_size: usize,
+    ) -> u32;
     fn proxy_get_buffer_bytes(
         buffer_type: u32,
         start: usize,
@@ -67,7 +98,12 @@ extern "C" {
     fn proxy_log(level: u32, message: *const u8, message_size: usize) -> u32;
     fn proxy_get_log_level(return_level: *mut u32) -> u32;
     fn proxy_set_tick_period_milliseconds(period: u32) -> u32;
-    fn proxy_define_metric(metric_type: u32, name: *const u8, name_size: usize, return_id: *mut u32) -> u32;
+    fn proxy_define_metric(
+        metric_type: u32,
+        name: *const u8,
+        name_size: usize,
+        return_id: *mut u32,
+    ) -> u32;
     fn proxy_increment_metric(metric_id: u32, offset: i64) -> u32;
     #[allow(clippy::too_many_arguments)]
     fn proxy_send_local_response(
@@ -118,7 +154,13 @@ extern "C" {
         return_value_size: *mut usize,
         return_cas: *mut u32,
     ) -> u32;
-    fn proxy_set_shared_data(key: *const u8, key_size: usize, value: *const u8, value_size: usize, cas: u32) -> u32;
+    fn proxy_set_shared_data(
+        key: *const u8,
+        key_size: usize,
+        value: *const u8,
+        value_size: usize,
+        cas: u32,
+    ) -> u32;
 }
 
 /// Takes ownership of a block the host returned.
@@ -126,34 +168,58 @@ extern "C" {
 /// SAFETY: `data` must come from the host after a successful call: a block it got from
 /// `proxy_on_memory_allocate` (a boxed slice of exactly `size` bytes, see `lib.rs`).
 unsafe fn owned(status: u32, data: *mut u8, size: usize) -> Option<Vec<u8>> {
-    (status == OK && !data.is_null()).then(|| Vec::from_raw_parts(data, size, size))
+    unsafe { (status == OK && !data.is_null()).then(|| Vec::from_raw_parts(data, size, size)) }
 }
 
 /// A serialised header map (count, then key/value lengths, then NUL-terminated text).
 pub fn header_map(map_type: u32) -> Option<Vec<u8>> {
     let (mut data, mut size) = (std::ptr::null_mut(), 0);
     // SAFETY: see `owned`.
-    unsafe { owned(proxy_get_header_map_pairs(map_type, &mut data, &mut size), data, size) }
+    unsafe {
+        owned(
+            proxy_get_header_map_pairs(map_type, &mut data, &mut size),
+            data,
+            size,
+        )
+    }
 }
 
 /// One header's value (the first, if repeated); `None` if absent.
 pub fn header(map_type: u32, name: &str) -> Option<Vec<u8>> {
     let (mut data, mut size) = (std::ptr::null_mut(), 0);
     // SAFETY: see `owned`; `name` is valid for its length for the duration of the call.
-    unsafe { owned(proxy_get_header_map_value(map_type, name.as_ptr(), name.len(), &mut data, &mut size), data, size) }
+    unsafe {
+        owned(
+            proxy_get_header_map_value(map_type, name.as_ptr(), name.len(), &mut data, &mut size),
+            data,
+            size,
+        )
+    }
 }
 
 pub fn replace_header(name: &str, value: &str) {
     // SAFETY: the pointers are valid for their lengths for the duration of the call.
     unsafe {
-        proxy_replace_header_map_value(REQUEST_HEADERS, name.as_ptr(), name.len(), value.as_ptr(), value.len());
+        proxy_replace_header_map_value(
+            REQUEST_HEADERS,
+            name.as_ptr(),
+            name.len(),
+            value.as_ptr(),
+            value.len(),
+        );
     }
 }
 
 pub fn add_header(name: &str, value: &str) {
     // SAFETY: as above.
     unsafe {
-        proxy_add_header_map_value(REQUEST_HEADERS, name.as_ptr(), name.len(), value.as_ptr(), value.len());
+        proxy_add_header_map_value(
+            REQUEST_HEADERS,
+            name.as_ptr(),
+            name.len(),
+            value.as_ptr(),
+            value.len(),
+        );
     }
 }
 
@@ -168,7 +234,13 @@ pub fn remove_header(map_type: u32, name: &str) {
 pub fn property(path: &'static [u8]) -> Option<Vec<u8>> {
     let (mut data, mut size) = (std::ptr::null_mut(), 0);
     // SAFETY: see `owned`.
-    unsafe { owned(proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut size), data, size) }
+    unsafe {
+        owned(
+            proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut size),
+            data,
+            size,
+        )
+    }
 }
 
 /// Sets a property (filter state); a refusal is ignored, as there is nothing better to do with it.
@@ -183,7 +255,13 @@ pub fn set_property(path: &'static [u8], value: &[u8]) {
 pub fn buffer(buffer_type: u32, size: usize) -> Option<Vec<u8>> {
     let (mut data, mut len) = (std::ptr::null_mut(), 0);
     // SAFETY: see `owned`.
-    unsafe { owned(proxy_get_buffer_bytes(buffer_type, 0, size, &mut data, &mut len), data, len) }
+    unsafe {
+        owned(
+            proxy_get_buffer_bytes(buffer_type, 0, size, &mut data, &mut len),
+            data,
+            len,
+        )
+    }
 }
 
 /// Replaces the first `size` bytes of a buffer with `data`; false if the host refused.
@@ -248,7 +326,16 @@ pub fn increment(counter: u32, n: i64) {
 pub fn send_response(status: u32, headers: &[u8], body: &[u8]) -> bool {
     // SAFETY: the pointers are valid for their lengths for the duration of the call.
     let result = unsafe {
-        proxy_send_local_response(status, std::ptr::null(), 0, body.as_ptr(), body.len(), headers.as_ptr(), headers.len(), -1)
+        proxy_send_local_response(
+            status,
+            std::ptr::null(),
+            0,
+            body.as_ptr(),
+            body.len(),
+            headers.as_ptr(),
+            headers.len(),
+            -1,
+        )
     };
     result == OK
 }
@@ -283,7 +370,13 @@ pub fn http_call(cluster: &str, headers: &[u8], body: &[u8], timeout_ms: u32) ->
 }
 
 /// Starts a unary gRPC call to `upstream` (a cluster name, or a serialised GrpcService); its token.
-pub fn grpc_call(upstream: &[u8], service: &str, method: &str, message: &[u8], timeout_ms: u32) -> Option<u32> {
+pub fn grpc_call(
+    upstream: &[u8],
+    service: &str,
+    method: &str,
+    message: &[u8],
+    timeout_ms: u32,
+) -> Option<u32> {
     let mut token = 0;
     // No initial metadata: an empty serialised map.
     let metadata = [0u8; 4];
@@ -328,7 +421,13 @@ pub fn now_ms() -> u64 {
 pub fn shared_data(key: &str) -> Option<Vec<u8>> {
     let (mut data, mut size, mut cas) = (std::ptr::null_mut(), 0, 0);
     // SAFETY: see `owned`.
-    unsafe { owned(proxy_get_shared_data(key.as_ptr(), key.len(), &mut data, &mut size, &mut cas), data, size) }
+    unsafe {
+        owned(
+            proxy_get_shared_data(key.as_ptr(), key.len(), &mut data, &mut size, &mut cas),
+            data,
+            size,
+        )
+    }
 }
 
 pub fn set_shared_data(key: &str, value: &[u8]) {

@@ -16,7 +16,8 @@ use std::collections::HashMap;
 
 use toolgate_policy::lifecycle::headers::{deserialize_map, serialize_map};
 use toolgate_policy::lifecycle::{
-    Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, Plugin, Property, Request, RootHost,
+    Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, Plugin, Property, Request,
+    RootHost,
 };
 
 /// A root context: one plugin instance (one listener's plan) in this VM.
@@ -40,7 +41,10 @@ impl Counters {
 
     fn increment(&self, counter: Counter, n: u64) {
         if let Some(i) = Counter::ALL.iter().position(|c| *c == counter) {
-            host::increment(self.0.get(i).copied().unwrap_or(0), i64::try_from(n).unwrap_or(i64::MAX));
+            host::increment(
+                self.0.get(i).copied().unwrap_or(0),
+                i64::try_from(n).unwrap_or(i64::MAX),
+            );
         }
     }
 }
@@ -74,7 +78,10 @@ fn with_stream<T>(context_id: u32, f: impl FnOnce(&mut Stream, &mut FilterHost) 
     STREAMS.with(|streams| {
         let mut streams = streams.try_borrow_mut().ok()?;
         let stream = streams.get_mut(&context_id)?;
-        let mut host = FilterHost { context_id, counters: stream.counters };
+        let mut host = FilterHost {
+            context_id,
+            counters: stream.counters,
+        };
         Some(f(stream, &mut host))
     })
 }
@@ -126,7 +133,13 @@ pub extern "C" fn proxy_on_context_create(context_id: u32, parent_context_id: u3
     if parent_context_id == 0 {
         ROOTS.with(|roots| {
             if let Ok(mut roots) = roots.try_borrow_mut() {
-                roots.insert(context_id, Root { plugin: Plugin::default(), counters: Counters::default() });
+                roots.insert(
+                    context_id,
+                    Root {
+                        plugin: Plugin::default(),
+                        counters: Counters::default(),
+                    },
+                );
             }
         });
         return;
@@ -134,7 +147,10 @@ pub extern "C" fn proxy_on_context_create(context_id: u32, parent_context_id: u3
     let stream = ROOTS.with(|roots| {
         let roots = roots.try_borrow().ok()?;
         let root = roots.get(&parent_context_id)?;
-        Some(Stream { request: root.plugin.request(), counters: root.counters })
+        Some(Stream {
+            request: root.plugin.request(),
+            counters: root.counters,
+        })
     });
     if let Some(stream) = stream {
         STREAMS.with(|streams| {
@@ -151,12 +167,19 @@ pub extern "C" fn proxy_on_configure(root_context_id: u32, configuration_size: u
     host::set_tick_period(LOG_LEVEL_REFRESH_MS);
     let config = host::buffer(host::PLUGIN_CONFIGURATION, configuration_size).unwrap_or_default();
     ROOTS.with(|roots| {
-        let Ok(mut roots) = roots.try_borrow_mut() else { return 1 };
-        let Some(root) = roots.get_mut(&root_context_id) else { return 1 };
+        let Ok(mut roots) = roots.try_borrow_mut() else {
+            return 1;
+        };
+        let Some(root) = roots.get_mut(&root_context_id) else {
+            return 1;
+        };
         if root.counters.0.iter().all(|id| *id == 0) {
             root.counters = Counters::define();
         }
-        let mut host = FilterHost { context_id: root_context_id, counters: root.counters };
+        let mut host = FilterHost {
+            context_id: root_context_id,
+            counters: root.counters,
+        };
         u32::from(root.plugin.configure(&mut host, &config))
     })
 }
@@ -167,25 +190,43 @@ pub extern "C" fn proxy_on_tick(_root_context_id: u32) {
 }
 
 #[no_mangle]
-pub extern "C" fn proxy_on_request_headers(context_id: u32, _headers: usize, end_of_stream: u32) -> u32 {
+pub extern "C" fn proxy_on_request_headers(
+    context_id: u32,
+    _headers: usize,
+    end_of_stream: u32,
+) -> u32 {
     // A request without a stream (its root was never created) is not one Toolgate knows: deny it.
-    let done = with_stream(context_id, |s, host| s.request.on_request_headers(host, end_of_stream != 0));
+    let done = with_stream(context_id, |s, host| {
+        s.request.on_request_headers(host, end_of_stream != 0)
+    });
     action(done.unwrap_or_else(|| {
-        Plugin::default().request().on_request_headers(&mut FilterHost::orphan(context_id), end_of_stream != 0)
+        Plugin::default()
+            .request()
+            .on_request_headers(&mut FilterHost::orphan(context_id), end_of_stream != 0)
     }))
 }
 
 #[no_mangle]
-pub extern "C" fn proxy_on_request_body(context_id: u32, body_size: usize, end_of_stream: u32) -> u32 {
+pub extern "C" fn proxy_on_request_body(
+    context_id: u32,
+    body_size: usize,
+    end_of_stream: u32,
+) -> u32 {
     action(
-        with_stream(context_id, |s, host| s.request.on_request_body(host, body_size, end_of_stream != 0))
-            .unwrap_or(Action::Pause),
+        with_stream(context_id, |s, host| {
+            s.request
+                .on_request_body(host, body_size, end_of_stream != 0)
+        })
+        .unwrap_or(Action::Pause),
     )
 }
 
 #[no_mangle]
 pub extern "C" fn proxy_on_request_trailers(context_id: u32, _trailers: usize) -> u32 {
-    action(with_stream(context_id, |s, host| s.request.on_request_trailers(host)).unwrap_or(Action::Pause))
+    action(
+        with_stream(context_id, |s, host| s.request.on_request_trailers(host))
+            .unwrap_or(Action::Pause),
+    )
 }
 
 // The response callbacks: list filtering (docs/semantics.md §5). For every other request the lifecycle returns
@@ -201,23 +242,42 @@ pub extern "C" fn proxy_on_request_trailers(context_id: u32, _trailers: usize) -
 
 #[cfg(feature = "list-filtering")]
 #[no_mangle]
-pub extern "C" fn proxy_on_response_headers(context_id: u32, _headers: usize, end_of_stream: u32) -> u32 {
-    action(with_stream(context_id, |s, host| s.request.on_response_headers(host, end_of_stream != 0)).unwrap_or(Action::Continue))
+pub extern "C" fn proxy_on_response_headers(
+    context_id: u32,
+    _headers: usize,
+    end_of_stream: u32,
+) -> u32 {
+    action(
+        with_stream(context_id, |s, host| {
+            s.request.on_response_headers(host, end_of_stream != 0)
+        })
+        .unwrap_or(Action::Continue),
+    )
 }
 
 #[cfg(feature = "list-filtering")]
 #[no_mangle]
-pub extern "C" fn proxy_on_response_body(context_id: u32, body_size: usize, end_of_stream: u32) -> u32 {
+pub extern "C" fn proxy_on_response_body(
+    context_id: u32,
+    body_size: usize,
+    end_of_stream: u32,
+) -> u32 {
     action(
-        with_stream(context_id, |s, host| s.request.on_response_body(host, body_size, end_of_stream != 0))
-            .unwrap_or(Action::Continue),
+        with_stream(context_id, |s, host| {
+            s.request
+                .on_response_body(host, body_size, end_of_stream != 0)
+        })
+        .unwrap_or(Action::Continue),
     )
 }
 
 #[cfg(feature = "list-filtering")]
 #[no_mangle]
 pub extern "C" fn proxy_on_response_trailers(context_id: u32, _trailers: usize) -> u32 {
-    action(with_stream(context_id, |s, host| s.request.on_response_trailers(host)).unwrap_or(Action::Continue))
+    action(
+        with_stream(context_id, |s, host| s.request.on_response_trailers(host))
+            .unwrap_or(Action::Continue),
+    )
 }
 
 /// The context that made the call with `token` (forgotten: each call is answered once).
@@ -226,22 +286,37 @@ fn caller(token: u32) -> Option<u32> {
 }
 
 fn answer(token: u32, answer: impl FnOnce() -> CallAnswer) {
-    let Some(context_id) = caller(token) else { return };
+    let Some(context_id) = caller(token) else {
+        return;
+    };
     host::set_effective_context(context_id);
     let answer = answer();
-    with_stream(context_id, |s, host| s.request.on_call_answer(host, token, answer));
+    with_stream(context_id, |s, host| {
+        s.request.on_call_answer(host, token, answer)
+    });
 }
 
 #[no_mangle]
-pub extern "C" fn proxy_on_http_call_response(_context_id: u32, token: u32, headers: usize, body_size: usize, _trailers: usize) {
+pub extern "C" fn proxy_on_http_call_response(
+    _context_id: u32,
+    token: u32,
+    headers: usize,
+    body_size: usize,
+    _trailers: usize,
+) {
     answer(token, || {
         if headers == 0 {
             // Envoy reports a failed call (reset, timeout, no upstream) as a response without headers.
             return CallAnswer::Failed;
         }
-        let headers = host::header_map(host::HTTP_CALL_RESPONSE_HEADERS).map(|m| deserialize_map(&m)).unwrap_or_default();
-        let body =
-            if body_size == 0 { Vec::new() } else { host::buffer(host::HTTP_CALL_RESPONSE_BODY, body_size).unwrap_or_default() };
+        let headers = host::header_map(host::HTTP_CALL_RESPONSE_HEADERS)
+            .map(|m| deserialize_map(&m))
+            .unwrap_or_default();
+        let body = if body_size == 0 {
+            Vec::new()
+        } else {
+            host::buffer(host::HTTP_CALL_RESPONSE_BODY, body_size).unwrap_or_default()
+        };
         CallAnswer::Http { headers, body }
     });
 }
@@ -257,7 +332,10 @@ pub extern "C" fn proxy_on_grpc_receive(_context_id: u32, token: u32, message_si
 #[no_mangle]
 pub extern "C" fn proxy_on_grpc_close(_context_id: u32, token: u32, status: u32) {
     // A unary call that was answered was forgotten already: this is a failure.
-    answer(token, || CallAnswer::Grpc { status: if status == 0 { 13 } else { status }, message: Vec::new() });
+    answer(token, || CallAnswer::Grpc {
+        status: if status == 0 { 13 } else { status },
+        message: Vec::new(),
+    });
 }
 
 #[no_mangle]
@@ -290,7 +368,10 @@ struct FilterHost {
 impl FilterHost {
     /// The host of a request that has no stream of its own.
     fn orphan(context_id: u32) -> Self {
-        FilterHost { context_id, counters: Counters::default() }
+        FilterHost {
+            context_id,
+            counters: Counters::default(),
+        }
     }
 }
 
@@ -356,15 +437,28 @@ impl Host for FilterHost {
 
     fn call(&mut self, callout: &Callout<'_>) -> Option<u32> {
         let token = match *callout {
-            Callout::Grpc { upstream, service, method, message, timeout_ms, .. } => {
-                host::grpc_call(upstream, service, method, message, timeout_ms)
-            }
-            Callout::Http { cluster, headers, body, timeout_ms } => {
-                host::http_call(cluster, &serialize_map(headers), body, timeout_ms)
-            }
+            Callout::Grpc {
+                upstream,
+                service,
+                method,
+                message,
+                timeout_ms,
+                ..
+            } => host::grpc_call(upstream, service, method, message, timeout_ms),
+            Callout::Http {
+                cluster,
+                headers,
+                body,
+                timeout_ms,
+            } => host::http_call(cluster, &serialize_map(headers), body, timeout_ms),
         }?;
         let context_id = self.context_id;
-        CALLS.with(|calls| calls.try_borrow_mut().ok().map(|mut calls| calls.insert(token, context_id)))?;
+        CALLS.with(|calls| {
+            calls
+                .try_borrow_mut()
+                .ok()
+                .map(|mut calls| calls.insert(token, context_id))
+        })?;
         Some(token)
     }
 
@@ -411,7 +505,9 @@ impl RootHost for FilterHost {
     }
 
     fn plugin_name(&mut self) -> String {
-        host::property(host::PLUGIN_NAME).and_then(|b| String::from_utf8(b).ok()).unwrap_or_else(|| "toolgate".to_string())
+        host::property(host::PLUGIN_NAME)
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_else(|| "toolgate".to_string())
     }
 
     fn shared_get(&mut self, key: &str) -> Option<Vec<u8>> {

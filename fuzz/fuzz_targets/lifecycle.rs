@@ -12,14 +12,23 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use toolgate_fuzz::{assert_walk_shows, FakeHost, Request, CLUSTER, EXTERNAL_AUTH_PLAN, REALISTIC_PLAN};
+use toolgate_fuzz::{
+    assert_walk_shows, FakeHost, Request, CLUSTER, EXTERNAL_AUTH_PLAN, REALISTIC_PLAN,
+};
 use toolgate_policy::eval::{Record, WalkEnd, MAX_AUTHZ_CALLS};
 use toolgate_policy::lifecycle::{Action, CallAnswer, Plugin};
 
 #[derive(Clone, Debug, Arbitrary)]
 enum Answer {
-    Grpc { status: u32, message: Vec<u8> },
-    Http { status: Option<u16>, headers: Vec<(String, String)>, body: Vec<u8> },
+    Grpc {
+        status: u32,
+        message: Vec<u8>,
+    },
+    Http {
+        status: Option<u16>,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
     Failed,
 }
 
@@ -40,7 +49,13 @@ thread_local! {
 
 /// Delivers the request's callbacks and the authorizers' answers to `plugin`'s lifecycle on `host`;
 /// whether the last callback paused the request.
-fn drive(plugin: &Plugin, host: &mut FakeHost, chunks: usize, trailers: bool, answers: Vec<(u8, u16, Answer)>) -> bool {
+fn drive(
+    plugin: &Plugin,
+    host: &mut FakeHost,
+    chunks: usize,
+    trailers: bool,
+    answers: Vec<(u8, u16, Answer)>,
+) -> bool {
     let mut req = plugin.request();
     let body = host.body.clone();
     let empty = body.is_empty();
@@ -65,8 +80,15 @@ fn drive(plugin: &Plugin, host: &mut FakeHost, chunks: usize, trailers: bool, an
         let (skew, ms, a) = answers.next().unwrap_or((0, 0, Answer::Failed));
         host.now += u64::from(ms);
         let answer = match a {
-            Answer::Grpc { status, message } => CallAnswer::Grpc { status: status % 20, message },
-            Answer::Http { status, headers, body } => {
+            Answer::Grpc { status, message } => CallAnswer::Grpc {
+                status: status % 20,
+                message,
+            },
+            Answer::Http {
+                status,
+                headers,
+                body,
+            } => {
                 let mut h = headers;
                 if let Some(s) = status {
                     h.insert(0, (":status".into(), (s % 600).to_string()));
@@ -83,7 +105,10 @@ fn drive(plugin: &Plugin, host: &mut FakeHost, chunks: usize, trailers: bool, an
         }
         req.on_call_answer(host, token, answer);
         answered += 1;
-        assert!(host.calls.len() <= MAX_AUTHZ_CALLS as usize, "more authorizer calls than the limit");
+        assert!(
+            host.calls.len() <= MAX_AUTHZ_CALLS as usize,
+            "more authorizer calls than the limit"
+        );
     }
     paused
 }
@@ -93,18 +118,32 @@ fuzz_target!(|data: &[u8]| {
     // rest is the request (a seed: zero bytes, then a request seed of request_eval).
     let (control, request) = data.split_at(data.len().min(CONTROL_BYTES));
     let mut u = Unstructured::new(control);
-    let Ok(which) = u.int_in_range(0..=1usize) else { return };
-    let Ok(chunks) = u.int_in_range(1..=4usize) else { return };
-    let Ok(trailers) = u.arbitrary::<bool>() else { return };
-    let Ok(answers) = u.arbitrary::<Vec<(u8, u16, Answer)>>() else { return };
-    let Ok(r) = Request::from_bytes(request) else { return };
+    let Ok(which) = u.int_in_range(0..=1usize) else {
+        return;
+    };
+    let Ok(chunks) = u.int_in_range(1..=4usize) else {
+        return;
+    };
+    let Ok(trailers) = u.arbitrary::<bool>() else {
+        return;
+    };
+    let Ok(answers) = u.arbitrary::<Vec<(u8, u16, Answer)>>() else {
+        return;
+    };
+    let Ok(r) = Request::from_bytes(request) else {
+        return;
+    };
 
     let fresh = FakeHost {
-        headers: [(":method", r.method), (":path", r.path), (":authority", r.authority)]
-            .into_iter()
-            .chain(r.headers.iter().copied())
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        headers: [
+            (":method", r.method),
+            (":path", r.path),
+            (":authority", r.authority),
+        ]
+        .into_iter()
+        .chain(r.headers.iter().copied())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
         principal: r.principal.map(str::to_string),
         cluster: r.backend.then(|| CLUSTER.to_string()),
         port: i64::from(r.port),
@@ -119,10 +158,16 @@ fuzz_target!(|data: &[u8]| {
         // The filter's host, and explain's: the same host keeping the engine's record.
         let mut host = fresh.clone();
         let paused = drive(plugin, &mut host, chunks, trailers, answers.clone());
-        let mut explained = FakeHost { trace: Some(Record::default()), ..fresh };
+        let mut explained = FakeHost {
+            trace: Some(Record::default()),
+            ..fresh
+        };
         drive(plugin, &mut explained, chunks, trailers, answers);
 
-        assert!(host.allows() + host.denies() <= 1, "two decisions for one request");
+        assert!(
+            host.allows() + host.denies() <= 1,
+            "two decisions for one request"
+        );
         if !host.replies.is_empty() {
             assert_eq!(host.allows(), 0, "answered locally and allowed");
             assert_eq!(host.replies.len(), 1);
@@ -130,29 +175,64 @@ fuzz_target!(|data: &[u8]| {
         // Paused by the last callback: an authorizer's answer must have resumed it, or a local
         // reply ended it.
         if paused {
-            assert!(!host.replies.is_empty() || host.resumed > 0, "left paused: {r:?}");
+            assert!(
+                !host.replies.is_empty() || host.resumed > 0,
+                "left paused: {r:?}"
+            );
         }
 
         // explain decides as the filter does, and its record shows that decision.
-        assert_eq!(explained.records, host.records, "explain and the filter record different decisions: {r:?}");
-        assert_eq!(explained.replies, host.replies, "explain and the filter reply differently: {r:?}");
-        assert_eq!(explained.calls, host.calls, "explain and the filter call differently: {r:?}");
-        assert_eq!(explained.counts, host.counts, "explain and the filter count differently: {r:?}");
-        assert_eq!((explained.resumed, &explained.edits), (host.resumed, &host.edits));
+        assert_eq!(
+            explained.records, host.records,
+            "explain and the filter record different decisions: {r:?}"
+        );
+        assert_eq!(
+            explained.replies, host.replies,
+            "explain and the filter reply differently: {r:?}"
+        );
+        assert_eq!(
+            explained.calls, host.calls,
+            "explain and the filter call differently: {r:?}"
+        );
+        assert_eq!(
+            explained.counts, host.counts,
+            "explain and the filter count differently: {r:?}"
+        );
+        assert_eq!(
+            (explained.resumed, &explained.edits),
+            (host.resumed, &host.edits)
+        );
         let record = explained.trace.take().unwrap_or_default();
         for walk in [&record.enforced, &record.shadow].into_iter().flatten() {
             assert_walk_shows(walk, None);
         }
-        let (Some(walk), Some(summary)) = (&record.enforced, host.records.last()) else { return };
+        let (Some(walk), Some(summary)) = (&record.enforced, host.records.last()) else {
+            return;
+        };
         match &walk.end {
             // The access log adds the shadow decision after the enforced one.
-            Some(WalkEnd::Decided { allowed, summary: decided }) => {
-                let enforced = summary.split_once(" shadow=").map_or(summary.as_str(), |(s, _)| s);
-                assert_eq!(enforced, decided, "the record ends otherwise than the filter decided: {r:?}");
-                assert_eq!(*allowed, host.allows() == 1 && host.denies() == 0, "{r:?} {summary}");
+            Some(WalkEnd::Decided {
+                allowed,
+                summary: decided,
+            }) => {
+                let enforced = summary
+                    .split_once(" shadow=")
+                    .map_or(summary.as_str(), |(s, _)| s);
+                assert_eq!(
+                    enforced, decided,
+                    "the record ends otherwise than the filter decided: {r:?}"
+                );
+                assert_eq!(
+                    *allowed,
+                    host.allows() == 1 && host.denies() == 0,
+                    "{r:?} {summary}"
+                );
             }
             // The authorizer's answer denied: the decision came from the call the walk ended at.
-            Some(WalkEnd::Authorize { .. }) => assert!(!host.calls.is_empty() && host.allows() == 0, "{r:?} {summary}"),
+            Some(WalkEnd::Authorize { .. }) => assert!(
+                !host.calls.is_empty() && host.allows() == 0,
+                "{r:?} {summary}"
+            ),
             None => panic!("a walk without an end: {walk:?}"),
         }
     });

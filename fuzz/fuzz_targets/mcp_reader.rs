@@ -19,20 +19,40 @@ thread_local! {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let (captured, peak) = measure(|| read_body(data, ReadOptions { capture_params: true }));
-    assert!(peak <= reader_bound(data.len()), "reader used {peak} bytes of heap for a {}-byte body", data.len());
+    let (captured, peak) = measure(|| {
+        read_body(
+            data,
+            ReadOptions {
+                capture_params: true,
+            },
+        )
+    });
+    assert!(
+        peak <= reader_bound(data.len()),
+        "reader used {peak} bytes of heap for a {}-byte body",
+        data.len()
+    );
     let plain = read_body(data, ReadOptions::default());
     let warm = MEMORY.with(|m| read_body_with(data, ReadOptions::default(), &mut m.borrow_mut()));
-    assert_eq!(warm, plain, "a read with kept memory differs from a fresh one");
+    assert_eq!(
+        warm, plain,
+        "a read with kept memory differs from a fresh one"
+    );
     // Error text reaches logs and summaries: it must not break out of quotes.
-    for e in [captured.as_ref().err(), plain.as_ref().err()].into_iter().flatten() {
+    for e in [captured.as_ref().err(), plain.as_ref().err()]
+        .into_iter()
+        .flatten()
+    {
         assert!(!e.to_string().contains(['"', '\n', '\r']), "{e}");
     }
     let body = match (&captured, &plain) {
         (Ok(c), Ok(p)) => {
             assert_eq!(c.is_batch(), p.is_batch());
             for (a, b) in c.messages().iter().zip(p.messages()) {
-                assert_eq!((&a.method, a.id, &a.name, &a.uri), (&b.method, b.id, &b.name, &b.uri));
+                assert_eq!(
+                    (&a.method, a.id, &a.name, &a.uri),
+                    (&b.method, b.id, &b.name, &b.uri)
+                );
                 assert!(b.params.is_none());
             }
             c
@@ -41,12 +61,23 @@ fuzz_target!(|data: &[u8]| {
         // cannot decode (docs/semantics.md §4: its contents reach CEL rules and authorizers); found while reading
         // params, it comes before what the plain read finds at the message's end.
         (Err(NotMcp::FoldedTwins { key, twin, .. }), _) => {
-            let fold = |k: &str| k.chars().flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect::<String>();
-            assert!(key != twin && fold(key) == fold(twin), "{key:?} and {twin:?} are not twins");
+            let fold = |k: &str| {
+                k.chars()
+                    .flat_map(char::to_uppercase)
+                    .flat_map(char::to_lowercase)
+                    .collect::<String>()
+            };
+            assert!(
+                key != twin && fold(key) == fold(twin),
+                "{key:?} and {twin:?} are not twins"
+            );
             return;
         }
         (Err(NotMcp::ParamsUndecodable { .. }), _) => {
-            assert!(serde_json::from_slice::<Value>(data).is_err(), "serde_json decodes what was called undecodable");
+            assert!(
+                serde_json::from_slice::<Value>(data).is_err(),
+                "serde_json decodes what was called undecodable"
+            );
             return;
         }
         (Err(c), Err(p)) => {
@@ -61,13 +92,21 @@ fuzz_target!(|data: &[u8]| {
         Err(e) if e.to_string().contains("number out of range") => return,
         Err(e) => panic!("the reader accepted a body serde_json refuses ({e}): {body:?}"),
     };
-    assert!(!oracle::has_duplicate_key(data), "the reader accepted a duplicate key: {body:?}");
-    assert!(oracle::depth(&value) <= 64, "the reader accepted nesting over 64");
+    assert!(
+        !oracle::has_duplicate_key(data),
+        "the reader accepted a duplicate key: {body:?}"
+    );
+    assert!(
+        oracle::depth(&value) <= 64,
+        "the reader accepted nesting over 64"
+    );
     if let Some(k) = oracle::nul_key(&value) {
         panic!("the reader accepted {k:?}, which a decoder that ends strings at NUL reads as another key");
     }
     if let Some(k) = oracle::folded_key(&value) {
-        panic!("the reader accepted {k:?}, which a case-insensitive decoder reads as another field");
+        panic!(
+            "the reader accepted {k:?}, which a case-insensitive decoder reads as another field"
+        );
     }
     let values: Vec<&Value> = match &value {
         Value::Array(items) => items.iter().collect(),
@@ -79,7 +118,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(v.get("jsonrpc").and_then(Value::as_str), Some("2.0"));
         assert_eq!(m.method.as_deref(), v.get("method").and_then(Value::as_str));
         match m.id {
-            Some(raw) => assert_eq!(serde_json::from_str::<Value>(raw).ok().as_ref(), v.get("id"), "id {raw}"),
+            Some(raw) => assert_eq!(
+                serde_json::from_str::<Value>(raw).ok().as_ref(),
+                v.get("id"),
+                "id {raw}"
+            ),
             None => assert!(v.get("id").is_none()),
         }
         let params = v.get("params");

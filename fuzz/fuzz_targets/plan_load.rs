@@ -14,8 +14,14 @@ const BODIES: [&[u8]; 3] = [
 ];
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(ev) = Evaluator::load(data) else { return };
-    let headers = [("content-type", "application/json"), ("x-team", "blue"), ("mcp-method", "tools/call")];
+    let Ok(ev) = Evaluator::load(data) else {
+        return;
+    };
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-team", "blue"),
+        ("mcp-method", "tools/call"),
+    ];
     let req = HttpRequest {
         method: "POST",
         path: "/mcp/t1?q",
@@ -31,7 +37,12 @@ fuzz_target!(|data: &[u8]| {
         let route = ev.route(cluster);
         let _ = route.under_policy();
         for body in BODIES {
-            let read = read_body(body, ReadOptions { capture_params: true });
+            let read = read_body(
+                body,
+                ReadOptions {
+                    capture_params: true,
+                },
+            );
             let input = match &read {
                 Ok(b) => BodyInput::Mcp(b),
                 Err(e) => BodyInput::NotMcp(e),
@@ -40,6 +51,13 @@ fuzz_target!(|data: &[u8]| {
             let _ = route.decide(&req, input).summary();
             assert_explain_agrees(&route, &req, input);
         }
-        assert_explain_agrees(&route, &HttpRequest { method: "GET", ..req }, BodyInput::None);
+        assert_explain_agrees(
+            &route,
+            &HttpRequest {
+                method: "GET",
+                ..req
+            },
+            BodyInput::None,
+        );
     }
 });

@@ -15,12 +15,17 @@ use toolgate_fuzz::{assert_explain_agrees, Request, CLUSTER, SA_A, SA_B};
 use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest};
 use toolgate_policy::mcp::{read_body, ReadOptions};
 use toolgate_policy::plan::{
-    AuthorizerPlan, AuthorizerProtocol, CompiledPlan, ExternalAuthPlan, HeaderMatch, HostMatch, HttpMatch, LevelPlan, McpMatch,
-    McpMethodMatch, MethodPattern, PathMatch, PlanSettings, PolicyPlan, RulePlan, ValueMatch, PLAN_VERSION,
+    AuthorizerPlan, AuthorizerProtocol, CompiledPlan, ExternalAuthPlan, HeaderMatch, HostMatch,
+    HttpMatch, LevelPlan, McpMatch, McpMethodMatch, MethodPattern, PathMatch, PlanSettings,
+    PolicyPlan, RulePlan, ValueMatch, PLAN_VERSION,
 };
 
 fn pick(u: &mut Unstructured<'_>, vocab: &[&str]) -> arbitrary::Result<String> {
-    Ok(if u.ratio(6, 8)? { (*u.choose(vocab)?).to_string() } else { String::arbitrary(u)? })
+    Ok(if u.ratio(6, 8)? {
+        (*u.choose(vocab)?).to_string()
+    } else {
+        String::arbitrary(u)?
+    })
 }
 
 fn list<T>(
@@ -31,10 +36,36 @@ fn list<T>(
     (0..u.int_in_range(0..=max)?).map(|_| f(u)).collect()
 }
 
-const TEXT: [&str; 8] = ["get-sum", "echo", "file:///public/readme", "blue", "", "/mcp", "tools", "a.b"];
-const REGEX: [&str; 8] = ["/mcp/t[0-9]+", "prod-\\d+", "a)|(b", "(a|b)*c", "x{2,1001}", ".*", "[[:alpha:]]+", "\\pL"];
-const METHODS: [&str; 8] =
-    ["tools/call", "tools/list", "resources/read", "prompts/get", "subscriptions/listen", "initialize", "tools", "resources"];
+const TEXT: [&str; 8] = [
+    "get-sum",
+    "echo",
+    "file:///public/readme",
+    "blue",
+    "",
+    "/mcp",
+    "tools",
+    "a.b",
+];
+const REGEX: [&str; 8] = [
+    "/mcp/t[0-9]+",
+    "prod-\\d+",
+    "a)|(b",
+    "(a|b)*c",
+    "x{2,1001}",
+    ".*",
+    "[[:alpha:]]+",
+    "\\pL",
+];
+const METHODS: [&str; 8] = [
+    "tools/call",
+    "tools/list",
+    "resources/read",
+    "prompts/get",
+    "subscriptions/listen",
+    "initialize",
+    "tools",
+    "resources",
+];
 const CEL: [&str; 8] = [
     "request.mcp.tool_name == 'get-sum'",
     "request.mcp.params.arguments.a < 10",
@@ -47,7 +78,11 @@ const CEL: [&str; 8] = [
 ];
 
 fn value(u: &mut Unstructured<'_>) -> arbitrary::Result<ValueMatch> {
-    Ok(if u.arbitrary()? { ValueMatch::Exact(pick(u, &TEXT)?) } else { ValueMatch::Regex(pick(u, &REGEX)?) })
+    Ok(if u.arbitrary()? {
+        ValueMatch::Exact(pick(u, &TEXT)?)
+    } else {
+        ValueMatch::Regex(pick(u, &REGEX)?)
+    })
 }
 
 fn http(u: &mut Unstructured<'_>) -> arbitrary::Result<HttpMatch> {
@@ -61,7 +96,10 @@ fn http(u: &mut Unstructured<'_>) -> arbitrary::Result<HttpMatch> {
             })
         })?,
         headers: list(u, 2, |u| {
-            Ok(HeaderMatch { name: pick(u, &["x-team", "x-env", "mcp-name", "X-Team"])?, value: value(u)? })
+            Ok(HeaderMatch {
+                name: pick(u, &["x-team", "x-env", "mcp-name", "X-Team"])?,
+                value: value(u)?,
+            })
         })?,
         hosts: list(u, 2, |u| {
             Ok(if u.arbitrary()? {
@@ -71,7 +109,11 @@ fn http(u: &mut Unstructured<'_>) -> arbitrary::Result<HttpMatch> {
             })
         })?,
         server_names: list(u, 1, |u| {
-            Ok(if u.arbitrary()? { HostMatch::Exact(pick(u, &["gw", "a.example.com"])?) } else { HostMatch::Suffix(".com".into()) })
+            Ok(if u.arbitrary()? {
+                HostMatch::Exact(pick(u, &["gw", "a.example.com"])?)
+            } else {
+                HostMatch::Suffix(".com".into())
+            })
         })?,
         ports: list(u, 2, |u| u.arbitrary())?,
     })
@@ -84,7 +126,11 @@ fn rule(u: &mut Unstructured<'_>) -> arbitrary::Result<RulePlan> {
             methods: list(u, 3, |u| {
                 let m = pick(u, &METHODS)?;
                 Ok(McpMethodMatch {
-                    method: if u.arbitrary()? { MethodPattern::Exact(m) } else { MethodPattern::Category(m) },
+                    method: if u.arbitrary()? {
+                        MethodPattern::Exact(m)
+                    } else {
+                        MethodPattern::Category(m)
+                    },
                     params: list(u, 2, |u| pick(u, &TEXT))?,
                 })
             })?,
@@ -94,9 +140,21 @@ fn rule(u: &mut Unstructured<'_>) -> arbitrary::Result<RulePlan> {
     };
     Ok(RulePlan {
         name: pick(u, &["r", "s", ""])?,
-        principal: if u.arbitrary()? { Some(pick(u, &[SA_A, SA_B])?) } else { None },
-        http: if u.arbitrary()? { http(u)? } else { HttpMatch::default() },
-        cel: if u.ratio(1, 6)? { Some(pick(u, &CEL)?) } else { None },
+        principal: if u.arbitrary()? {
+            Some(pick(u, &[SA_A, SA_B])?)
+        } else {
+            None
+        },
+        http: if u.arbitrary()? {
+            http(u)?
+        } else {
+            HttpMatch::default()
+        },
+        cel: if u.ratio(1, 6)? {
+            Some(pick(u, &CEL)?)
+        } else {
+            None
+        },
         mcp,
     })
 }
@@ -128,7 +186,11 @@ fn level(u: &mut Unstructured<'_>) -> arbitrary::Result<LevelPlan> {
     Ok(LevelPlan {
         external_auth,
         allow: list(u, 3, |u| {
-            Ok(PolicyPlan { name: pick(u, &["default/p", "default/q"])?, rules: list(u, 3, rule)?, dry_run: u.ratio(1, 4)? })
+            Ok(PolicyPlan {
+                name: pick(u, &["default/p", "default/q"])?,
+                rules: list(u, 3, rule)?,
+                dry_run: u.ratio(1, 4)?,
+            })
         })?,
     })
 }
@@ -139,7 +201,11 @@ fn plan(u: &mut Unstructured<'_>) -> arbitrary::Result<CompiledPlan> {
         backends.insert(pick(u, &[CLUSTER, "other"])?, level(u)?);
     }
     Ok(CompiledPlan {
-        version: if u.ratio(1, 16)? { u.arbitrary()? } else { PLAN_VERSION },
+        version: if u.ratio(1, 16)? {
+            u.arbitrary()?
+        } else {
+            PLAN_VERSION
+        },
         hash: String::new(),
         listener: pick(u, &["default/gw/http"])?,
         settings: PlanSettings {
@@ -163,11 +229,20 @@ fuzz_target!(|data: &[u8]| {
     let Ok(p) = plan(&mut u) else { return };
     let sealed = p.seal();
     let json = serde_json::to_vec(&sealed).expect("a plan serialises");
-    let Ok(ev) = Evaluator::load(&json) else { return };
+    let Ok(ev) = Evaluator::load(&json) else {
+        return;
+    };
     let pretty = serde_json::to_vec_pretty(&sealed).unwrap();
     let again = Evaluator::load(&pretty).expect("the same plan, pretty-printed, loads");
-    let Ok(r) = Request::from_bytes(u.take_rest()) else { return };
-    let read = read_body(r.body, ReadOptions { capture_params: true });
+    let Ok(r) = Request::from_bytes(u.take_rest()) else {
+        return;
+    };
+    let read = read_body(
+        r.body,
+        ReadOptions {
+            capture_params: true,
+        },
+    );
     let body = match &read {
         Ok(b) => BodyInput::Mcp(b),
         Err(e) => BodyInput::NotMcp(e),
@@ -187,7 +262,10 @@ fuzz_target!(|data: &[u8]| {
     let d = ev.route(cluster).decide(&req, body);
     let d2 = again.route(cluster).decide(&req, body);
     assert_eq!(d.verdict, d2.verdict);
-    assert_eq!(assert_explain_agrees(&ev.route(cluster), &req, body), d.allowed());
+    assert_eq!(
+        assert_explain_agrees(&ev.route(cluster), &req, body),
+        d.allowed()
+    );
     if let Some(shadow) = ev.shadow_route(cluster) {
         assert_explain_agrees(&shadow, &req, body);
     }

@@ -17,9 +17,18 @@ fn evaluator() -> &'static Evaluator {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(r) = Request::from_bytes(data) else { return };
+    let Ok(r) = Request::from_bytes(data) else {
+        return;
+    };
     let ev = evaluator();
-    let (read, peak) = measure(|| read_body(r.body, ReadOptions { capture_params: true }));
+    let (read, peak) = measure(|| {
+        read_body(
+            r.body,
+            ReadOptions {
+                capture_params: true,
+            },
+        )
+    });
     assert!(peak <= reader_bound(r.body.len()));
     let body = match &read {
         Ok(b) => BodyInput::Mcp(b),
@@ -60,7 +69,10 @@ fuzz_target!(|data: &[u8]| {
             }
             let name = m.name.as_deref();
             if r.backend {
-                assert!(matches!(name, Some("get-sum" | "echo")), "backend allowed tools/call {name:?}");
+                assert!(
+                    matches!(name, Some("get-sum" | "echo")),
+                    "backend allowed tools/call {name:?}"
+                );
             }
             if name != Some("get-sum") {
                 assert_eq!(r.principal, Some(SA_A), "only agent a may call {name:?}");

@@ -71,11 +71,18 @@ pub fn with<T>(f: impl FnOnce(&mut State) -> T) -> T {
 
 impl State {
     pub fn count(&self, name: &str) -> u64 {
-        self.counter_names.iter().position(|n| n == name).map_or(0, |i| self.counts[i])
+        self.counter_names
+            .iter()
+            .position(|n| n == name)
+            .map_or(0, |i| self.counts[i])
     }
 
     pub fn decision(&self) -> Option<&[u8]> {
-        self.filter_state.iter().rev().find(|(k, _)| k == b"toolgate.decision").map(|(_, v)| v.as_slice())
+        self.filter_state
+            .iter()
+            .rev()
+            .find(|(k, _)| k == b"toolgate.decision")
+            .map(|(_, v)| v.as_slice())
     }
 
     fn headers(&mut self, kind: u32) -> Option<&mut Vec<(Vec<u8>, Vec<u8>)>> {
@@ -100,12 +107,20 @@ impl State {
 }
 
 fn check_filter(filter: FilterEnvoyPtr) {
-    assert_eq!(filter, FILTER_ENVOY, "a callback on a filter pointer Envoy did not give");
+    assert_eq!(
+        filter, FILTER_ENVOY,
+        "a callback on a filter pointer Envoy did not give"
+    );
 }
 
 /// SAFETY: the module's buffer, valid for the call.
 unsafe fn module_bytes(b: ModuleBuffer) -> Vec<u8> {
-    EnvoyBuffer { ptr: b.ptr, length: b.length }.bytes().to_vec()
+    EnvoyBuffer {
+        ptr: b.ptr,
+        length: b.length,
+    }
+    .bytes()
+    .to_vec()
 }
 
 /// SAFETY: the module's array of `n` headers, valid for the call.
@@ -117,15 +132,28 @@ unsafe fn module_headers(h: *const ModuleHttpHeader, n: usize) -> Vec<(Vec<u8>, 
     std::slice::from_raw_parts(h, n)
         .iter()
         .map(|h| {
-            let k = EnvoyBuffer { ptr: h.key_ptr, length: h.key_length }.bytes().to_vec();
-            let v = EnvoyBuffer { ptr: h.value_ptr, length: h.value_length }.bytes().to_vec();
+            let k = EnvoyBuffer {
+                ptr: h.key_ptr,
+                length: h.key_length,
+            }
+            .bytes()
+            .to_vec();
+            let v = EnvoyBuffer {
+                ptr: h.value_ptr,
+                length: h.value_length,
+            }
+            .bytes()
+            .to_vec();
             (k, v)
         })
         .collect()
 }
 
 fn buffer(bytes: &[u8]) -> EnvoyBuffer {
-    EnvoyBuffer { ptr: bytes.as_ptr(), length: bytes.len() }
+    EnvoyBuffer {
+        ptr: bytes.as_ptr(),
+        length: bytes.len(),
+    }
 }
 
 // ---- the callbacks -------------------------------------------------------------------------------
@@ -155,11 +183,15 @@ pub extern "C" fn envoy_dynamic_module_callback_http_filter_config_define_counte
     // SAFETY: the module's name; `counter_id` its out-parameter.
     let name = String::from_utf8(unsafe { module_bytes(name) }).expect("a counter name is UTF-8");
     with(|s| {
-        let id = s.counter_names.iter().position(|n| *n == name).unwrap_or_else(|| {
-            s.counter_names.push(name);
-            s.counts.push(0);
-            s.counts.len() - 1
-        });
+        let id = s
+            .counter_names
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or_else(|| {
+                s.counter_names.push(name);
+                s.counts.push(0);
+                s.counts.len() - 1
+            });
         unsafe { *counter_id = id };
     });
     METRICS_SUCCESS
@@ -211,7 +243,9 @@ pub extern "C" fn envoy_dynamic_module_callback_http_get_header(
     // which the module copies out before any setter.
     let key = unsafe { module_bytes(key) };
     with(|s| {
-        let Some(headers) = s.headers(header_type) else { return false };
+        let Some(headers) = s.headers(header_type) else {
+            return false;
+        };
         let values: Vec<&(Vec<u8>, Vec<u8>)> = headers.iter().filter(|(k, _)| *k == key).collect();
         if !optional_size.is_null() {
             unsafe { *optional_size = values.len() };
@@ -230,7 +264,10 @@ pub extern "C" fn envoy_dynamic_module_callback_http_get_header(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_callback_http_get_headers_size(filter: FilterEnvoyPtr, header_type: u32) -> usize {
+pub extern "C" fn envoy_dynamic_module_callback_http_get_headers_size(
+    filter: FilterEnvoyPtr,
+    header_type: u32,
+) -> usize {
     check_filter(filter);
     with(|s| s.headers(header_type).map_or(0, |h| h.len()))
 }
@@ -267,12 +304,18 @@ pub extern "C" fn envoy_dynamic_module_callback_http_get_headers(
 ) -> bool {
     check_filter(filter);
     with(|s| {
-        let Some(headers) = s.headers(header_type) else { return false };
+        let Some(headers) = s.headers(header_type) else {
+            return false;
+        };
         for (i, (k, v)) in headers.iter().enumerate() {
             // SAFETY: the module sized `result` with get_headers_size.
             unsafe {
-                *result.add(i) =
-                    EnvoyHttpHeader { key_ptr: k.as_ptr(), key_length: k.len(), value_ptr: v.as_ptr(), value_length: v.len() };
+                *result.add(i) = EnvoyHttpHeader {
+                    key_ptr: k.as_ptr(),
+                    key_length: k.len(),
+                    value_ptr: v.as_ptr(),
+                    value_length: v.len(),
+                };
             }
         }
         true
@@ -304,7 +347,9 @@ pub extern "C" fn envoy_dynamic_module_callback_http_set_header(
     let k = unsafe { module_bytes(key) };
     let v = (!value.ptr.is_null()).then(|| unsafe { module_bytes(value) });
     with(|s| {
-        let Some(h) = s.headers(header_type) else { return false };
+        let Some(h) = s.headers(header_type) else {
+            return false;
+        };
         h.retain(|(name, _)| *name != k);
         if let Some(v) = v {
             h.push((k, v));
@@ -338,7 +383,10 @@ pub extern "C" fn envoy_dynamic_module_callback_http_send_response(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_callback_http_get_body_chunks_size(filter: FilterEnvoyPtr, body_type: u32) -> usize {
+pub extern "C" fn envoy_dynamic_module_callback_http_get_body_chunks_size(
+    filter: FilterEnvoyPtr,
+    body_type: u32,
+) -> usize {
     check_filter(filter);
     with(|s| s.body(body_type).len())
 }
@@ -360,7 +408,10 @@ pub extern "C" fn envoy_dynamic_module_callback_http_get_body_chunks(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_callback_http_get_body_size(filter: FilterEnvoyPtr, body_type: u32) -> usize {
+pub extern "C" fn envoy_dynamic_module_callback_http_get_body_size(
+    filter: FilterEnvoyPtr,
+    body_type: u32,
+) -> usize {
     check_filter(filter);
     with(|s| s.body(body_type).iter().map(Vec::len).sum())
 }
@@ -388,19 +439,27 @@ pub extern "C" fn envoy_dynamic_module_callback_http_drain_body(
     with(|s| {
         let mut all: Vec<u8> = s.body(body_type).concat();
         all.drain(..number_of_bytes.min(all.len()));
-        *s.body(body_type) = if all.is_empty() { Vec::new() } else { vec![all] };
+        *s.body(body_type) = if all.is_empty() {
+            Vec::new()
+        } else {
+            vec![all]
+        };
     });
     true
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_callback_http_received_buffered_request_body(filter: FilterEnvoyPtr) -> bool {
+pub extern "C" fn envoy_dynamic_module_callback_http_received_buffered_request_body(
+    filter: FilterEnvoyPtr,
+) -> bool {
     check_filter(filter);
     false
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_callback_http_received_buffered_response_body(filter: FilterEnvoyPtr) -> bool {
+pub extern "C" fn envoy_dynamic_module_callback_http_received_buffered_response_body(
+    filter: FilterEnvoyPtr,
+) -> bool {
     check_filter(filter);
     false
 }
@@ -465,7 +524,13 @@ fn start_callout(
     body: ModuleBuffer,
 ) -> u32 {
     // SAFETY: the module's buffers and out-parameter.
-    let (cluster, headers, body) = unsafe { (module_bytes(cluster), module_headers(headers, n), module_bytes(body)) };
+    let (cluster, headers, body) = unsafe {
+        (
+            module_bytes(cluster),
+            module_headers(headers, n),
+            module_bytes(body),
+        )
+    };
     with(|s| {
         if s.refuse_callouts {
             return 1; // envoy_dynamic_module_type_http_callout_init_result: MissingRequiredHeaders
@@ -473,7 +538,13 @@ fn start_callout(
         s.next_callout += 1;
         let id = s.next_callout;
         unsafe { *id_out = id };
-        s.callouts.push(Callout { id, grpc, cluster, headers, body });
+        s.callouts.push(Callout {
+            id,
+            grpc,
+            cluster,
+            headers,
+            body,
+        });
         CALLOUT_INIT_SUCCESS
     })
 }
@@ -509,7 +580,9 @@ pub extern "C" fn envoy_dynamic_module_callback_http_filter_start_http_stream(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_callback_http_filter_scheduler_new(filter: FilterEnvoyPtr) -> SchedulerPtr {
+pub extern "C" fn envoy_dynamic_module_callback_http_filter_scheduler_new(
+    filter: FilterEnvoyPtr,
+) -> SchedulerPtr {
     check_filter(filter);
     with(|s| {
         s.schedulers_created += 1;
@@ -518,19 +591,32 @@ pub extern "C" fn envoy_dynamic_module_callback_http_filter_scheduler_new(filter
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler: SchedulerPtr, _event_id: u64) {
-    assert!(!scheduler.is_null() && (scheduler as usize) > 0x3000, "a scheduler the fake did not create");
+pub extern "C" fn envoy_dynamic_module_callback_http_filter_scheduler_commit(
+    scheduler: SchedulerPtr,
+    _event_id: u64,
+) {
+    assert!(
+        !scheduler.is_null() && (scheduler as usize) > 0x3000,
+        "a scheduler the fake did not create"
+    );
     with(|s| s.pending_events += 1);
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: SchedulerPtr) {
-    assert!(!scheduler.is_null() && (scheduler as usize) > 0x3000, "a scheduler the fake did not create");
+pub extern "C" fn envoy_dynamic_module_callback_http_filter_scheduler_delete(
+    scheduler: SchedulerPtr,
+) {
+    assert!(
+        !scheduler.is_null() && (scheduler as usize) > 0x3000,
+        "a scheduler the fake did not create"
+    );
     with(|s| s.schedulers_deleted += 1);
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: FilterEnvoyPtr) {
+pub extern "C" fn envoy_dynamic_module_callback_http_filter_continue_decoding(
+    filter: FilterEnvoyPtr,
+) {
     check_filter(filter);
     with(|s| s.continued += 1);
 }
@@ -554,7 +640,12 @@ pub fn run_scheduled(module: FilterModulePtr, limit: usize) {
 pub fn envoy_headers(headers: &[(Vec<u8>, Vec<u8>)]) -> Vec<EnvoyHttpHeader> {
     headers
         .iter()
-        .map(|(k, v)| EnvoyHttpHeader { key_ptr: k.as_ptr(), key_length: k.len(), value_ptr: v.as_ptr(), value_length: v.len() })
+        .map(|(k, v)| EnvoyHttpHeader {
+            key_ptr: k.as_ptr(),
+            key_length: k.len(),
+            value_ptr: v.as_ptr(),
+            value_length: v.len(),
+        })
         .collect()
 }
 

@@ -37,7 +37,8 @@ unsafe impl GlobalAlloc for Counting {
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             if new_size >= layout.size() {
-                let now = LIVE.fetch_add(new_size - layout.size(), Relaxed) + new_size - layout.size();
+                let now =
+                    LIVE.fetch_add(new_size - layout.size(), Relaxed) + new_size - layout.size();
                 PEAK.fetch_max(now, Relaxed);
             } else {
                 LIVE.fetch_sub(layout.size() - new_size, Relaxed);
@@ -83,8 +84,22 @@ pub const CLUSTER: &str = "xbackend/default/tools";
 // with arbitrary text, and an arbitrary body.
 
 const METHODS: [&str; 5] = ["POST", "GET", "DELETE", "PUT", "post"];
-const PATHS: [&str; 6] = ["/mcp", "/mcp/public/x", "/mcp/t12?x=1", "/mcp/../admin", "/MCP", "//mcp"];
-const AUTHORITIES: [&str; 6] = ["gw", "api.example.com", "API.example.com.:443", "a.example.org", "[::1]:8443", ""];
+const PATHS: [&str; 6] = [
+    "/mcp",
+    "/mcp/public/x",
+    "/mcp/t12?x=1",
+    "/mcp/../admin",
+    "/MCP",
+    "//mcp",
+];
+const AUTHORITIES: [&str; 6] = [
+    "gw",
+    "api.example.com",
+    "API.example.com.:443",
+    "a.example.org",
+    "[::1]:8443",
+    "",
+];
 const HEADER_NAMES: [&str; 10] = [
     "content-type",
     "content-encoding",
@@ -145,13 +160,26 @@ impl<'a> Request<'a> {
         let path = word(u, &PATHS)?;
         let authority = word(u, &AUTHORITIES)?;
         let port = *u.choose(&[8443u16, 18443, 80, 0])?;
-        let principal = if u.arbitrary()? { Some(word(u, &PRINCIPALS)?) } else { None };
+        let principal = if u.arbitrary()? {
+            Some(word(u, &PRINCIPALS)?)
+        } else {
+            None
+        };
         let mut headers = vec![("content-type", "application/json")];
         for _ in 0..u.int_in_range(0..=6)? {
             headers.push((word(u, &HEADER_NAMES)?, word(u, &HEADER_VALUES)?));
         }
         let backend = u.arbitrary()?;
-        Ok(Request { method, path, authority, port, principal, headers, backend, body })
+        Ok(Request {
+            method,
+            path,
+            authority,
+            port,
+            principal,
+            headers,
+            backend,
+            body,
+        })
     }
 }
 
@@ -172,18 +200,34 @@ pub use toolgate_policy::testing::oracle;
 // decided ([`Record`], made by the same walk as the filter's, with a trace that records): the
 // record must show the decision the walk reached, and recording must not change it.
 
-use toolgate_policy::eval::{BodyInput, Decision, DenyReason, HttpRequest, Level, Record, Route, Verdict, WalkEnd, WalkRecord};
+use toolgate_policy::eval::{
+    BodyInput, Decision, DenyReason, HttpRequest, Level, Record, Route, Verdict, WalkEnd,
+    WalkRecord,
+};
 
 /// Decides `req` on `route` as [`Route::decide`] does (authorizers taken to allow) and as
 /// [`Route::decide_recorded`] does, asserts that both decide the same and that the record shows
 /// that decision ([`assert_walk_shows`]), and returns whether the request is allowed.
-pub fn assert_explain_agrees(route: &Route<'_>, req: &HttpRequest<'_>, body: BodyInput<'_, '_>) -> bool {
+pub fn assert_explain_agrees(
+    route: &Route<'_>,
+    req: &HttpRequest<'_>,
+    body: BodyInput<'_, '_>,
+) -> bool {
     let decision = route.decide(req, body);
     let mut record = Record::default();
     let recorded = route.decide_recorded(req, body, &mut record);
-    assert_eq!(recorded, decision, "recording the walk changed the decision");
+    assert_eq!(
+        recorded, decision,
+        "recording the walk changed the decision"
+    );
     let walk = record.last().expect("every walk is recorded");
-    assert_eq!(walk.end, Some(WalkEnd::Decided { allowed: decision.allowed(), summary: decision.summary() }));
+    assert_eq!(
+        walk.end,
+        Some(WalkEnd::Decided {
+            allowed: decision.allowed(),
+            summary: decision.summary()
+        })
+    );
     assert_walk_shows(walk, Some(&decision));
     decision.allowed()
 }
@@ -195,49 +239,100 @@ pub fn assert_explain_agrees(route: &Route<'_>, req: &HttpRequest<'_>, body: Bod
 /// calls; a walk that ends at an authorizer call ends at a level whose ExternalAuth policy applies.
 pub fn assert_walk_shows(walk: &WalkRecord, decision: Option<&Decision<'_>>) {
     let levels: Vec<_> = walk.messages.iter().flat_map(|m| &m.levels).collect();
-    let mismatched: Vec<_> = walk.headers.iter().filter(|h| !h.agrees).map(|h| h.header).collect();
+    let mismatched: Vec<_> = walk
+        .headers
+        .iter()
+        .filter(|h| !h.agrees)
+        .map(|h| h.header)
+        .collect();
     match (&walk.end, decision.map(|d| &d.verdict)) {
         (None, _) => panic!("a walk without an end: {walk:?}"),
         (Some(WalkEnd::Authorize { level, .. }), _) => {
             let last = levels.last().expect("a level asked an authorizer");
-            assert!(last.level == *level && last.external_auth.as_ref().is_some_and(|(_, applies)| *applies), "{walk:?}");
+            assert!(
+                last.level == *level
+                    && last
+                        .external_auth
+                        .as_ref()
+                        .is_some_and(|(_, applies)| *applies),
+                "{walk:?}"
+            );
         }
         (Some(WalkEnd::Decided { allowed: true, .. }), verdict) => {
             assert!(verdict.is_none_or(|v| *v == Verdict::Allow));
-            assert!(mismatched.is_empty() && levels.iter().all(|l| l.allows()), "allowed, yet the record denies: {walk:?}");
-            let (Some(d), Some(last)) = (decision, walk.messages.last()) else { return };
+            assert!(
+                mismatched.is_empty() && levels.iter().all(|l| l.allows()),
+                "allowed, yet the record denies: {walk:?}"
+            );
+            let (Some(d), Some(last)) = (decision, walk.messages.last()) else {
+                return;
+            };
             for level in last.levels.iter().filter(|l| !l.rules.is_empty()) {
-                let shown = level.rules.iter().find(|r| r.outcome.is_ok()).map(|r| (r.policy.as_str(), r.rule.as_str()));
+                let shown = level
+                    .rules
+                    .iter()
+                    .find(|r| r.outcome.is_ok())
+                    .map(|r| (r.policy.as_str(), r.rule.as_str()));
                 let decided = match level.level {
                     Level::Gateway => d.gateway_rule,
                     Level::Backend => d.backend_rule,
                 }
                 .map(|r| (r.policy, r.rule));
-                assert_eq!(shown, decided, "the record and the decision name different rules: {walk:?} {d:?}");
+                assert_eq!(
+                    shown, decided,
+                    "the record and the decision name different rules: {walk:?} {d:?}"
+                );
             }
         }
-        (Some(WalkEnd::Decided { allowed: false, summary }), verdict) => {
+        (
+            Some(WalkEnd::Decided {
+                allowed: false,
+                summary,
+            }),
+            verdict,
+        ) => {
             if !mismatched.is_empty() {
-                assert!(mismatched.len() == 1 && walk.messages.is_empty(), "{walk:?}");
+                assert!(
+                    mismatched.len() == 1 && walk.messages.is_empty(),
+                    "{walk:?}"
+                );
                 if let Some(v) = verdict {
-                    assert_eq!(*v, Verdict::Deny(DenyReason::McpHeaderMismatch { header: mismatched[0] }));
+                    assert_eq!(
+                        *v,
+                        Verdict::Deny(DenyReason::McpHeaderMismatch {
+                            header: mismatched[0]
+                        })
+                    );
                 }
                 return;
             }
             let (last, before) = levels.split_last().expect("a denial names a level");
-            assert!(before.iter().all(|l| l.allows()), "a level before the one that denied denies: {walk:?}");
+            assert!(
+                before.iter().all(|l| l.allows()),
+                "a level before the one that denied denies: {walk:?}"
+            );
             match verdict {
                 Some(Verdict::Deny(DenyReason::TooManyAuthorizerCalls { level })) => {
-                    assert!(last.level == *level && last.external_auth.is_some(), "{walk:?}")
+                    assert!(
+                        last.level == *level && last.external_auth.is_some(),
+                        "{walk:?}"
+                    )
                 }
                 Some(Verdict::Deny(DenyReason::NoRuleMatched { level, .. })) => {
                     assert!(last.level == *level && !last.allows(), "{walk:?}")
                 }
                 // docs/semantics.md §6a: the default-deny level is the gateway level.
-                Some(Verdict::Deny(DenyReason::DefaultDeny)) => assert!(last.level == Level::Gateway && !last.allows()),
+                Some(Verdict::Deny(DenyReason::DefaultDeny)) => {
+                    assert!(last.level == Level::Gateway && !last.allows())
+                }
                 Some(v) => panic!("the walk cannot decide {v:?}: {walk:?}"),
-                None if summary.contains("more than") => assert!(last.external_auth.is_some(), "{walk:?}"),
-                None => assert!(!last.allows(), "denied, yet the last level shown allows: {walk:?}"),
+                None if summary.contains("more than") => {
+                    assert!(last.external_auth.is_some(), "{walk:?}")
+                }
+                None => assert!(
+                    !last.allows(),
+                    "denied, yet the last level shown allows: {walk:?}"
+                ),
             }
         }
     }

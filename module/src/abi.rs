@@ -26,15 +26,20 @@ pub struct EnvoyBuffer {
 
 impl EnvoyBuffer {
     pub const fn null() -> Self {
-        EnvoyBuffer { ptr: std::ptr::null(), length: 0 }
+        EnvoyBuffer {
+            ptr: std::ptr::null(),
+            length: 0,
+        }
     }
 
     /// SAFETY: `ptr`/`length` must be what Envoy wrote in the current hook (or null).
     pub unsafe fn bytes<'a>(&self) -> &'a [u8] {
-        if self.ptr.is_null() || self.length == 0 {
-            &[]
-        } else {
-            std::slice::from_raw_parts(self.ptr, self.length)
+        unsafe {
+            if self.ptr.is_null() || self.length == 0 {
+                &[]
+            } else {
+                std::slice::from_raw_parts(self.ptr, self.length)
+            }
         }
     }
 }
@@ -49,11 +54,17 @@ pub struct ModuleBuffer {
 
 impl ModuleBuffer {
     pub fn of(bytes: &[u8]) -> Self {
-        ModuleBuffer { ptr: bytes.as_ptr(), length: bytes.len() }
+        ModuleBuffer {
+            ptr: bytes.as_ptr(),
+            length: bytes.len(),
+        }
     }
 
     pub const fn null() -> Self {
-        ModuleBuffer { ptr: std::ptr::null(), length: 0 }
+        ModuleBuffer {
+            ptr: std::ptr::null(),
+            length: 0,
+        }
     }
 }
 
@@ -69,7 +80,12 @@ pub struct ModuleHttpHeader {
 
 impl ModuleHttpHeader {
     pub fn of(key: &str, value: &str) -> Self {
-        ModuleHttpHeader { key_ptr: key.as_ptr(), key_length: key.len(), value_ptr: value.as_ptr(), value_length: value.len() }
+        ModuleHttpHeader {
+            key_ptr: key.as_ptr(),
+            key_length: key.len(),
+            value_ptr: value.as_ptr(),
+            value_length: value.len(),
+        }
     }
 }
 
@@ -85,15 +101,30 @@ pub struct EnvoyHttpHeader {
 
 impl EnvoyHttpHeader {
     pub const fn null() -> Self {
-        EnvoyHttpHeader { key_ptr: std::ptr::null(), key_length: 0, value_ptr: std::ptr::null(), value_length: 0 }
+        EnvoyHttpHeader {
+            key_ptr: std::ptr::null(),
+            key_length: 0,
+            value_ptr: std::ptr::null(),
+            value_length: 0,
+        }
     }
 
     /// SAFETY: as [`EnvoyBuffer::bytes`].
     pub unsafe fn parts<'a>(&self) -> (&'a [u8], &'a [u8]) {
-        (
-            EnvoyBuffer { ptr: self.key_ptr, length: self.key_length }.bytes(),
-            EnvoyBuffer { ptr: self.value_ptr, length: self.value_length }.bytes(),
-        )
+        unsafe {
+            (
+                EnvoyBuffer {
+                    ptr: self.key_ptr,
+                    length: self.key_length,
+                }
+                .bytes(),
+                EnvoyBuffer {
+                    ptr: self.value_ptr,
+                    length: self.value_length,
+                }
+                .bytes(),
+            )
+        }
     }
 }
 
@@ -188,7 +219,10 @@ extern "C" {
         index: usize,
         optional_size: *mut usize,
     ) -> bool;
-    pub fn envoy_dynamic_module_callback_http_get_headers_size(filter: FilterEnvoyPtr, header_type: u32) -> usize;
+    pub fn envoy_dynamic_module_callback_http_get_headers_size(
+        filter: FilterEnvoyPtr,
+        header_type: u32,
+    ) -> usize;
     /// The keys of a metadata namespace (a namespace's values may be Structs, which no callback reads).
     pub fn envoy_dynamic_module_callback_http_get_metadata_keys_count(
         filter: FilterEnvoyPtr,
@@ -229,17 +263,35 @@ extern "C" {
         details: ModuleBuffer,
     );
 
-    pub fn envoy_dynamic_module_callback_http_get_body_chunks_size(filter: FilterEnvoyPtr, body_type: u32) -> usize;
+    pub fn envoy_dynamic_module_callback_http_get_body_chunks_size(
+        filter: FilterEnvoyPtr,
+        body_type: u32,
+    ) -> usize;
     pub fn envoy_dynamic_module_callback_http_get_body_chunks(
         filter: FilterEnvoyPtr,
         body_type: u32,
         result: *mut EnvoyBuffer,
     ) -> bool;
-    pub fn envoy_dynamic_module_callback_http_get_body_size(filter: FilterEnvoyPtr, body_type: u32) -> usize;
-    pub fn envoy_dynamic_module_callback_http_append_body(filter: FilterEnvoyPtr, body_type: u32, data: ModuleBuffer) -> bool;
-    pub fn envoy_dynamic_module_callback_http_drain_body(filter: FilterEnvoyPtr, body_type: u32, number_of_bytes: usize) -> bool;
-    pub fn envoy_dynamic_module_callback_http_received_buffered_request_body(filter: FilterEnvoyPtr) -> bool;
-    pub fn envoy_dynamic_module_callback_http_received_buffered_response_body(filter: FilterEnvoyPtr) -> bool;
+    pub fn envoy_dynamic_module_callback_http_get_body_size(
+        filter: FilterEnvoyPtr,
+        body_type: u32,
+    ) -> usize;
+    pub fn envoy_dynamic_module_callback_http_append_body(
+        filter: FilterEnvoyPtr,
+        body_type: u32,
+        data: ModuleBuffer,
+    ) -> bool;
+    pub fn envoy_dynamic_module_callback_http_drain_body(
+        filter: FilterEnvoyPtr,
+        body_type: u32,
+        number_of_bytes: usize,
+    ) -> bool;
+    pub fn envoy_dynamic_module_callback_http_received_buffered_request_body(
+        filter: FilterEnvoyPtr,
+    ) -> bool;
+    pub fn envoy_dynamic_module_callback_http_received_buffered_response_body(
+        filter: FilterEnvoyPtr,
+    ) -> bool;
 
     pub fn envoy_dynamic_module_callback_http_set_filter_state_bytes(
         filter: FilterEnvoyPtr,
@@ -279,8 +331,13 @@ extern "C" {
         timeout_milliseconds: u64,
     ) -> u32;
 
-    pub fn envoy_dynamic_module_callback_http_filter_scheduler_new(filter: FilterEnvoyPtr) -> SchedulerPtr;
-    pub fn envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler: SchedulerPtr, event_id: u64);
+    pub fn envoy_dynamic_module_callback_http_filter_scheduler_new(
+        filter: FilterEnvoyPtr,
+    ) -> SchedulerPtr;
+    pub fn envoy_dynamic_module_callback_http_filter_scheduler_commit(
+        scheduler: SchedulerPtr,
+        event_id: u64,
+    );
     pub fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: SchedulerPtr);
 
     pub fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: FilterEnvoyPtr);

@@ -15,9 +15,14 @@ pub(crate) fn log_level(l: LogLevel) -> u32 {
 
 pub(crate) fn log(level: LogLevel, message: &str) {
     // SAFETY: the message lives for the call.
-    unsafe { envoy_dynamic_module_callback_log(log_level(level), ModuleBuffer::of(message.as_bytes())) }
+    unsafe {
+        envoy_dynamic_module_callback_log(log_level(level), ModuleBuffer::of(message.as_bytes()))
+    }
 }
 
 pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

@@ -47,7 +47,9 @@ fn grpc_authority(upstream: &[u8]) -> Option<&str> {
         }
         None
     }
-    std::str::from_utf8(field(field(upstream, 1)?, 2)?).ok().filter(|a| !a.is_empty())
+    std::str::from_utf8(field(field(upstream, 1)?, 2)?)
+        .ok()
+        .filter(|a| !a.is_empty())
 }
 
 /// A gRPC call on a streamed callout, as its hooks arrive.
@@ -62,7 +64,9 @@ pub(crate) struct GrpcCall {
 impl GrpcCall {
     pub(crate) fn headers(&mut self, headers: &[(Vec<u8>, Vec<u8>)]) {
         for (k, v) in headers {
-            let v = std::str::from_utf8(v).ok().and_then(|v| v.trim().parse().ok());
+            let v = std::str::from_utf8(v)
+                .ok()
+                .and_then(|v| v.trim().parse().ok());
             match k.as_slice() {
                 b":status" => self.http_status = v,
                 b"grpc-status" => self.grpc_status = v,
@@ -79,18 +83,30 @@ impl GrpcCall {
             (None, _) => GRPC_UNAVAILABLE,
         };
         if status != 0 {
-            return CallAnswer::Grpc { status, message: Vec::new() };
+            return CallAnswer::Grpc {
+                status,
+                message: Vec::new(),
+            };
         }
         let d = &self.data;
         match (d.first(), d.get(1..5)) {
             (Some(0), Some(len)) => {
                 let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
                 match d.get(5..).filter(|m| m.len() == len) {
-                    Some(message) => CallAnswer::Grpc { status: 0, message: message.to_vec() },
-                    None => CallAnswer::Grpc { status: GRPC_INTERNAL, message: Vec::new() },
+                    Some(message) => CallAnswer::Grpc {
+                        status: 0,
+                        message: message.to_vec(),
+                    },
+                    None => CallAnswer::Grpc {
+                        status: GRPC_INTERNAL,
+                        message: Vec::new(),
+                    },
                 }
             }
-            _ => CallAnswer::Grpc { status: GRPC_INTERNAL, message: Vec::new() },
+            _ => CallAnswer::Grpc {
+                status: GRPC_INTERNAL,
+                message: Vec::new(),
+            },
         }
     }
 }
@@ -98,17 +114,22 @@ impl GrpcCall {
 /// Envoy's headers, copied out.
 ///
 /// SAFETY: `headers` must be Envoy's array of `size` headers, valid for the current hook (or null).
-pub(crate) unsafe fn copy_headers(headers: *const EnvoyHttpHeader, size: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-    if headers.is_null() {
-        return Vec::new();
+pub(crate) unsafe fn copy_headers(
+    headers: *const EnvoyHttpHeader,
+    size: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    unsafe {
+        if headers.is_null() {
+            return Vec::new();
+        }
+        std::slice::from_raw_parts(headers, size)
+            .iter()
+            .map(|h| {
+                let (k, v) = h.parts();
+                (k.to_vec(), v.to_vec())
+            })
+            .collect()
     }
-    std::slice::from_raw_parts(headers, size)
-        .iter()
-        .map(|h| {
-            let (k, v) = h.parts();
-            (k.to_vec(), v.to_vec())
-        })
-        .collect()
 }
 
 impl ModuleHost {
@@ -118,7 +139,14 @@ impl ModuleHost {
             // The ABI has no gRPC callout: a unary gRPC call is made as what it is on the wire, an
             // HTTP/2 POST of one length-prefixed message, on a streamed HTTP callout (whose hooks,
             // unlike the one-shot callout's, give the trailers that carry `grpc-status`).
-            Callout::Grpc { cluster, upstream, service, method, message, timeout_ms } => {
+            Callout::Grpc {
+                cluster,
+                upstream,
+                service,
+                method,
+                message,
+                timeout_ms,
+            } => {
                 let path = format!("/{service}/{method}");
                 let authority = grpc_authority(upstream).unwrap_or(cluster);
                 let timeout = format!("{timeout_ms}m");
@@ -130,7 +158,10 @@ impl ModuleHost {
                     ("te", "trailers"),
                     ("grpc-timeout", timeout.as_str()),
                 ];
-                let mut pairs: Vec<ModuleHttpHeader> = headers.iter().map(|(k, v)| ModuleHttpHeader::of(k, v)).collect();
+                let mut pairs: Vec<ModuleHttpHeader> = headers
+                    .iter()
+                    .map(|(k, v)| ModuleHttpHeader::of(k, v))
+                    .collect();
                 let mut body = Vec::with_capacity(5 + message.len());
                 body.push(0);
                 body.extend(u32::try_from(message.len()).ok()?.to_be_bytes());
@@ -157,8 +188,16 @@ impl ModuleHost {
                 self.calls.push((id | GRPC_CALL, token));
                 Some(token)
             }
-            Callout::Http { cluster, headers, body, timeout_ms } => {
-                let mut pairs: Vec<ModuleHttpHeader> = headers.iter().map(|(k, v)| ModuleHttpHeader::of(k, v)).collect();
+            Callout::Http {
+                cluster,
+                headers,
+                body,
+                timeout_ms,
+            } => {
+                let mut pairs: Vec<ModuleHttpHeader> = headers
+                    .iter()
+                    .map(|(k, v)| ModuleHttpHeader::of(k, v))
+                    .collect();
                 let mut id = 0u64;
                 // SAFETY: `envoy` is this filter's pointer; every buffer lives for the call.
                 let status = unsafe {
@@ -187,11 +226,16 @@ impl ModuleHost {
 impl Filter {
     /// A hook of the streamed callout `id` (a gRPC call): `f` updates the call.
     pub(crate) fn grpc_event(&self, id: u64, f: impl FnOnce(&mut GrpcCall)) {
-        let Ok(mut calls) = self.grpc.try_borrow_mut() else { return };
+        let Ok(mut calls) = self.grpc.try_borrow_mut() else {
+            return;
+        };
         let i = match calls.iter().position(|c| c.id == id) {
             Some(i) => i,
             None => {
-                calls.push(GrpcCall { id, ..GrpcCall::default() });
+                calls.push(GrpcCall {
+                    id,
+                    ..GrpcCall::default()
+                });
                 calls.len() - 1
             }
         };
@@ -206,7 +250,10 @@ impl Filter {
         });
         let answer = match (completed, call) {
             (true, Some(call)) => call.answer(),
-            (true, None) => CallAnswer::Grpc { status: GRPC_INTERNAL, message: Vec::new() },
+            (true, None) => CallAnswer::Grpc {
+                status: GRPC_INTERNAL,
+                message: Vec::new(),
+            },
             (false, _) => CallAnswer::Failed,
         };
         self.answer(id | GRPC_CALL, answer);

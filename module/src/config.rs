@@ -57,7 +57,13 @@ impl HostBase for LoadHost {
         if let Some(id) = self.counters.id(counter) {
             // SAFETY: `config` is the pointer of the current `on_http_filter_config_new`.
             unsafe {
-                envoy_dynamic_module_callback_http_filter_config_increment_counter(self.config, id, std::ptr::null(), 0, 1);
+                envoy_dynamic_module_callback_http_filter_config_increment_counter(
+                    self.config,
+                    id,
+                    std::ptr::null(),
+                    0,
+                    1,
+                );
             }
         }
     }
@@ -78,7 +84,9 @@ impl RootHost for LoadHost {
 
     fn shared_set(&mut self, key: &str, value: &[u8]) {
         if let Ok(mut shared) = SHARED.lock() {
-            shared.get_or_insert_with(HashMap::new).insert(key.to_string(), value.to_vec());
+            shared
+                .get_or_insert_with(HashMap::new)
+                .insert(key.to_string(), value.to_vec());
         }
     }
 }
@@ -107,7 +115,9 @@ impl RootHost for QuietHost {
 /// A new request's lifecycle under `config`'s plan, loading the plan on this thread the first time.
 pub(crate) fn new_request(config: &Config) -> Request {
     PLUGINS.with(|plugins| {
-        let Ok(mut plugins) = plugins.try_borrow_mut() else { return Plugin::default().request() };
+        let Ok(mut plugins) = plugins.try_borrow_mut() else {
+            return Plugin::default().request();
+        };
         if let Some((_, _, p)) = plugins.iter().find(|(id, _, _)| *id == config.id) {
             return p.request();
         }

@@ -20,7 +20,10 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub(crate) const NONE: Counters = Counters { ids: [None; Counter::ALL.len()], panic: None };
+    pub(crate) const NONE: Counters = Counters {
+        ids: [None; Counter::ALL.len()],
+        panic: None,
+    };
 
     pub(crate) fn define(config: FilterConfigEnvoyPtr) -> Self {
         let define = |name: &str| {
@@ -42,10 +45,16 @@ impl Counters {
         for (id, counter) in ids.iter_mut().zip(Counter::ALL) {
             *id = define(counter.name());
         }
-        Counters { ids, panic: define(PANIC_COUNTER) }
+        Counters {
+            ids,
+            panic: define(PANIC_COUNTER),
+        }
     }
 
     pub(crate) fn id(&self, counter: Counter) -> Option<usize> {
-        Counter::ALL.iter().position(|c| *c == counter).and_then(|i| self.ids[i])
+        Counter::ALL
+            .iter()
+            .position(|c| *c == counter)
+            .and_then(|i| self.ids[i])
     }
 }

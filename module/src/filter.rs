@@ -45,7 +45,12 @@ impl Filter {
         stream.host.phase = Phase::Outside;
         self.listing.set(stream.request.reads_response());
         drop(stream);
-        if self.early.try_borrow().map(|e| !e.is_empty()).unwrap_or(false) {
+        if self
+            .early
+            .try_borrow()
+            .map(|e| !e.is_empty())
+            .unwrap_or(false)
+        {
             self.schedule_early();
         }
         Some(result)
@@ -73,7 +78,14 @@ impl Filter {
     pub(crate) fn answer(&self, callout_id: u64, answer: CallAnswer) {
         match self.stream.try_borrow_mut() {
             Ok(mut stream) => {
-                let Some(i) = stream.host.calls.iter().position(|(id, _)| *id == callout_id) else { return };
+                let Some(i) = stream
+                    .host
+                    .calls
+                    .iter()
+                    .position(|(id, _)| *id == callout_id)
+                else {
+                    return;
+                };
                 let (_, token) = stream.host.calls.swap_remove(i);
                 stream.host.phase = Phase::Outside;
                 let Stream { request, host } = &mut *stream;
@@ -90,7 +102,11 @@ impl Filter {
     }
 
     pub(crate) fn scheduled(&self) {
-        let early = self.early.try_borrow_mut().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
+        let early = self
+            .early
+            .try_borrow_mut()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default();
         for (id, answer) in early {
             self.answer(id, answer);
         }
@@ -109,7 +125,13 @@ impl Filter {
         if let Some(id) = id {
             // SAFETY: `envoy` is this filter's pointer; no labels.
             unsafe {
-                envoy_dynamic_module_callback_http_filter_increment_counter(self.envoy, id, std::ptr::null(), 0, 1);
+                envoy_dynamic_module_callback_http_filter_increment_counter(
+                    self.envoy,
+                    id,
+                    std::ptr::null(),
+                    0,
+                    1,
+                );
             }
         }
     }
@@ -152,7 +174,10 @@ impl Filter {
 
 impl Drop for Filter {
     fn drop(&mut self) {
-        let schedulers = [self.stream.get_mut().host.scheduler, self.scheduler_for_early.get()];
+        let schedulers = [
+            self.stream.get_mut().host.scheduler,
+            self.scheduler_for_early.get(),
+        ];
         for s in schedulers {
             if !s.is_null() {
                 // SAFETY: a scheduler this filter created, deleted once.
@@ -164,5 +189,5 @@ impl Drop for Filter {
 
 /// SAFETY: `ptr` must be a `Box<Filter>` from `on_http_filter_new` not yet destroyed.
 pub(crate) unsafe fn filter<'a>(ptr: FilterModulePtr) -> Option<&'a Filter> {
-    (ptr as *const Filter).as_ref()
+    unsafe { (ptr as *const Filter).as_ref() }
 }

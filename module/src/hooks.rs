@@ -36,7 +36,14 @@ fn guard<T>(what: &str, f: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> 
 /// while the response is an allowed list's; any other value, the request headers hook.
 #[cfg(feature = "panic-probe")]
 fn probe(s: &mut Stream, phase: Phase) {
-    let Some(value) = s.host.request_header_values("x-toolgate-panic-probe").into_iter().next() else { return };
+    let Some(value) = s
+        .host
+        .request_header_values("x-toolgate-panic-probe")
+        .into_iter()
+        .next()
+    else {
+        return;
+    };
     let hook = match value.as_slice() {
         b"response-headers" => Phase::ResponseHeaders,
         b"response-body" => Phase::ResponseBody,
@@ -78,10 +85,16 @@ fn request_hook(
     f: impl FnOnce(&mut Stream) -> Action,
 ) -> u32 {
     // SAFETY: Envoy passes back the pointer `on_http_filter_new` returned.
-    let Some(filter) = (unsafe { filter(ptr) }) else { return status(Action::Pause) };
+    let Some(filter) = (unsafe { filter(ptr) }) else {
+        return status(Action::Pause);
+    };
     guard(
         what,
-        || filter.with(phase, |s| status(f(s))).unwrap_or(status(Action::Pause)),
+        || {
+            filter
+                .with(phase, |s| status(f(s)))
+                .unwrap_or(status(Action::Pause))
+        },
         || {
             let _ = catch_unwind(AssertUnwindSafe(|| filter.deny_after_panic()));
             status(Action::Pause)
@@ -102,13 +115,17 @@ fn response_hook(
     f: impl FnOnce(&mut Stream) -> Action,
 ) -> u32 {
     // SAFETY: as in `request_hook`.
-    let Some(filter) = (unsafe { filter(ptr) }) else { return status(Action::Continue) };
+    let Some(filter) = (unsafe { filter(ptr) }) else {
+        return status(Action::Continue);
+    };
     match filter.refusal.get() {
         Refusal::None => {}
         Refusal::Replying => return status(Action::Continue),
         Refusal::Refused => {
-            return catch_unwind(AssertUnwindSafe(|| filter.refuse_response(phase, end_of_stream, what)))
-                .unwrap_or(stopped(phase))
+            return catch_unwind(AssertUnwindSafe(|| {
+                filter.refuse_response(phase, end_of_stream, what)
+            }))
+            .unwrap_or(stopped(phase))
         }
     }
     guard(
@@ -117,17 +134,27 @@ fn response_hook(
             Some(result) => result,
             // The lifecycle cannot be asked: what the last hook that ran it left says whether the
             // response is a list's.
-            None if filter.listing.get() => filter.refuse_response(phase, end_of_stream, &format!("{what} re-entered")),
+            None if filter.listing.get() => {
+                filter.refuse_response(phase, end_of_stream, &format!("{what} re-entered"))
+            }
             None => status(Action::Continue),
         },
         || {
             let _ = catch_unwind(AssertUnwindSafe(|| filter.increment(filter.counters.panic)));
-            let listing = filter.listing.get() || filter.stream.try_borrow().is_ok_and(|s| s.request.reads_response());
+            let listing = filter.listing.get()
+                || filter
+                    .stream
+                    .try_borrow()
+                    .is_ok_and(|s| s.request.reads_response());
             if !listing {
                 return status(Action::Continue);
             }
             catch_unwind(AssertUnwindSafe(|| {
-                filter.refuse_response(phase, end_of_stream, &format!("internal error in the module (panic in {what})"))
+                filter.refuse_response(
+                    phase,
+                    end_of_stream,
+                    &format!("internal error in the module (panic in {what})"),
+                )
             }))
             .unwrap_or(stopped(phase))
         },
@@ -151,14 +178,31 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
         "on_http_filter_config_new",
         || {
             // SAFETY: both buffers are Envoy's, valid for this hook; copied out.
-            let (name, bytes) = unsafe { (String::from_utf8_lossy(name.bytes()).into_owned(), config.bytes()) };
+            let (name, bytes) = unsafe {
+                (
+                    String::from_utf8_lossy(name.bytes()).into_owned(),
+                    config.bytes(),
+                )
+            };
             let counters = Counters::define(config_envoy);
-            let mut host = LoadHost { config: config_envoy, name: name.clone(), counters };
-            let ModuleConfig { plan, payload_header } = match module_config(bytes) {
+            let mut host = LoadHost {
+                config: config_envoy,
+                name: name.clone(),
+                counters,
+            };
+            let ModuleConfig {
+                plan,
+                payload_header,
+            } = match module_config(bytes) {
                 Ok(c) => c,
                 Err(e) => {
                     host.count(Counter::PlanRejected);
-                    log(LogLevel::Error, &format!("toolgate: plugin {name}: REFUSED configuration ({e}); update rejected"));
+                    log(
+                        LogLevel::Error,
+                        &format!(
+                            "toolgate: plugin {name}: REFUSED configuration ({e}); update rejected"
+                        ),
+                    );
                     return std::ptr::null();
                 }
             };
@@ -170,7 +214,14 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
             }
             log_claims_source(&name, payload_header);
             let id = NEXT_CONFIG_ID.fetch_add(1, Ordering::Relaxed);
-            let config = Config { id, alive: Arc::new(()), name, plan, counters, payload_header };
+            let config = Config {
+                id,
+                alive: Arc::new(()),
+                name,
+                plan,
+                counters,
+                payload_header,
+            };
             Box::into_raw(Box::new(config)) as FilterConfigModulePtr
         },
         std::ptr::null,
@@ -178,7 +229,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(config: FilterConfigModulePtr) {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(
+    config: FilterConfigModulePtr,
+) {
     guard(
         "on_http_filter_config_destroy",
         || {
@@ -201,7 +254,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_new(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_destroy(_config: PerRouteConfigModulePtr) {}
+pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_destroy(
+    _config: PerRouteConfigModulePtr,
+) {
+}
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
@@ -217,9 +273,17 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
             let (request, counters, payload_header) = match config {
                 // SAFETY: the lifetime is not checked: Envoy's filter holds its configuration, which
                 // is destroyed (`on_http_filter_config_destroy`) only after the last of its filters.
-                Some(c) => (new_request(c), unsafe { &*std::ptr::addr_of!(c.counters) }, c.payload_header),
+                Some(c) => (
+                    new_request(c),
+                    unsafe { &*std::ptr::addr_of!(c.counters) },
+                    c.payload_header,
+                ),
                 // No configuration: a plugin without a plan, which denies every request.
-                None => (Plugin::default().request(), &Counters::NONE, PayloadHeader::Unknown),
+                None => (
+                    Plugin::default().request(),
+                    &Counters::NONE,
+                    PayloadHeader::Unknown,
+                ),
             };
             let host = ModuleHost {
                 envoy,
@@ -254,11 +318,17 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     filter: FilterModulePtr,
     end_of_stream: bool,
 ) -> u32 {
-    request_hook(filter, "on_request_headers", Phase::RequestHeaders, headers_status, |s| {
-        #[cfg(feature = "panic-probe")]
-        probe(s, Phase::RequestHeaders);
-        s.request.on_request_headers(&mut s.host, end_of_stream)
-    })
+    request_hook(
+        filter,
+        "on_request_headers",
+        Phase::RequestHeaders,
+        headers_status,
+        |s| {
+            #[cfg(feature = "panic-probe")]
+            probe(s, Phase::RequestHeaders);
+            s.request.on_request_headers(&mut s.host, end_of_stream)
+        },
+    )
 }
 
 #[no_mangle]
@@ -267,18 +337,35 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
     filter: FilterModulePtr,
     end_of_stream: bool,
 ) -> u32 {
-    request_hook(filter, "on_request_body", Phase::RequestBody, body_status, |s| {
-        let received_is_buffered = s.host.received_is_buffered_request();
-        let size = s.host.body_size(BUFFERED_REQUEST_BODY, RECEIVED_REQUEST_BODY, received_is_buffered);
-        s.request.on_request_body(&mut s.host, size, end_of_stream)
-    })
+    request_hook(
+        filter,
+        "on_request_body",
+        Phase::RequestBody,
+        body_status,
+        |s| {
+            let received_is_buffered = s.host.received_is_buffered_request();
+            let size = s.host.body_size(
+                BUFFERED_REQUEST_BODY,
+                RECEIVED_REQUEST_BODY,
+                received_is_buffered,
+            );
+            s.request.on_request_body(&mut s.host, size, end_of_stream)
+        },
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr) -> u32 {
-    request_hook(filter, "on_request_trailers", Phase::RequestTrailers, trailers_status, |s| {
-        s.request.on_request_trailers(&mut s.host)
-    })
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+) -> u32 {
+    request_hook(
+        filter,
+        "on_request_trailers",
+        Phase::RequestTrailers,
+        trailers_status,
+        |s| s.request.on_request_trailers(&mut s.host),
+    )
 }
 
 #[no_mangle]
@@ -287,11 +374,18 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
     filter: FilterModulePtr,
     end_of_stream: bool,
 ) -> u32 {
-    response_hook(filter, "on_response_headers", Phase::ResponseHeaders, end_of_stream, headers_status, |s| {
-        #[cfg(feature = "panic-probe")]
-        probe(s, Phase::ResponseHeaders);
-        s.request.on_response_headers(&mut s.host, end_of_stream)
-    })
+    response_hook(
+        filter,
+        "on_response_headers",
+        Phase::ResponseHeaders,
+        end_of_stream,
+        headers_status,
+        |s| {
+            #[cfg(feature = "panic-probe")]
+            probe(s, Phase::ResponseHeaders);
+            s.request.on_response_headers(&mut s.host, end_of_stream)
+        },
+    )
 }
 
 #[no_mangle]
@@ -300,29 +394,52 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
     filter: FilterModulePtr,
     end_of_stream: bool,
 ) -> u32 {
-    response_hook(filter, "on_response_body", Phase::ResponseBody, end_of_stream, body_status, |s| {
-        // Most responses are not read: no callbacks for their size (issue 27: about 0.3 k
-        // instructions per request).
-        if !s.request.reads_response() {
-            return Action::Continue;
-        }
-        #[cfg(feature = "panic-probe")]
-        probe(s, Phase::ResponseBody);
-        let received_is_buffered = s.host.received_is_buffered_response();
-        let size = s.host.body_size(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, received_is_buffered);
-        s.request.on_response_body(&mut s.host, size, end_of_stream)
-    })
+    response_hook(
+        filter,
+        "on_response_body",
+        Phase::ResponseBody,
+        end_of_stream,
+        body_status,
+        |s| {
+            // Most responses are not read: no callbacks for their size (issue 27: about 0.3 k
+            // instructions per request).
+            if !s.request.reads_response() {
+                return Action::Continue;
+            }
+            #[cfg(feature = "panic-probe")]
+            probe(s, Phase::ResponseBody);
+            let received_is_buffered = s.host.received_is_buffered_response();
+            let size = s.host.body_size(
+                BUFFERED_RESPONSE_BODY,
+                RECEIVED_RESPONSE_BODY,
+                received_is_buffered,
+            );
+            s.request.on_response_body(&mut s.host, size, end_of_stream)
+        },
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(_envoy: FilterEnvoyPtr, filter: FilterModulePtr) -> u32 {
-    response_hook(filter, "on_response_trailers", Phase::ResponseTrailers, false, trailers_status, |s| {
-        s.request.on_response_trailers(&mut s.host)
-    })
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
+    _envoy: FilterEnvoyPtr,
+    filter: FilterModulePtr,
+) -> u32 {
+    response_hook(
+        filter,
+        "on_response_trailers",
+        Phase::ResponseTrailers,
+        false,
+        trailers_status,
+        |s| s.request.on_response_trailers(&mut s.host),
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(_envoy: FilterEnvoyPtr, _filter: FilterModulePtr) {}
+pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
+    _envoy: FilterEnvoyPtr,
+    _filter: FilterModulePtr,
+) {
+}
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(filter: FilterModulePtr) {
@@ -350,7 +467,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     body_chunks_size: usize,
 ) {
     // SAFETY: as in `request_hook`.
-    let Some(filter) = (unsafe { filter(filter_ptr) }) else { return };
+    let Some(filter) = (unsafe { filter(filter_ptr) }) else {
+        return;
+    };
     guard(
         "on_http_callout_done",
         || {
@@ -364,7 +483,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
                         .iter()
                         .map(|h| {
                             let (k, v) = h.parts();
-                            (String::from_utf8_lossy(k).into_owned(), String::from_utf8_lossy(v).into_owned())
+                            (
+                                String::from_utf8_lossy(k).into_owned(),
+                                String::from_utf8_lossy(v).into_owned(),
+                            )
                         })
                         .collect();
                     let mut body = Vec::new();
@@ -392,7 +514,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
     _event_id: u64,
 ) {
     // SAFETY: as in `request_hook`.
-    let Some(filter) = (unsafe { filter(filter_ptr) }) else { return };
+    let Some(filter) = (unsafe { filter(filter_ptr) }) else {
+        return;
+    };
     guard(
         "on_http_filter_scheduled",
         || filter.scheduled(),
@@ -418,7 +542,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_local_reply(
 /// A streamed-callout hook on the filter `ptr`; a panic denies the request.
 fn grpc_hook(ptr: FilterModulePtr, what: &str, f: impl FnOnce(&Filter)) {
     // SAFETY: as in `request_hook`.
-    let Some(filter) = (unsafe { filter(ptr) }) else { return };
+    let Some(filter) = (unsafe { filter(ptr) }) else {
+        return;
+    };
     guard(
         what,
         || f(filter),
@@ -486,7 +612,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(
     filter: FilterModulePtr,
     stream_id: u64,
 ) {
-    grpc_hook(filter, "on_http_stream_complete", |f| f.grpc_end(stream_id, true))
+    grpc_hook(filter, "on_http_stream_complete", |f| {
+        f.grpc_end(stream_id, true)
+    })
 }
 
 #[no_mangle]
@@ -496,7 +624,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
     stream_id: u64,
     _reason: u32,
 ) {
-    grpc_hook(filter, "on_http_stream_reset", |f| f.grpc_end(stream_id, false))
+    grpc_hook(filter, "on_http_stream_reset", |f| {
+        f.grpc_end(stream_id, false)
+    })
 }
 
 // The hooks Envoy 1.40 resolves for every HTTP filter module whether or not it uses them

@@ -13,26 +13,30 @@ use crate::counters::{Counters, DECISION_KEY};
 ///
 /// SAFETY: `headers` must be what Envoy wrote in the current hook.
 unsafe fn serialize_raw(headers: &[EnvoyHttpHeader]) -> Vec<u8> {
-    let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
-    let size = headers.iter().fold(4usize, |t, h| {
-        let (k, v) = h.parts();
-        t.saturating_add(10).saturating_add(k.len()).saturating_add(v.len())
-    });
-    let mut out = Vec::with_capacity(size);
-    out.extend(len(headers.len()));
-    for h in headers {
-        let (k, v) = h.parts();
-        out.extend(len(k.len()));
-        out.extend(len(v.len()));
+    unsafe {
+        let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
+        let size = headers.iter().fold(4usize, |t, h| {
+            let (k, v) = h.parts();
+            t.saturating_add(10)
+                .saturating_add(k.len())
+                .saturating_add(v.len())
+        });
+        let mut out = Vec::with_capacity(size);
+        out.extend(len(headers.len()));
+        for h in headers {
+            let (k, v) = h.parts();
+            out.extend(len(k.len()));
+            out.extend(len(v.len()));
+        }
+        for h in headers {
+            let (k, v) = h.parts();
+            out.extend_from_slice(k);
+            out.push(0);
+            out.extend_from_slice(v);
+            out.push(0);
+        }
+        out
     }
-    for h in headers {
-        let (k, v) = h.parts();
-        out.extend_from_slice(k);
-        out.push(0);
-        out.extend_from_slice(v);
-        out.push(0);
-    }
-    out
 }
 
 /// Where a request hook is: which body Envoy delivers now, if any.
@@ -78,8 +82,12 @@ impl ModuleHost {
                 return Some(f(&[]));
             }
             let read = |headers: &mut [EnvoyHttpHeader]| {
-                envoy_dynamic_module_callback_http_get_headers(self.envoy, REQUEST_HEADER, headers.as_mut_ptr())
-                    .then(|| f(headers))
+                envoy_dynamic_module_callback_http_get_headers(
+                    self.envoy,
+                    REQUEST_HEADER,
+                    headers.as_mut_ptr(),
+                )
+                .then(|| f(headers))
             };
             if n <= ON_STACK {
                 let mut headers = [EnvoyHttpHeader::null(); ON_STACK];
@@ -93,7 +101,8 @@ impl ModuleHost {
     pub(crate) fn schedule(&mut self) {
         if self.scheduler.is_null() {
             // SAFETY: `envoy` is this filter's pointer.
-            self.scheduler = unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.envoy) };
+            self.scheduler =
+                unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.envoy) };
         }
         if !self.scheduler.is_null() {
             // SAFETY: a scheduler this filter created and has not deleted.
@@ -105,7 +114,13 @@ impl ModuleHost {
         if let Some(id) = id {
             // SAFETY: `envoy` is this filter's pointer; no labels.
             unsafe {
-                envoy_dynamic_module_callback_http_filter_increment_counter(self.envoy, id, std::ptr::null(), 0, n);
+                envoy_dynamic_module_callback_http_filter_increment_counter(
+                    self.envoy,
+                    id,
+                    std::ptr::null(),
+                    0,
+                    n,
+                );
             }
         }
     }
@@ -123,11 +138,23 @@ impl ModuleHost {
             }
             if n <= ON_STACK {
                 let mut chunks = [EnvoyBuffer::null(); ON_STACK];
-                let ok = envoy_dynamic_module_callback_http_get_body_chunks(self.envoy, kind, chunks.as_mut_ptr());
-                return f(if ok { chunks.get(..n).unwrap_or_default() } else { &[] });
+                let ok = envoy_dynamic_module_callback_http_get_body_chunks(
+                    self.envoy,
+                    kind,
+                    chunks.as_mut_ptr(),
+                );
+                return f(if ok {
+                    chunks.get(..n).unwrap_or_default()
+                } else {
+                    &[]
+                });
             }
             let mut chunks = vec![EnvoyBuffer::null(); n];
-            let ok = envoy_dynamic_module_callback_http_get_body_chunks(self.envoy, kind, chunks.as_mut_ptr());
+            let ok = envoy_dynamic_module_callback_http_get_body_chunks(
+                self.envoy,
+                kind,
+                chunks.as_mut_ptr(),
+            );
             f(if ok { &chunks } else { &[] })
         }
     }
@@ -137,8 +164,19 @@ impl ModuleHost {
     /// its final size (issue 27: growing it chunk by chunk re-copied a 30 KB answer in reallocs).
     /// `size` is what Envoy reported (the lifecycle's body size): it bounds the allocation, which the
     /// chunks' own total bounds too.
-    fn body(&self, buffered: u32, received: u32, in_hook: bool, received_is_buffered: bool, size: usize) -> Vec<u8> {
-        let total = |chunks: &[EnvoyBuffer]| chunks.iter().fold(0usize, |t, c| t.saturating_add(c.length));
+    fn body(
+        &self,
+        buffered: u32,
+        received: u32,
+        in_hook: bool,
+        received_is_buffered: bool,
+        size: usize,
+    ) -> Vec<u8> {
+        let total = |chunks: &[EnvoyBuffer]| {
+            chunks
+                .iter()
+                .fold(0usize, |t, c| t.saturating_add(c.length))
+        };
         let copy = |chunks: &[EnvoyBuffer], out: &mut Vec<u8>| {
             for c in chunks {
                 let room = size.saturating_sub(out.len());
@@ -180,7 +218,12 @@ impl ModuleHost {
     }
 
     /// The body size Envoy holds for this filter now (what was buffered, and what this hook brings).
-    pub(crate) fn body_size(&self, buffered: u32, received: u32, received_is_buffered: bool) -> usize {
+    pub(crate) fn body_size(
+        &self,
+        buffered: u32,
+        received: u32,
+        received_is_buffered: bool,
+    ) -> usize {
         // SAFETY: `envoy` is this filter's pointer.
         unsafe {
             let b = envoy_dynamic_module_callback_http_get_body_size(self.envoy, buffered);
@@ -196,7 +239,8 @@ impl ModuleHost {
         let mut buf = EnvoyBuffer::null();
         // SAFETY: `envoy` is this filter's pointer; `buf` lives for the call and is copied out.
         unsafe {
-            envoy_dynamic_module_callback_http_filter_get_attribute_string(self.envoy, id, &mut buf).then(|| buf.bytes().to_vec())
+            envoy_dynamic_module_callback_http_filter_get_attribute_string(self.envoy, id, &mut buf)
+                .then(|| buf.bytes().to_vec())
         }
     }
 
@@ -206,7 +250,11 @@ impl ModuleHost {
         // SAFETY: `envoy` is this filter's pointer; the vector has room for `n` keys, copied out
         // before any other callback.
         unsafe {
-            let n = envoy_dynamic_module_callback_http_get_metadata_keys_count(self.envoy, METADATA_SOURCE_DYNAMIC, ns);
+            let n = envoy_dynamic_module_callback_http_get_metadata_keys_count(
+                self.envoy,
+                METADATA_SOURCE_DYNAMIC,
+                ns,
+            );
             let mut keys = vec![EnvoyBuffer::null(); n];
             if n == 0
                 || !envoy_dynamic_module_callback_http_get_metadata_keys(
@@ -257,7 +305,12 @@ impl ModuleHost {
         let value = value.map_or(ModuleBuffer::null(), |v| ModuleBuffer::of(v.as_bytes()));
         // SAFETY: `envoy` is this filter's pointer; the buffers live for the call.
         unsafe {
-            envoy_dynamic_module_callback_http_set_header(self.envoy, kind, ModuleBuffer::of(name.as_bytes()), value);
+            envoy_dynamic_module_callback_http_set_header(
+                self.envoy,
+                kind,
+                ModuleBuffer::of(name.as_bytes()),
+                value,
+            );
         }
     }
 }
@@ -329,15 +382,23 @@ impl Host for ModuleHost {
 
     fn property(&mut self, property: Property) -> Option<Vec<u8>> {
         match property {
-            Property::PeerUriSan => self.attribute_string(ATTR_CONNECTION_URI_SAN_PEER_CERTIFICATE).filter(|v| !v.is_empty()),
+            Property::PeerUriSan => self
+                .attribute_string(ATTR_CONNECTION_URI_SAN_PEER_CERTIFICATE)
+                .filter(|v| !v.is_empty()),
             Property::ClusterName => self.attribute_string(ATTR_XDS_CLUSTER_NAME),
             Property::RequestProtocol => self.attribute_string(ATTR_REQUEST_PROTOCOL),
-            Property::RequestedServerName => self.attribute_string(ATTR_CONNECTION_REQUESTED_SERVER_NAME),
+            Property::RequestedServerName => {
+                self.attribute_string(ATTR_CONNECTION_REQUESTED_SERVER_NAME)
+            }
             Property::DestinationPort => {
                 let mut port = 0u64;
                 // SAFETY: `envoy` is this filter's pointer; `port` lives for the call.
                 let ok = unsafe {
-                    envoy_dynamic_module_callback_http_filter_get_attribute_int(self.envoy, ATTR_DESTINATION_PORT, &mut port)
+                    envoy_dynamic_module_callback_http_filter_get_attribute_int(
+                        self.envoy,
+                        ATTR_DESTINATION_PORT,
+                        &mut port,
+                    )
                 };
                 // The lifecycle reads the port as proxy-wasm gives it: 8 bytes, little-endian.
                 ok.then(|| (port as i64).to_le_bytes().to_vec())
@@ -348,11 +409,20 @@ impl Host for ModuleHost {
     fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
         let in_hook = self.phase == Phase::RequestBody;
         let received_is_buffered = in_hook && self.received_is_buffered_request();
-        Some(self.body(BUFFERED_REQUEST_BODY, RECEIVED_REQUEST_BODY, in_hook, received_is_buffered, size))
+        Some(self.body(
+            BUFFERED_REQUEST_BODY,
+            RECEIVED_REQUEST_BODY,
+            in_hook,
+            received_is_buffered,
+            size,
+        ))
     }
 
     fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool {
-        let mut pairs: Vec<ModuleHttpHeader> = headers.iter().map(|(k, v)| ModuleHttpHeader::of(k, v)).collect();
+        let mut pairs: Vec<ModuleHttpHeader> = headers
+            .iter()
+            .map(|(k, v)| ModuleHttpHeader::of(k, v))
+            .collect();
         // SAFETY: `envoy` is this filter's pointer; headers and body live for the call.
         unsafe {
             envoy_dynamic_module_callback_http_send_response(
@@ -433,7 +503,13 @@ impl Host for ModuleHost {
     fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
         let in_hook = self.phase == Phase::ResponseBody;
         let received_is_buffered = in_hook && self.received_is_buffered_response();
-        Some(self.body(BUFFERED_RESPONSE_BODY, RECEIVED_RESPONSE_BODY, in_hook, received_is_buffered, size))
+        Some(self.body(
+            BUFFERED_RESPONSE_BODY,
+            RECEIVED_RESPONSE_BODY,
+            in_hook,
+            received_is_buffered,
+            size,
+        ))
     }
 
     fn replace_response_body(&mut self, _size: usize, body: &[u8]) -> bool {
@@ -462,14 +538,21 @@ pub(crate) fn response_header(envoy: FilterEnvoyPtr, lower_name: &str) -> Option
 
 /// Puts `body` in place of all of the response body Envoy holds for the filter `envoy`: what it
 /// buffered, and (inside the response body hook, `in_body_hook`) what this hook brings.
-pub(crate) fn replace_response_body(envoy: FilterEnvoyPtr, in_body_hook: bool, body: &[u8]) -> bool {
+pub(crate) fn replace_response_body(
+    envoy: FilterEnvoyPtr,
+    in_body_hook: bool,
+    body: &[u8],
+) -> bool {
     // SAFETY: `envoy` is the filter's pointer, called inside one of its hooks; `body` lives for the call.
     unsafe {
-        let received_is_buffered = in_body_hook && envoy_dynamic_module_callback_http_received_buffered_response_body(envoy);
-        let buffered = envoy_dynamic_module_callback_http_get_body_size(envoy, BUFFERED_RESPONSE_BODY);
+        let received_is_buffered = in_body_hook
+            && envoy_dynamic_module_callback_http_received_buffered_response_body(envoy);
+        let buffered =
+            envoy_dynamic_module_callback_http_get_body_size(envoy, BUFFERED_RESPONSE_BODY);
         envoy_dynamic_module_callback_http_drain_body(envoy, BUFFERED_RESPONSE_BODY, buffered);
         let target = if in_body_hook && !received_is_buffered {
-            let received = envoy_dynamic_module_callback_http_get_body_size(envoy, RECEIVED_RESPONSE_BODY);
+            let received =
+                envoy_dynamic_module_callback_http_get_body_size(envoy, RECEIVED_RESPONSE_BODY);
             envoy_dynamic_module_callback_http_drain_body(envoy, RECEIVED_RESPONSE_BODY, received);
             RECEIVED_RESPONSE_BODY
         } else {

@@ -33,7 +33,10 @@ impl Filter {
     pub(crate) fn refuse_response(&self, phase: Phase, end_of_stream: bool, why: &str) -> u32 {
         if self.refusal.get() == Refusal::None {
             self.increment(self.counters.id(Counter::ListUnreadable));
-            log(LogLevel::Error, &format!("toolgate: list response refused, replaced by an error: {why}"));
+            log(
+                LogLevel::Error,
+                &format!("toolgate: list response refused, replaced by an error: {why}"),
+            );
         }
         match phase {
             Phase::ResponseHeaders => {
@@ -69,8 +72,13 @@ impl Filter {
 
     /// Whether the response is an event stream (its error is an event then).
     fn event_stream(&self) -> bool {
-        response_header(self.envoy, "content-type")
-            .is_some_and(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/event-stream"))
+        response_header(self.envoy, "content-type").is_some_and(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("text/event-stream")
+        })
     }
 }
 

@@ -68,7 +68,10 @@ fn spec(level: &str, rules: &[(Option<&str>, &[String])]) -> AccessPolicySpec {
             )
         })
         .collect();
-    let json = format!(r#"{{"targetRefs":[{target}],"action":"Allow","rules":[{}]}}"#, rules.join(","));
+    let json = format!(
+        r#"{{"targetRefs":[{target}],"action":"Allow","rules":[{}]}}"#,
+        rules.join(",")
+    );
     serde_json::from_str(&json).expect("spec parses")
 }
 
@@ -86,12 +89,21 @@ fn many(backends: usize) -> Levels {
             if (i, r) == (4, 9) {
                 rules.push((Some(PRINCIPAL.to_string()), bench_tools.clone()));
             } else {
-                let source =
-                    if r % 2 == 1 { PRINCIPAL.to_string() } else { format!("spiffe://cluster.local/ns/team-{i}-{r}/sa/agent") };
-                rules.push((Some(source), (0..10).map(|k| format!("gw-{i}-{r}-{k}")).collect()));
+                let source = if r % 2 == 1 {
+                    PRINCIPAL.to_string()
+                } else {
+                    format!("spiffe://cluster.local/ns/team-{i}-{r}/sa/agent")
+                };
+                rules.push((
+                    Some(source),
+                    (0..10).map(|k| format!("gw-{i}-{r}-{k}")).collect(),
+                ));
             }
         }
-        let rules: Vec<(Option<&str>, &[String])> = rules.iter().map(|(s, t)| (s.as_deref(), t.as_slice())).collect();
+        let rules: Vec<(Option<&str>, &[String])> = rules
+            .iter()
+            .map(|(s, t)| (s.as_deref(), t.as_slice()))
+            .collect();
         gateway.push((format!("gw-{i}"), spec("gateway", &rules)));
     }
     let mut levels = vec![];
@@ -103,8 +115,11 @@ fn many(backends: usize) -> Levels {
         };
         let policies = (0..5)
             .map(|p| {
-                let tools: Vec<String> =
-                    if b == 0 && p == 4 { bench_tools.clone() } else { (0..10).map(|k| format!("{name}-{p}-{k}")).collect() };
+                let tools: Vec<String> = if b == 0 && p == 4 {
+                    bench_tools.clone()
+                } else {
+                    (0..10).map(|k| format!("{name}-{p}-{k}")).collect()
+                };
                 (format!("{name}-p{p}"), spec("backend", &[(None, &tools)]))
             })
             .collect();
@@ -119,7 +134,19 @@ type Levels = (Policies, Vec<(String, Policies)>);
 /// The 20-tool policy of configuration (c): one gateway-level policy, two sourced rules.
 fn twenty() -> Levels {
     let tools: Vec<String> = (0..20).map(|k| format!("tool-{k:05}")).collect();
-    (vec![("agents".to_string(), spec("gateway", &[(Some(PRINCIPAL), &tools[..10]), (Some(PRINCIPAL), &tools[10..])]))], vec![])
+    (
+        vec![(
+            "agents".to_string(),
+            spec(
+                "gateway",
+                &[
+                    (Some(PRINCIPAL), &tools[..10]),
+                    (Some(PRINCIPAL), &tools[10..]),
+                ],
+            ),
+        )],
+        vec![],
+    )
 }
 
 /// What the controller does per listener once the topology is known: compile every policy, assemble
@@ -129,12 +156,24 @@ fn compile(levels: &Levels) -> CompiledPlan {
     let mut plan = CompiledPlan::empty("default/bench-gateway/https");
     let (gateway, backends) = levels;
     plan.gateway = LevelPlan {
-        allow: gateway.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect(),
+        allow: gateway
+            .iter()
+            .map(|(n, s)| compile_policy("default", n, s, &opts).unwrap())
+            .collect(),
         ..Default::default()
     };
     for (cluster, policies) in backends {
-        let allow = policies.iter().map(|(n, s)| compile_policy("default", n, s, &opts).unwrap()).collect();
-        plan.backends.insert(cluster.clone(), LevelPlan { allow, ..Default::default() });
+        let allow = policies
+            .iter()
+            .map(|(n, s)| compile_policy("default", n, s, &opts).unwrap())
+            .collect();
+        plan.backends.insert(
+            cluster.clone(),
+            LevelPlan {
+                allow,
+                ..Default::default()
+            },
+        );
     }
     plan.seal()
 }
@@ -180,15 +219,22 @@ fn reader(c: &mut Criterion) {
             bench.iter(|| read_body(black_box(b), ReadOptions::default()).is_ok())
         });
         // Reference: a full serde_json parse into a Value (what a naive filter does).
-        g.bench_with_input(BenchmarkId::new("serde_json_value", name), &b, |bench, b| {
-            bench.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(b)).is_ok())
-        });
+        g.bench_with_input(
+            BenchmarkId::new("serde_json_value", name),
+            &b,
+            |bench, b| {
+                bench.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(b)).is_ok())
+            },
+        );
     }
     g.finish();
 }
 
 fn evaluate(c: &mut Criterion) {
-    let plans = [("20_tools", compile(&twenty())), ("1000_policies", compile(&many(199)))];
+    let plans = [
+        ("20_tools", compile(&twenty())),
+        ("1000_policies", compile(&many(199))),
+    ];
     let hdrs = headers(TOOL);
     let req = request(&hdrs);
     let small = body(300, TOOL);
@@ -199,16 +245,23 @@ fn evaluate(c: &mut Criterion) {
         let d = ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp));
         assert!(d.allowed(), "{}", d.summary());
         g.bench_function(BenchmarkId::new("decide", name), |bench| {
-            bench.iter(|| ev.route(black_box(Some(CLUSTER))).decide(black_box(&req), BodyInput::Mcp(black_box(&mcp))).allowed())
-        });
-        // The engine part of the filter's per-request work on a 300 B body: read, decide, summary line.
-        g.bench_function(BenchmarkId::new("read_decide_summary_300B", name), |bench| {
             bench.iter(|| {
-                let mcp = read_body(black_box(&small), ReadOptions::default()).unwrap();
-                let d = ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp));
-                d.summary().len()
+                ev.route(black_box(Some(CLUSTER)))
+                    .decide(black_box(&req), BodyInput::Mcp(black_box(&mcp)))
+                    .allowed()
             })
         });
+        // The engine part of the filter's per-request work on a 300 B body: read, decide, summary line.
+        g.bench_function(
+            BenchmarkId::new("read_decide_summary_300B", name),
+            |bench| {
+                bench.iter(|| {
+                    let mcp = read_body(black_box(&small), ReadOptions::default()).unwrap();
+                    let d = ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp));
+                    d.summary().len()
+                })
+            },
+        );
     }
     g.finish();
 }
@@ -236,7 +289,9 @@ fn cel(c: &mut Criterion) {
         let spec: AccessPolicySpec = serde_json::from_str(&json).unwrap();
         let mut plan = CompiledPlan::empty("default/bench-gateway/https");
         plan.gateway = LevelPlan {
-            allow: vec![compile_policy("default", "cel", &spec, &CompileOptions::default()).unwrap()],
+            allow: vec![
+                compile_policy("default", "cel", &spec, &CompileOptions::default()).unwrap(),
+            ],
             ..Default::default()
         };
         let ev = Evaluator::from_plan(plan.seal()).unwrap();
@@ -245,7 +300,11 @@ fn cel(c: &mut Criterion) {
         let d = ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp));
         assert!(d.allowed(), "{}", d.summary());
         g.bench_function(BenchmarkId::new("decide", name), |bench| {
-            bench.iter(|| ev.route(black_box(Some(CLUSTER))).decide(black_box(&req), BodyInput::Mcp(black_box(&mcp))).allowed())
+            bench.iter(|| {
+                ev.route(black_box(Some(CLUSTER)))
+                    .decide(black_box(&req), BodyInput::Mcp(black_box(&mcp)))
+                    .allowed()
+            })
         });
     }
     g.finish();
@@ -255,10 +314,22 @@ fn cel(c: &mut Criterion) {
 /// values): what the `regex` crate's feature set (policy/Cargo.toml) trades against module size.
 fn regex(c: &mut Criterion) {
     let cases = [
-        ("tool_alternation", "get-(sum|env)|list-[a-z]+|tool-0001[0-9]", "tool-00017"),
+        (
+            "tool_alternation",
+            "get-(sum|env)|list-[a-z]+|tool-0001[0-9]",
+            "tool-00017",
+        ),
         ("tool_prefix_miss", "admin-.*", "tool-00017"),
-        ("path_class", "/api/v[0-9]+/(users|tools)/[^/]+", "/api/v2/tools/get-sum"),
-        ("case_insensitive", "(?i)agent-[a-z]+@example\\.com", "Agent-Alice@EXAMPLE.com"),
+        (
+            "path_class",
+            "/api/v[0-9]+/(users|tools)/[^/]+",
+            "/api/v2/tools/get-sum",
+        ),
+        (
+            "case_insensitive",
+            "(?i)agent-[a-z]+@example\\.com",
+            "Agent-Alice@EXAMPLE.com",
+        ),
     ];
     let mut g = c.benchmark_group("regex");
     for (name, expr, text) in cases {
@@ -272,8 +343,14 @@ fn plan(c: &mut Criterion) {
     let x10k = many(1999);
     let mut g = c.benchmark_group("plan");
     g.sample_size(10);
-    g.bench_function("compile/10000_policies", |bench| bench.iter(|| compile(black_box(&x10k)).hash.len()));
-    for (name, levels) in [("20_tools", twenty()), ("1000_policies", many(199)), ("10000_policies", x10k)] {
+    g.bench_function("compile/10000_policies", |bench| {
+        bench.iter(|| compile(black_box(&x10k)).hash.len())
+    });
+    for (name, levels) in [
+        ("20_tools", twenty()),
+        ("1000_policies", many(199)),
+        ("10000_policies", x10k),
+    ] {
         let json = serde_json::to_vec(&compile(&levels)).unwrap();
         eprintln!("plan {name}: {} bytes", json.len());
         g.throughput(Throughput::Bytes(json.len() as u64));
@@ -299,7 +376,10 @@ fn tools_list_response() -> String {
             entry
         })
         .collect();
-    format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{}]}}}}"#, entries.join(","))
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{}]}}}}"#,
+        entries.join(",")
+    )
 }
 
 /// bench/workload.py's `LIST_REQUEST`.
@@ -318,10 +398,15 @@ struct ListCase {
 
 impl ListCase {
     fn new() -> Self {
-        let requests = ListRequests::of(&read_body(LIST_REQUEST.as_bytes(), ReadOptions::default()).unwrap());
+        let requests =
+            ListRequests::of(&read_body(LIST_REQUEST.as_bytes(), ReadOptions::default()).unwrap());
         let json = tools_list_response();
         let sse = format!("event: message\ndata: {json}\n\n");
-        let case = ListCase { requests, json, sse };
+        let case = ListCase {
+            requests,
+            json,
+            sse,
+        };
         let done = case.json_once();
         assert_eq!((done.lists, done.removed, done.entries), (1, 90, 100));
         assert_eq!(case.sse_once(), 90);
@@ -335,7 +420,15 @@ impl ListCase {
     /// The event stream in one chunk; returns the entries removed.
     fn sse_once(&self) -> usize {
         let mut f = SseFilter::default();
-        let out = f.feed(black_box(self.sse.as_bytes()), true, 1 << 20, &self.requests, &mut keep_tenth).unwrap();
+        let out = f
+            .feed(
+                black_box(self.sse.as_bytes()),
+                true,
+                1 << 20,
+                &self.requests,
+                &mut keep_tenth,
+            )
+            .unwrap();
         black_box(out.len());
         f.done.removed
     }
@@ -347,8 +440,12 @@ fn list(c: &mut Criterion) {
     let case = ListCase::new();
     let mut g = c.benchmark_group("list_filter");
     g.throughput(Throughput::Bytes(case.json.len() as u64));
-    g.bench_function("rewrite_json/100_tools_keep_10", |bench| bench.iter(|| case.json_once().removed));
-    g.bench_function("sse/100_tools_keep_10", |bench| bench.iter(|| case.sse_once()));
+    g.bench_function("rewrite_json/100_tools_keep_10", |bench| {
+        bench.iter(|| case.json_once().removed)
+    });
+    g.bench_function("sse/100_tools_keep_10", |bench| {
+        bench.iter(|| case.sse_once())
+    });
     g.finish();
 }
 
@@ -363,7 +460,9 @@ fn count(case: &str, n: usize) {
     let mut sink = 0usize;
     for _ in 0..n {
         sink += match case {
-            "read_body_300B" => usize::from(read_body(black_box(&small), ReadOptions::default()).is_ok()),
+            "read_body_300B" => {
+                usize::from(read_body(black_box(&small), ReadOptions::default()).is_ok())
+            }
             "read_decide_summary_300B" => {
                 let mcp = read_body(black_box(&small), ReadOptions::default()).unwrap();
                 let d = ev.route(Some(CLUSTER)).decide(&req, BodyInput::Mcp(&mcp));
@@ -387,7 +486,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "count") {
         let case = args.get(at + 1).expect("count CASE N");
-        let n = args.get(at + 2).and_then(|n| n.parse().ok()).expect("count CASE N");
+        let n = args
+            .get(at + 2)
+            .and_then(|n| n.parse().ok())
+            .expect("count CASE N");
         count(case, n);
         return;
     }

@@ -22,7 +22,9 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use prost::Message;
-use toolgate_ext_authz_proto::envoy::service::auth::v3::{check_response::HttpResponse, CheckResponse, OkHttpResponse};
+use toolgate_ext_authz_proto::envoy::service::auth::v3::{
+    check_response::HttpResponse, CheckResponse, OkHttpResponse,
+};
 use toolgate_ext_authz_proto::google::rpc::Status;
 use toolgate_policy::lifecycle::{Action, CallAnswer, Plugin};
 use toolgate_policy::testing::{pairs, FakeHost, Made};
@@ -72,7 +74,10 @@ fn plugin(plan: &str) -> Plugin {
 /// toolgate-test-authz's allow: status OK, an empty ok_response.
 fn ok_answer() -> Vec<u8> {
     CheckResponse {
-        status: Some(Status { code: 0, ..Default::default() }),
+        status: Some(Status {
+            code: 0,
+            ..Default::default()
+        }),
         http_response: Some(HttpResponse::OkResponse(OkHttpResponse::default())),
         dynamic_metadata: None,
     }
@@ -98,14 +103,26 @@ fn run_ea(p: &Plugin, host: &mut FakeHost, answer: &[u8]) {
     assert_eq!(r.on_request_headers(host, false), Action::Pause);
     assert_eq!(r.on_request_body(host, len, true), Action::Pause);
     let token = host.calls.last().map(Made::token).expect("a call");
-    r.on_call_answer(host, token, CallAnswer::Grpc { status: 0, message: answer.to_vec() });
+    r.on_call_answer(
+        host,
+        token,
+        CallAnswer::Grpc {
+            status: 0,
+            message: answer.to_vec(),
+        },
+    );
     assert_eq!(r.on_response_headers(host, false), Action::Continue);
     black_box(&r);
 }
 
 fn check(host: &FakeHost, calls: usize) {
     assert_eq!(
-        (host.allows(), host.denies(), host.resumed as usize, host.calls.len()),
+        (
+            host.allows(),
+            host.denies(),
+            host.resumed as usize,
+            host.calls.len()
+        ),
         (1, 0, calls, calls),
         "{:?}",
         host.records
@@ -113,7 +130,10 @@ fn check(host: &FakeHost, calls: usize) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let (c, g1) = (plugin(PLAN_C), plugin(PLAN_G1));
     let answer = ok_answer();
     let mut host_c = host();
@@ -125,7 +145,10 @@ fn main() {
     check(&host_ea, 1);
 
     if args.first().map(String::as_str) == Some("count") {
-        let n: usize = args.get(1).and_then(|n| n.parse().ok()).expect("count N [c|ea]");
+        let n: usize = args
+            .get(1)
+            .and_then(|n| n.parse().ok())
+            .expect("count N [c|ea]");
         let which = args.get(2).map(String::as_str);
         for _ in 0..n {
             if which != Some("ea") {
@@ -148,7 +171,10 @@ fn main() {
             }
             n += 100;
         }
-        println!("lifecycle/{name}: {:.0} ns/request", start.elapsed().as_nanos() as f64 / n as f64);
+        println!(
+            "lifecycle/{name}: {:.0} ns/request",
+            start.elapsed().as_nanos() as f64 / n as f64
+        );
     };
     time("c (Allow)", &mut || {
         host_c.clear();

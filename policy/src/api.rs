@@ -18,15 +18,17 @@ mod external_auth;
 mod status;
 
 pub use access_policy::{
-    AccessPolicySpec, AccessRule, AccessRuleSource, PolicyAction, PolicyTargetRef, ServiceAccountRef, SourceType,
+    AccessPolicySpec, AccessRule, AccessRuleSource, PolicyAction, PolicyTargetRef,
+    ServiceAccountRef, SourceType,
 };
 pub use authorization::{
-    AuthorizationRule, AuthorizationRuleType, BaseProtocolMethodsOption, CelRule, HeaderMatchType, HttpHeaderMatch,
-    HttpPathMatch, McpAttributes, McpMethod, PathMatchType,
+    AuthorizationRule, AuthorizationRuleType, BaseProtocolMethodsOption, CelRule, HeaderMatchType,
+    HttpHeaderMatch, HttpPathMatch, McpAttributes, McpMethod, PathMatchType,
 };
 pub use backend::{BackendSpec, BackendStatus, McpBackend};
 pub use external_auth::{
-    BackendObjectReference, ExternalAuthProtocol, ForwardBodyConfig, GrpcAuthConfig, HttpAuthConfig, HttpExternalAuthFilter,
+    BackendObjectReference, ExternalAuthProtocol, ForwardBodyConfig, GrpcAuthConfig,
+    HttpAuthConfig, HttpExternalAuthFilter,
 };
 pub use status::{AccessPolicyStatus, Condition, ParentReference, PolicyAncestorStatus};
 
@@ -34,17 +36,20 @@ pub const GROUP: &str = "agentic.networking.x-k8s.io";
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 
 /// Pattern of a DNS subdomain (RFC 1123), as in Gateway API.
-pub const DNS_SUBDOMAIN_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+pub const DNS_SUBDOMAIN_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 /// Pattern of a DNS label (RFC 1123).
 pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /// Pattern of an API group: empty (the core group) or a DNS subdomain.
-pub const GROUP_PATTERN: &str = r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+pub const GROUP_PATTERN: &str =
+    r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 /// Pattern of a Kind.
 pub const KIND_PATTERN: &str = r"^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$";
 /// Pattern of a SPIFFE ID accepted by `source.spiffe`.
 pub const SPIFFE_PATTERN: &str = r"^spiffe://[a-z0-9._-]+(?:/[A-Za-z0-9._-]+)*$";
 /// Pattern of a Gateway API `Hostname` (optionally with a leading `*.` wildcard label).
-pub const HOSTNAME_PATTERN: &str = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+pub const HOSTNAME_PATTERN: &str =
+    r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 /// Pattern of an HTTP header name (RFC 7230 token).
 pub const HEADER_NAME_PATTERN: &str = r"^[A-Za-z0-9!#$%&'*+\-.^_\x60|~]+$";
 /// Pattern of an absolute path made of valid URI characters.

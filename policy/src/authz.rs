@@ -12,8 +12,12 @@
 //! message sent, the CheckRequest, is written straight to bytes (authz/wire.rs).
 
 use prost::Message;
-use toolgate_ext_authz_proto::envoy::config::core::v3::{header_value_option::HeaderAppendAction, HeaderValueOption};
-use toolgate_ext_authz_proto::envoy::service::auth::v3::{check_response::HttpResponse, CheckResponse};
+use toolgate_ext_authz_proto::envoy::config::core::v3::{
+    header_value_option::HeaderAppendAction, HeaderValueOption,
+};
+use toolgate_ext_authz_proto::envoy::service::auth::v3::{
+    check_response::HttpResponse, CheckResponse,
+};
 #[cfg(test)]
 use toolgate_ext_authz_proto::{
     envoy::config::core::v3::Metadata,
@@ -60,10 +64,7 @@ pub(crate) struct Prepared<'p> {
 
 pub(crate) enum PreparedCall {
     /// A serialised GrpcService (the upstream) and CheckRequest.
-    Grpc {
-        upstream: Vec<u8>,
-        message: Vec<u8>,
-    },
+    Grpc { upstream: Vec<u8>, message: Vec<u8> },
     Http {
         headers: Vec<(String, String)>,
         body: Vec<u8>,
@@ -97,12 +98,16 @@ pub(crate) enum HeaderEdit {
 
 pub(crate) fn prepare<'p>(authorizer: &'p AuthorizerPlan, input: &CallInput<'_>) -> Prepared<'p> {
     let call = match &authorizer.protocol {
-        AuthorizerProtocol::Grpc => {
-            PreparedCall::Grpc { upstream: grpc_service(authorizer), message: check_request_bytes(authorizer, input) }
-        }
+        AuthorizerProtocol::Grpc => PreparedCall::Grpc {
+            upstream: grpc_service(authorizer),
+            message: check_request_bytes(authorizer, input),
+        },
         AuthorizerProtocol::Http { path_prefix, .. } => http_call(authorizer, path_prefix, input),
     };
-    Prepared { cluster: &authorizer.cluster, call }
+    Prepared {
+        cluster: &authorizer.cluster,
+        call,
+    }
 }
 
 /// The body prefix sent with `forwardBody`, and whether it is partial.
@@ -114,10 +119,14 @@ fn forwarded_body<'b>(authorizer: &AuthorizerPlan, body: &'b [u8]) -> (&'b [u8],
     (sent, max > 0 && sent.len() < body.len())
 }
 
-fn sent_headers<'r>(authorizer: &'r AuthorizerPlan, req: &'r HttpRequest<'_>) -> impl Iterator<Item = (&'r str, &'r str)> {
+fn sent_headers<'r>(
+    authorizer: &'r AuthorizerPlan,
+    req: &'r HttpRequest<'_>,
+) -> impl Iterator<Item = (&'r str, &'r str)> {
     req.headers.iter().copied().filter(move |(name, _)| {
         *name != PRINCIPAL_HEADER
-            && (authorizer.allowed_headers.is_empty() || authorizer.allowed_headers.iter().any(|a| a == name))
+            && (authorizer.allowed_headers.is_empty()
+                || authorizer.allowed_headers.iter().any(|a| a == name))
     })
 }
 
@@ -155,13 +164,29 @@ fn check_request_bytes(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Ve
         sent.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.cmp(b.0)));
         grouped = sent
             .chunk_by(|a, b| a.0 == b.0)
-            .map(|same| (same.first().map_or("", |h| h.0), same.iter().map(|(_, v)| *v).collect::<Vec<_>>().join(",")))
+            .map(|same| {
+                (
+                    same.first().map_or("", |h| h.0),
+                    same.iter().map(|(_, v)| *v).collect::<Vec<_>>().join(","),
+                )
+            })
             .collect();
-        grouped.iter().map(|(name, value)| (*name, value.as_str())).collect()
+        grouped
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect()
     };
     let principal = req.principal.unwrap_or_default().as_bytes();
-    let size = if input.body.is_empty() { -1 } else { i64::try_from(input.body.len()).unwrap_or(i64::MAX) };
-    let body_field = if std::str::from_utf8(body).is_ok() { 11 } else { 12 };
+    let size = if input.body.is_empty() {
+        -1
+    } else {
+        i64::try_from(input.body.len()).unwrap_or(i64::MAX)
+    };
+    let body_field = if std::str::from_utf8(body).is_ok() {
+        11
+    } else {
+        12
+    };
     // The mcp_proxy Struct is written first, into its own buffer: its length is then known, like
     // every other length, and the messages around it are written once with their lengths (no
     // placeholder patched and moved for them; wire.rs).
@@ -174,7 +199,10 @@ fn check_request_bytes(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Ve
     // Sizes, innermost first: HttpRequest, Request, the filter_metadata entry, AttributeContext.
     let http = wire::bytes_size(1, input.request_id.len())
         + wire::bytes_size(2, req.method.len())
-        + entries.iter().map(|(name, value)| wire::string_entry_size(3, name, value)).sum::<usize>()
+        + entries
+            .iter()
+            .map(|(name, value)| wire::string_entry_size(3, name, value))
+            .sum::<usize>()
         + wire::bytes_size(4, req.path.len())
         + wire::bytes_size(5, req.authority.len())
         + wire::bytes_size(6, input.scheme.len())
@@ -182,14 +210,20 @@ fn check_request_bytes(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Ve
         + wire::bytes_size(10, input.protocol.len())
         + wire::bytes_size(body_field, body.len());
     let request = wire::message_size(2, http);
-    let entry = meta.as_ref().map(|m| wire::bytes_size(1, MCP_METADATA_KEY.len()) + wire::message_size(2, m.len()));
+    let entry = meta
+        .as_ref()
+        .map(|m| wire::bytes_size(1, MCP_METADATA_KEY.len()) + wire::message_size(2, m.len()));
     // The verified token's namespace (docs/semantics.md §6b), as Envoy's ext_authz sends it with
     // `metadata_context_namespaces: [envoy.filters.http.jwt_authn]`.
     let jwt = req.auth.map(|a| a.raw.as_slice());
-    let jwt_entry = jwt.map(|raw| wire::bytes_size(1, JWT_METADATA_NAMESPACE.len()) + wire::message_size(2, raw.len()));
+    let jwt_entry = jwt.map(|raw| {
+        wire::bytes_size(1, JWT_METADATA_NAMESPACE.len()) + wire::message_size(2, raw.len())
+    });
     let metadata = match (entry, jwt_entry) {
         (None, None) => None,
-        (e, j) => Some(e.map_or(0, |e| wire::message_size(1, e)) + j.map_or(0, |j| wire::message_size(1, j))),
+        (e, j) => Some(
+            e.map_or(0, |e| wire::message_size(1, e)) + j.map_or(0, |j| wire::message_size(1, j)),
+        ),
     };
     let attributes = wire::message_size(1, wire::bytes_size(4, principal.len()))
         + wire::message_size(2, 0)
@@ -243,7 +277,11 @@ fn check_request_bytes(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Ve
 fn all_distinct(headers: &[(&str, &str)]) -> bool {
     headers.len() <= 32
         && headers.iter().enumerate().all(|(i, (name, _))| {
-            headers.get(..i).unwrap_or_default().iter().all(|(other, _)| other.len() != name.len() || other != name)
+            headers
+                .get(..i)
+                .unwrap_or_default()
+                .iter()
+                .all(|(other, _)| other.len() != name.len() || other != name)
         })
 }
 
@@ -267,7 +305,9 @@ fn mcp_fields(w: &mut Writer, m: &McpMessage<'_>) {
 fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckRequest {
     let req = input.req;
     let mut headers: std::collections::BTreeMap<_, _> =
-        crate::cel_rule::joined_headers(sent_headers(authorizer, req)).into_iter().collect();
+        crate::cel_rule::joined_headers(sent_headers(authorizer, req))
+            .into_iter()
+            .collect();
     let (body, partial) = forwarded_body(authorizer, input.body);
     if partial {
         headers.insert(PARTIAL_BODY_HEADER.into(), "true".into());
@@ -283,7 +323,11 @@ fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckReq
         path: req.path.to_string(),
         host: req.authority.to_string(),
         scheme: input.scheme.to_string(),
-        size: if input.body.is_empty() { -1 } else { i64::try_from(input.body.len()).unwrap_or(i64::MAX) },
+        size: if input.body.is_empty() {
+            -1
+        } else {
+            i64::try_from(input.body.len()).unwrap_or(i64::MAX)
+        },
         protocol: input.protocol.to_string(),
         body,
         raw_body,
@@ -294,18 +338,28 @@ fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckReq
         filter_metadata.insert(MCP_METADATA_KEY.to_string(), mcp_struct(m));
     }
     if let Some(auth) = req.auth {
-        filter_metadata.insert(JWT_METADATA_NAMESPACE.to_string(), Struct::decode(auth.raw.as_slice()).unwrap_or_default());
+        filter_metadata.insert(
+            JWT_METADATA_NAMESPACE.to_string(),
+            Struct::decode(auth.raw.as_slice()).unwrap_or_default(),
+        );
     }
-    let metadata_context = (!filter_metadata.is_empty())
-        .then(|| Metadata { filter_metadata: filter_metadata.into_iter().collect(), ..Default::default() });
+    let metadata_context = (!filter_metadata.is_empty()).then(|| Metadata {
+        filter_metadata: filter_metadata.into_iter().collect(),
+        ..Default::default()
+    });
     CheckRequest {
         attributes: Some(AttributeContext {
             source: Some(attribute_context::Peer {
                 principal: req.principal.unwrap_or_default().to_string(),
                 ..Default::default()
             }),
-            destination: Some(attribute_context::Peer { ..Default::default() }),
-            request: Some(attribute_context::Request { time: None, http: Some(http) }),
+            destination: Some(attribute_context::Peer {
+                ..Default::default()
+            }),
+            request: Some(attribute_context::Request {
+                time: None,
+                http: Some(http),
+            }),
             metadata_context,
             ..Default::default()
         }),
@@ -315,7 +369,9 @@ fn check_request(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> CheckReq
 /// The JSON-RPC message as a Struct: `jsonrpc`, `id` (its JSON type kept), `method`, `params`.
 #[cfg(test)]
 fn mcp_struct(m: &McpMessage<'_>) -> Struct {
-    let string = |s: &str| Value { kind: Some(Kind::StringValue(s.to_string())) };
+    let string = |s: &str| Value {
+        kind: Some(Kind::StringValue(s.to_string())),
+    };
     let raw = |text: &str| json::parse_value(text).ok();
     let mut fields = std::collections::BTreeMap::new();
     fields.insert("jsonrpc".to_string(), string("2.0"));
@@ -331,7 +387,11 @@ fn mcp_struct(m: &McpMessage<'_>) -> Struct {
     Struct { fields }
 }
 
-fn http_call(authorizer: &AuthorizerPlan, path_prefix: &str, input: &CallInput<'_>) -> PreparedCall {
+fn http_call(
+    authorizer: &AuthorizerPlan,
+    path_prefix: &str,
+    input: &CallInput<'_>,
+) -> PreparedCall {
     let req = input.req;
     let (body, partial) = forwarded_body(authorizer, input.body);
     let mut headers: Vec<(String, String)> = vec![
@@ -343,7 +403,8 @@ fn http_call(authorizer: &AuthorizerPlan, path_prefix: &str, input: &CallInput<'
     let always = |name: &str| matches!(name, "authorization");
     for (name, value) in req.headers {
         let allowed = always(name) || authorizer.allowed_headers.iter().any(|a| a == name);
-        let ours = name.starts_with(':') || matches!(*name, "host" | "content-length" | PRINCIPAL_HEADER);
+        let ours =
+            name.starts_with(':') || matches!(*name, "host" | "content-length" | PRINCIPAL_HEADER);
         if allowed && !ours {
             headers.push((name.to_string(), value.to_string()));
         }
@@ -354,14 +415,27 @@ fn http_call(authorizer: &AuthorizerPlan, path_prefix: &str, input: &CallInput<'
     if partial {
         headers.push((PARTIAL_BODY_HEADER.into(), "true".into()));
     }
-    PreparedCall::Http { headers, body: body.to_vec() }
+    PreparedCall::Http {
+        headers,
+        body: body.to_vec(),
+    }
 }
 
 /// Reads how a call ended. `timed_out`: the plan's timeout had passed when it ended.
 /// `timed_out`: whether the call ran out of time, asked only of a call that failed (an allow does
 /// not read the clock).
-pub(crate) fn read_answer(authorizer: &AuthorizerPlan, answer: CallAnswer, timed_out: impl FnOnce() -> bool) -> Answer {
-    let failed = |timed_out: bool| Answer::Fail(if timed_out { AuthzFailure::Timeout } else { AuthzFailure::Unavailable });
+pub(crate) fn read_answer(
+    authorizer: &AuthorizerPlan,
+    answer: CallAnswer,
+    timed_out: impl FnOnce() -> bool,
+) -> Answer {
+    let failed = |timed_out: bool| {
+        Answer::Fail(if timed_out {
+            AuthzFailure::Timeout
+        } else {
+            AuthzFailure::Unavailable
+        })
+    };
     match (answer, &authorizer.protocol) {
         (CallAnswer::Failed, _) => failed(timed_out()),
         (CallAnswer::Grpc { status, .. }, AuthorizerProtocol::Grpc) if status != 0 => {
@@ -371,16 +445,24 @@ pub(crate) fn read_answer(authorizer: &AuthorizerPlan, answer: CallAnswer, timed
                 Answer::Fail(AuthzFailure::Unavailable)
             }
         }
-        (CallAnswer::Grpc { message, .. }, AuthorizerProtocol::Grpc) => match CheckResponse::decode(message.as_slice()) {
-            Ok(response) => read_check_response(response),
-            Err(_) => Answer::Fail(AuthzFailure::Malformed),
-        },
-        (CallAnswer::Http { headers, body }, AuthorizerProtocol::Http { allowed_response_headers, .. }) => {
-            match read_http_response(allowed_response_headers, headers, body) {
-                Answer::Fail(AuthzFailure::Unavailable) if timed_out() => Answer::Fail(AuthzFailure::Timeout),
-                answer => answer,
+        (CallAnswer::Grpc { message, .. }, AuthorizerProtocol::Grpc) => {
+            match CheckResponse::decode(message.as_slice()) {
+                Ok(response) => read_check_response(response),
+                Err(_) => Answer::Fail(AuthzFailure::Malformed),
             }
         }
+        (
+            CallAnswer::Http { headers, body },
+            AuthorizerProtocol::Http {
+                allowed_response_headers,
+                ..
+            },
+        ) => match read_http_response(allowed_response_headers, headers, body) {
+            Answer::Fail(AuthzFailure::Unavailable) if timed_out() => {
+                Answer::Fail(AuthzFailure::Timeout)
+            }
+            answer => answer,
+        },
         // An answer of the other protocol: the host mixed up calls.
         _ => Answer::Fail(AuthzFailure::Malformed),
     }
@@ -388,13 +470,23 @@ pub(crate) fn read_answer(authorizer: &AuthorizerPlan, answer: CallAnswer, timed
 
 /// A header an authorizer may set on the upstream request or on its denial.
 fn settable(name: &str, value: &str) -> bool {
-    let hop_by_hop =
-        matches!(name, "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "te" | "trailer");
+    let hop_by_hop = matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "upgrade"
+            | "te"
+            | "trailer"
+    );
     !name.is_empty()
         && !name.starts_with(':')
         && !hop_by_hop
         && !matches!(name, "host" | "content-length")
-        && name.bytes().all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase())
         && value.bytes().all(|b| b != 0 && b != b'\r' && b != b'\n')
 }
 
@@ -406,11 +498,19 @@ fn read_check_response(response: CheckResponse) -> Answer {
             for option in &ok.headers {
                 let Some(h) = &option.header else { continue };
                 let name = h.key.to_ascii_lowercase();
-                let value = if h.value.is_empty() { String::from_utf8_lossy(&h.raw_value).into_owned() } else { h.value.clone() };
+                let value = if h.value.is_empty() {
+                    String::from_utf8_lossy(&h.raw_value).into_owned()
+                } else {
+                    h.value.clone()
+                };
                 if !settable(&name, &value) {
                     continue;
                 }
-                edits.push(if appends(option) { HeaderEdit::Append(name, value) } else { HeaderEdit::Set(name, value) });
+                edits.push(if appends(option) {
+                    HeaderEdit::Append(name, value)
+                } else {
+                    HeaderEdit::Set(name, value)
+                });
             }
             for name in &ok.headers_to_remove {
                 let name = name.to_ascii_lowercase();
@@ -423,7 +523,9 @@ fn read_check_response(response: CheckResponse) -> Answer {
         (true, None | Some(HttpResponse::DeniedResponse(_))) => Answer::Allow(Vec::new()),
         (_, Some(HttpResponse::ErrorResponse(_))) => Answer::Fail(AuthzFailure::Unavailable),
         (false, Some(HttpResponse::DeniedResponse(denied))) => {
-            let status = denied.status.map_or(0, |s| u32::try_from(s.code).unwrap_or(0));
+            let status = denied
+                .status
+                .map_or(0, |s| u32::try_from(s.code).unwrap_or(0));
             let headers = denied
                 .headers
                 .iter()
@@ -432,12 +534,20 @@ fn read_check_response(response: CheckResponse) -> Answer {
                 .filter(|(k, v)| settable(k, v))
                 .collect();
             Answer::Deny(Denied {
-                status: if (200..600).contains(&status) { status } else { 0 },
+                status: if (200..600).contains(&status) {
+                    status
+                } else {
+                    0
+                },
                 headers,
                 body: denied.body.into_bytes(),
             })
         }
-        (false, _) => Answer::Deny(Denied { status: 0, headers: Vec::new(), body: Vec::new() }),
+        (false, _) => Answer::Deny(Denied {
+            status: 0,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }),
     }
 }
 
@@ -451,7 +561,11 @@ fn appends(option: &HeaderValueOption) -> bool {
 }
 
 fn read_http_response(allowed: &[String], headers: Vec<(String, String)>, body: Vec<u8>) -> Answer {
-    let Some(status) = headers.iter().find(|(k, _)| k == ":status").and_then(|(_, v)| v.parse::<u32>().ok()) else {
+    let Some(status) = headers
+        .iter()
+        .find(|(k, _)| k == ":status")
+        .and_then(|(_, v)| v.parse::<u32>().ok())
+    else {
         return Answer::Fail(AuthzFailure::Malformed);
     };
     // A 1xx is never a final answer: passed on as a denial it would be the status of the filter's
@@ -464,20 +578,31 @@ fn read_http_response(allowed: &[String], headers: Vec<(String, String)>, body: 
     // 502 "... reset reason: protocol error" when its answer was not HTTP (measured, Envoy 1.40).
     if status >= 500 {
         let protocol_error = status == 502 && body.windows(14).any(|w| w == b"protocol error");
-        return Answer::Fail(if protocol_error { AuthzFailure::Malformed } else { AuthzFailure::Unavailable });
+        return Answer::Fail(if protocol_error {
+            AuthzFailure::Malformed
+        } else {
+            AuthzFailure::Unavailable
+        });
     }
     let passed = headers.into_iter().filter(|(k, v)| settable(k, v));
     if (200..300).contains(&status) {
         let copied = passed.filter(|(k, _)| {
             if allowed.is_empty() {
-                !matches!(k.as_str(), "content-type" | "content-encoding" | "date" | "server")
+                !matches!(
+                    k.as_str(),
+                    "content-type" | "content-encoding" | "date" | "server"
+                )
             } else {
                 allowed.iter().any(|a| a == k)
             }
         });
         Answer::Allow(copied.map(|(k, v)| HeaderEdit::Set(k, v)).collect())
     } else {
-        Answer::Deny(Denied { status, headers: passed.collect(), body })
+        Answer::Deny(Denied {
+            status,
+            headers: passed.collect(),
+            body,
+        })
     }
 }
 
@@ -488,14 +613,21 @@ pub fn assumed_answer(callout: &crate::lifecycle::Callout<'_>, allow: bool) -> C
         crate::lifecycle::Callout::Grpc { .. } => {
             let code = if allow { 0 } else { 7 };
             let response = CheckResponse {
-                status: Some(toolgate_ext_authz_proto::google::rpc::Status { code, ..Default::default() }),
+                status: Some(toolgate_ext_authz_proto::google::rpc::Status {
+                    code,
+                    ..Default::default()
+                }),
                 ..Default::default()
             };
-            CallAnswer::Grpc { status: 0, message: response.encode_to_vec() }
+            CallAnswer::Grpc {
+                status: 0,
+                message: response.encode_to_vec(),
+            }
         }
-        crate::lifecycle::Callout::Http { .. } => {
-            CallAnswer::Http { headers: vec![(":status".into(), if allow { "200" } else { "403" }.into())], body: Vec::new() }
-        }
+        crate::lifecycle::Callout::Http { .. } => CallAnswer::Http {
+            headers: vec![(":status".into(), if allow { "200" } else { "403" }.into())],
+            body: Vec::new(),
+        },
     }
 }
 

@@ -33,7 +33,11 @@ pub const VARIABLES: [&str; 12] = [
     "request.auth.principal",
 ];
 #[cfg_attr(not(feature = "cel"), allow(dead_code))]
-const OPEN: [&str; 3] = ["request.mcp.params", "request.headers", "request.auth.claims"];
+const OPEN: [&str; 3] = [
+    "request.mcp.params",
+    "request.headers",
+    "request.auth.claims",
+];
 
 /// Bounds checked when an expression is compiled, so that evaluating it is bounded by the request
 /// (a body of at most the plan's limit): the expression's size, and comprehensions (`all`,
@@ -172,14 +176,24 @@ mod imp {
             use_re2_matches(e, scope);
             fold_has(e, scope);
         });
-        let mut check = Check { uses: Uses::default(), nodes: 0, scope: Vec::new(), depth: 0, problem: None };
+        let mut check = Check {
+            uses: Uses::default(),
+            nodes: 0,
+            scope: Vec::new(),
+            depth: 0,
+            problem: None,
+        };
         check.walk(&expression);
         match check.problem {
             Some(problem) => Err(problem),
-            None if check.nodes > MAX_NODES => {
-                Err(format!("the expression has {} nodes; at most {MAX_NODES} are allowed", check.nodes))
-            }
-            None => Ok(CelRule { expression, uses: check.uses }),
+            None if check.nodes > MAX_NODES => Err(format!(
+                "the expression has {} nodes; at most {MAX_NODES} are allowed",
+                check.nodes
+            )),
+            None => Ok(CelRule {
+                expression,
+                uses: check.uses,
+            }),
         }
     }
 
@@ -189,9 +203,16 @@ mod imp {
     const RE2_MATCHES: &str = "toolgate.re2_matches";
 
     fn re2_matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-        let text = |i: usize| args.get(i).and_then(|a| a.downcast_ref::<CelString>()).map(|s| s.inner().to_string());
+        let text = |i: usize| {
+            args.get(i)
+                .and_then(|a| a.downcast_ref::<CelString<'_>>())
+                .map(|s| s.inner().to_string())
+        };
         let (Some(subject), Some(pattern)) = (text(0), text(1)) else {
-            return Err(ExecutionError::function_error("matches", "expects two strings"));
+            return Err(ExecutionError::function_error(
+                "matches",
+                "expects two strings",
+            ));
         };
         let matched = compiled_pattern(&pattern, |regex| regex.is_match(&subject))
             .map_err(|e| ExecutionError::function_error("matches", e))?;
@@ -204,20 +225,34 @@ mod imp {
     /// An element that is not a string is an error (no match).
     fn split_each<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
         let failed = |why: &str| ExecutionError::function_error("split", why);
-        let [list, sep] = args.as_slice() else { return Err(failed("expects a list and a separator")) };
-        let sep = sep.downcast_ref::<CelString>().ok_or_else(|| failed("the separator must be a string"))?.inner();
+        let [list, sep] = args.as_slice() else {
+            return Err(failed("expects a list and a separator"));
+        };
+        let sep = sep
+            .downcast_ref::<CelString<'_>>()
+            .ok_or_else(|| failed("the separator must be a string"))?
+            .inner();
         let items = list.as_iterable().ok_or_else(|| failed("expects a list"))?;
         let mut parts: Vec<Box<dyn Val>> = Vec::new();
         let mut elements = items.iter();
         while let Some(element) = elements.next() {
-            let text = element.downcast_ref::<CelString>().ok_or_else(|| failed("a list element is not a string"))?.inner();
+            let text = element
+                .downcast_ref::<CelString<'_>>()
+                .ok_or_else(|| failed("a list element is not a string"))?
+                .inner();
             // The strings extension's `split`: an empty separator splits between code points.
             let pieces: Vec<&str> = if sep.is_empty() {
-                text.char_indices().map(|(i, c)| &text[i..i + c.len_utf8()]).collect()
+                text.char_indices()
+                    .map(|(i, c)| &text[i..i + c.len_utf8()])
+                    .collect()
             } else {
                 text.split(sep).collect()
             };
-            parts.extend(pieces.into_iter().map(|p| Box::new(CelString::from(p.to_owned())) as Box<dyn Val>));
+            parts.extend(
+                pieces
+                    .into_iter()
+                    .map(|p| Box::new(CelString::from(p.to_owned())) as Box<dyn Val>),
+            );
         }
         Ok(CowVal::owned(CelList::from(parts)))
     }
@@ -233,7 +268,10 @@ mod imp {
 
     /// `with` applied to `pattern` compiled with RE2's semantics (docs/semantics.md §3), unanchored as CEL's
     /// `matches` is (a search), through the cache; or why the pattern is refused.
-    fn compiled_pattern<T>(pattern: &str, with: impl FnOnce(&regex::Regex) -> T) -> Result<T, String> {
+    fn compiled_pattern<T>(
+        pattern: &str,
+        with: impl FnOnce(&regex::Regex) -> T,
+    ) -> Result<T, String> {
         PATTERNS.with(|cache| {
             let mut cache = cache.borrow_mut();
             if !cache.contains_key(pattern) {
@@ -241,7 +279,12 @@ mod imp {
                     cache.clear();
                 }
                 let compiled = crate::re2::to_rust_syntax(pattern)
-                    .and_then(|rust| regex::RegexBuilder::new(&rust).size_limit(1 << 20).build().map_err(|e| e.to_string()))
+                    .and_then(|rust| {
+                        regex::RegexBuilder::new(&rust)
+                            .size_limit(1 << 20)
+                            .build()
+                            .map_err(|e| e.to_string())
+                    })
                     .map_err(|e| format!("{pattern:?}: {e}"));
                 cache.insert(pattern.to_string(), compiled);
             }
@@ -270,9 +313,14 @@ mod imp {
     /// `[+-]HH:MM` offset), asked of the `cel` crate itself so that the answer is the filter's.
     fn check_time_zone(zone: &str) -> Result<(), String> {
         let mut ctx = ENV.with(|env| Context::with_env(env.clone()));
-        ctx.add_variable_from_value("t", Value::Timestamp(chrono::DateTime::UNIX_EPOCH.fixed_offset()));
+        ctx.add_variable_from_value(
+            "t",
+            Value::Timestamp(chrono::DateTime::UNIX_EPOCH.fixed_offset()),
+        );
         ctx.add_variable_from_value("zone", Value::String(Arc::new(zone.to_string())));
-        let probe = PrattParser::new().parse("t.getHours(zone)").map_err(|e| e.to_string())?;
+        let probe = PrattParser::new()
+            .parse("t.getHours(zone)")
+            .map_err(|e| e.to_string())?;
         Value::resolve(&probe, &ctx).map(|_| ()).map_err(|_| {
             format!(
                 "time zone {zone:?} is not known to this build: use UTC, a fixed offset such as '+01:00', \
@@ -296,7 +344,9 @@ mod imp {
     /// `has()` of a whole variable (`has(request.mcp.tool_name)`) is `true`: every variable exists
     /// (an absent tool name is ""), and [`Vars`] has no `request` or `request.mcp` map to test it on.
     fn fold_has(e: &mut IdedExpr, scope: &[String]) {
-        let Expr::Select(select) = &e.expr else { return };
+        let Expr::Select(select) = &e.expr else {
+            return;
+        };
         if !select.test {
             return;
         }
@@ -310,7 +360,11 @@ mod imp {
 
     /// Calls `f` on every node of `e`, a node before its children, with the names that enclosing
     /// comprehensions bind there.
-    fn rewrite(e: &mut IdedExpr, scope: &mut Vec<String>, f: &mut impl FnMut(&mut IdedExpr, &[String])) {
+    fn rewrite(
+        e: &mut IdedExpr,
+        scope: &mut Vec<String>,
+        f: &mut impl FnMut(&mut IdedExpr, &[String]),
+    ) {
         f(e, scope);
         match &mut e.expr {
             Expr::Call(call) => {
@@ -428,7 +482,9 @@ mod imp {
                 if let Some(Err(e)) = literal(1).map(|pattern| compiled_pattern(&pattern, |_| ())) {
                     self.fail(format!("matches: {e}"));
                 }
-            } else if TIME_ZONE_FUNCTIONS.contains(&call.func_name.as_str()) && call.target.is_some() {
+            } else if TIME_ZONE_FUNCTIONS.contains(&call.func_name.as_str())
+                && call.target.is_some()
+            {
                 if let Some(Err(e)) = literal(0).map(|zone| check_time_zone(&zone)) {
                     self.fail(e);
                 }
@@ -444,7 +500,10 @@ mod imp {
             if let Some(v) = VARIABLES.iter().find(|v| **v == path) {
                 return self.uses.mark(v);
             }
-            if let Some(v) = OPEN.iter().find(|v| path.strip_prefix(**v).is_some_and(|rest| rest.starts_with('.'))) {
+            if let Some(v) = OPEN.iter().find(|v| {
+                path.strip_prefix(**v)
+                    .is_some_and(|rest| rest.starts_with('.'))
+            }) {
                 return self.uses.mark(v);
             }
             let known = VARIABLES.join(", ");
@@ -456,7 +515,9 @@ mod imp {
     fn qualified(e: &IdedExpr) -> Option<String> {
         match &e.expr {
             Expr::Ident(name) => Some(name.clone()),
-            Expr::Select(s) if !s.test => qualified(&s.operand).map(|base| format!("{base}.{}", s.field)),
+            Expr::Select(s) if !s.test => {
+                qualified(&s.operand).map(|base| format!("{base}.{}", s.field))
+            }
             // `has(a.b.c)`: the chain `a.b.c`.
             Expr::Select(s) => qualified(&s.operand).map(|base| format!("{base}.{}", s.field)),
             _ => None,
@@ -467,11 +528,19 @@ mod imp {
         /// Whether the rule matches: the expression yields `true` (anything else, errors included, is
         /// no match).
         pub fn matches(&self, input: &Input<'_>) -> bool {
-            let vars =
-                Vars { input, params: OnceLock::new(), headers: OnceLock::new(), time: OnceLock::new(), claims: OnceLock::new() };
+            let vars = Vars {
+                input,
+                params: OnceLock::new(),
+                headers: OnceLock::new(),
+                time: OnceLock::new(),
+                claims: OnceLock::new(),
+            };
             let mut ctx = ENV.with(|env| Context::with_env(env.clone()));
             ctx.set_variable_resolver(&vars);
-            matches!(Value::resolve(&self.expression, &ctx), Ok(Value::Bool(true)))
+            matches!(
+                Value::resolve(&self.expression, &ctx),
+                Ok(Value::Bool(true))
+            )
         }
     }
 
@@ -518,14 +587,20 @@ mod imp {
                     boxed(params)
                 }))),
                 "request.headers" => Some(CowVal::Borrowed(&**self.headers.get_or_init(|| {
-                    let headers = super::joined_headers(req.headers.iter().copied().filter(|(n, _)| !n.starts_with(':')));
+                    let headers = super::joined_headers(
+                        req.headers
+                            .iter()
+                            .copied()
+                            .filter(|(n, _)| !n.starts_with(':')),
+                    );
                     boxed(Value::from(headers))
                 }))),
                 "request.time" => self
                     .time
                     .get_or_init(|| {
                         let ms = i64::try_from(req.time_ms).unwrap_or(0);
-                        chrono::DateTime::from_timestamp_millis(ms).map(|t| boxed(Value::Timestamp(t.fixed_offset())))
+                        chrono::DateTime::from_timestamp_millis(ms)
+                            .map(|t| boxed(Value::Timestamp(t.fixed_offset())))
                     })
                     .as_deref()
                     .map(CowVal::Borrowed),

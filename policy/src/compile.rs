@@ -7,13 +7,15 @@
 //! their type, actions this version enforces).
 
 use crate::api::{
-    AccessPolicySpec, AccessRule, AuthorizationRule, AuthorizationRuleType, BaseProtocolMethodsOption, ExternalAuthProtocol,
-    HeaderMatchType, PathMatchType, PolicyAction, SourceType,
+    AccessPolicySpec, AccessRule, AuthorizationRule, AuthorizationRuleType,
+    BaseProtocolMethodsOption, ExternalAuthProtocol, HeaderMatchType, PathMatchType, PolicyAction,
+    SourceType,
 };
 use crate::eval::full_match_regex;
 use crate::plan::{
-    AuthorizerPlan, AuthorizerProtocol, ExternalAuthPlan, HeaderMatch, HostMatch, HttpMatch, McpMatch, McpMethodMatch,
-    MethodPattern, PathMatch, PolicyPlan, RulePlan, ValueMatch, IMPLICIT_RULE,
+    AuthorizerPlan, AuthorizerProtocol, ExternalAuthPlan, HeaderMatch, HostMatch, HttpMatch,
+    McpMatch, McpMethodMatch, MethodPattern, PathMatch, PolicyPlan, RulePlan, ValueMatch,
+    IMPLICIT_RULE,
 };
 
 pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
@@ -28,7 +30,10 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        Self { trust_domain: DEFAULT_TRUST_DOMAIN.to_string(), clusters: ClusterNaming::Rendered }
+        Self {
+            trust_domain: DEFAULT_TRUST_DOMAIN.to_string(),
+            clusters: ClusterNaming::Rendered,
+        }
     }
 }
 
@@ -75,7 +80,10 @@ pub enum CompileError {
 
 impl CompileError {
     fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Invalid { field: field.into(), message: message.into() }
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
     }
     pub fn field(&self) -> &str {
         match self {
@@ -130,24 +138,43 @@ pub fn parse_authorizer_cluster(cluster: &str) -> Option<(&str, &str, u16)> {
 }
 
 /// The authorizer of an ExternalAuth policy (`spec.externalAuth`).
-fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec, naming: &ClusterNaming) -> Result<AuthorizerPlan, CompileError> {
-    let invalid = |field: &str, message: String| CompileError::invalid(format!("spec.externalAuth{field}"), message);
-    let ea = spec
-        .external_auth
-        .as_ref()
-        .ok_or_else(|| invalid("", "externalAuth must be specified when action is set to 'ExternalAuth'".into()))?;
+fn compile_authorizer(
+    namespace: &str,
+    spec: &AccessPolicySpec,
+    naming: &ClusterNaming,
+) -> Result<AuthorizerPlan, CompileError> {
+    let invalid = |field: &str, message: String| {
+        CompileError::invalid(format!("spec.externalAuth{field}"), message)
+    };
+    let ea = spec.external_auth.as_ref().ok_or_else(|| {
+        invalid(
+            "",
+            "externalAuth must be specified when action is set to 'ExternalAuth'".into(),
+        )
+    })?;
     let b = &ea.backend_ref;
-    let (group, kind) = (b.group.as_deref().unwrap_or(""), b.kind.as_deref().unwrap_or("Service"));
+    let (group, kind) = (
+        b.group.as_deref().unwrap_or(""),
+        b.kind.as_deref().unwrap_or("Service"),
+    );
     if !group.is_empty() || kind != "Service" {
-        return Err(invalid(".backendRef", format!("kind {group}/{kind} is not supported: the authorizer must be a Service")));
+        return Err(invalid(
+            ".backendRef",
+            format!("kind {group}/{kind} is not supported: the authorizer must be a Service"),
+        ));
     }
-    let port = b.port.ok_or_else(|| invalid(".backendRef", "Must have port for Service reference".into()))?;
+    let port = b
+        .port
+        .ok_or_else(|| invalid(".backendRef", "Must have port for Service reference".into()))?;
     let ns = b.namespace.as_deref().unwrap_or(namespace);
     let lower = |field: &str, names: &[String]| -> Result<Vec<String>, CompileError> {
         names
             .iter()
             .map(|n| {
-                if n.is_empty() || n.bytes().any(|c| c.is_ascii_whitespace() || c.is_ascii_control() || c == b':') {
+                if n.is_empty()
+                    || n.bytes()
+                        .any(|c| c.is_ascii_whitespace() || c.is_ascii_control() || c == b':')
+                {
                     Err(invalid(field, format!("{n:?} is not a header name")))
                 } else {
                     Ok(n.to_ascii_lowercase())
@@ -157,22 +184,42 @@ fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec, naming: &Cluster
     };
     let (protocol, allowed_headers) = match ea.protocol {
         ExternalAuthProtocol::Grpc => {
-            let grpc =
-                ea.grpc.as_ref().ok_or_else(|| invalid("", "grpc must be specified when protocol is set to 'GRPC'".into()))?;
-            (AuthorizerProtocol::Grpc, lower(".grpc.allowedHeaders", &grpc.allowed_headers)?)
+            let grpc = ea.grpc.as_ref().ok_or_else(|| {
+                invalid(
+                    "",
+                    "grpc must be specified when protocol is set to 'GRPC'".into(),
+                )
+            })?;
+            (
+                AuthorizerProtocol::Grpc,
+                lower(".grpc.allowedHeaders", &grpc.allowed_headers)?,
+            )
         }
         ExternalAuthProtocol::Http => {
-            let http =
-                ea.http.as_ref().ok_or_else(|| invalid("", "http must be specified when protocol is set to 'HTTP'".into()))?;
+            let http = ea.http.as_ref().ok_or_else(|| {
+                invalid(
+                    "",
+                    "http must be specified when protocol is set to 'HTTP'".into(),
+                )
+            })?;
             let path_prefix = http.path.clone().unwrap_or_default();
             if !(path_prefix.is_empty() || path_prefix.starts_with('/')) {
-                return Err(invalid(".http.path", format!("{path_prefix:?} must start with '/'")));
+                return Err(invalid(
+                    ".http.path",
+                    format!("{path_prefix:?} must start with '/'"),
+                ));
             }
             let protocol = AuthorizerProtocol::Http {
                 path_prefix: path_prefix.trim_end_matches('/').to_string(),
-                allowed_response_headers: lower(".http.allowedResponseHeaders", &http.allowed_response_headers)?,
+                allowed_response_headers: lower(
+                    ".http.allowedResponseHeaders",
+                    &http.allowed_response_headers,
+                )?,
             };
-            (protocol, lower(".http.allowedHeaders", &http.allowed_headers)?)
+            (
+                protocol,
+                lower(".http.allowedHeaders", &http.allowed_headers)?,
+            )
         }
     };
     Ok(AuthorizerPlan {
@@ -183,7 +230,11 @@ fn compile_authorizer(namespace: &str, spec: &AccessPolicySpec, naming: &Cluster
         authority: naming.service_host(ns, &b.name),
         protocol,
         allowed_headers,
-        forward_body_bytes: ea.forward_body.as_ref().and_then(|f| f.max_size).unwrap_or(0),
+        forward_body_bytes: ea
+            .forward_body
+            .as_ref()
+            .and_then(|f| f.max_size)
+            .unwrap_or(0),
     })
 }
 
@@ -196,7 +247,10 @@ pub fn compile_policy(
     opts: &CompileOptions,
 ) -> Result<PolicyPlan, CompileError> {
     let rules = if spec.rules.is_empty() {
-        vec![RulePlan { name: IMPLICIT_RULE.to_string(), ..RulePlan::default() }]
+        vec![RulePlan {
+            name: IMPLICIT_RULE.to_string(),
+            ..RulePlan::default()
+        }]
     } else {
         spec.rules
             .iter()
@@ -204,10 +258,19 @@ pub fn compile_policy(
             .map(|(i, rule)| compile_rule(namespace, &format!("spec.rules[{i}]"), rule, opts))
             .collect::<Result<_, _>>()?
     };
-    Ok(PolicyPlan { name: format!("{namespace}/{name}"), rules, dry_run: false })
+    Ok(PolicyPlan {
+        name: format!("{namespace}/{name}"),
+        rules,
+        dry_run: false,
+    })
 }
 
-fn compile_rule(namespace: &str, field: &str, rule: &AccessRule, opts: &CompileOptions) -> Result<RulePlan, CompileError> {
+fn compile_rule(
+    namespace: &str,
+    field: &str,
+    rule: &AccessRule,
+    opts: &CompileOptions,
+) -> Result<RulePlan, CompileError> {
     let principal = match &rule.source {
         None => None,
         Some(src) => {
@@ -215,28 +278,53 @@ fn compile_rule(namespace: &str, field: &str, rule: &AccessRule, opts: &CompileO
             match (src.source_type, &src.spiffe, &src.service_account) {
                 (None, None, None) => None,
                 (Some(_), Some(_), Some(_)) => {
-                    return Err(CompileError::invalid(f, "only one of spiffe or serviceAccount may be specified"))
+                    return Err(CompileError::invalid(
+                        f,
+                        "only one of spiffe or serviceAccount may be specified",
+                    ))
                 }
                 (None, _, _) => {
-                    return Err(CompileError::invalid(f, "type must be set when spiffe or serviceAccount is specified"))
+                    return Err(CompileError::invalid(
+                        f,
+                        "type must be set when spiffe or serviceAccount is specified",
+                    ))
                 }
                 (Some(SourceType::Spiffe), Some(id), None) => Some(id.clone()),
                 (Some(SourceType::Spiffe), _, _) => {
-                    return Err(CompileError::invalid(f, "spiffe must be specified when type is set to 'SPIFFE'"))
+                    return Err(CompileError::invalid(
+                        f,
+                        "spiffe must be specified when type is set to 'SPIFFE'",
+                    ))
                 }
                 (Some(SourceType::ServiceAccount), None, Some(sa)) => {
-                    let ns = sa.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(namespace);
-                    Some(format!("spiffe://{}/ns/{ns}/sa/{}", opts.trust_domain, sa.name))
+                    let ns = sa
+                        .namespace
+                        .as_deref()
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or(namespace);
+                    Some(format!(
+                        "spiffe://{}/ns/{ns}/sa/{}",
+                        opts.trust_domain, sa.name
+                    ))
                 }
                 (Some(SourceType::ServiceAccount), _, _) => {
-                    return Err(CompileError::invalid(f, "serviceAccount must be specified when type is set to 'ServiceAccount'"))
+                    return Err(CompileError::invalid(
+                        f,
+                        "serviceAccount must be specified when type is set to 'ServiceAccount'",
+                    ))
                 }
             }
         }
     };
     let name = rule.name.clone();
     let authz = match &rule.authorization {
-        None => return Ok(RulePlan { name, principal, ..RulePlan::default() }),
+        None => {
+            return Ok(RulePlan {
+                name,
+                principal,
+                ..RulePlan::default()
+            })
+        }
         Some(authz) => authz,
     };
     let field = format!("{field}.authorization");
@@ -244,32 +332,62 @@ fn compile_rule(namespace: &str, field: &str, rule: &AccessRule, opts: &CompileO
         // docs/semantics.md §3: CEL rules apply to tools/call only.
         let mcp = McpMatch {
             base_protocol: false,
-            methods: vec![McpMethodMatch { method: MethodPattern::Exact("tools/call".into()), params: vec![] }],
+            methods: vec![McpMethodMatch {
+                method: MethodPattern::Exact("tools/call".into()),
+                params: vec![],
+            }],
         };
         let cel = compile_cel(&field, authz)?;
-        return Ok(RulePlan { name, principal, http: HttpMatch::default(), mcp: Some(mcp), cel: Some(cel) });
+        return Ok(RulePlan {
+            name,
+            principal,
+            http: HttpMatch::default(),
+            mcp: Some(mcp),
+            cel: Some(cel),
+        });
     }
     let (http, mcp) = compile_authorization(&field, authz)?;
-    Ok(RulePlan { name, principal, http, mcp, cel: None })
+    Ok(RulePlan {
+        name,
+        principal,
+        http,
+        mcp,
+        cel: None,
+    })
 }
 
 /// A rule's CEL expression, checked (syntax, variables, size: `cel_rule::compile`).
 fn compile_cel(field: &str, authz: &AuthorizationRule) -> Result<String, CompileError> {
     let field = format!("{field}.cel.expression");
-    let expression = authz.cel.as_ref().map(|c| c.expression.clone()).unwrap_or_default();
+    let expression = authz
+        .cel
+        .as_ref()
+        .map(|c| c.expression.clone())
+        .unwrap_or_default();
     if expression.trim().is_empty() {
-        return Err(CompileError::InvalidCel { field, message: "cel.expression must be set when type is set to 'CEL'".into() });
+        return Err(CompileError::InvalidCel {
+            field,
+            message: "cel.expression must be set when type is set to 'CEL'".into(),
+        });
     }
     match crate::cel_rule::compile(&expression) {
         Ok(_) => Ok(expression),
-        Err(problem) => {
-            Err(CompileError::InvalidCel { field, message: format!("invalid CEL expression {expression:?}: {problem}") })
-        }
+        Err(problem) => Err(CompileError::InvalidCel {
+            field,
+            message: format!("invalid CEL expression {expression:?}: {problem}"),
+        }),
     }
 }
 
-fn compile_authorization(field: &str, authz: &AuthorizationRule) -> Result<(HttpMatch, Option<McpMatch>), CompileError> {
-    let methods = authz.methods.iter().map(|m| m.to_ascii_uppercase()).collect();
+fn compile_authorization(
+    field: &str,
+    authz: &AuthorizationRule,
+) -> Result<(HttpMatch, Option<McpMatch>), CompileError> {
+    let methods = authz
+        .methods
+        .iter()
+        .map(|m| m.to_ascii_uppercase())
+        .collect();
     let paths = authz
         .paths
         .iter()
@@ -280,7 +398,9 @@ fn compile_authorization(field: &str, authz: &AuthorizationRule) -> Result<(Http
                 PathMatchType::Exact => PathMatch::Exact(value),
                 PathMatchType::PathPrefix => PathMatch::Prefix(value),
                 PathMatchType::RegularExpression => {
-                    full_match_regex(&value).map_err(|m| CompileError::invalid(format!("{field}.paths[{i}].value"), m))?;
+                    full_match_regex(&value).map_err(|m| {
+                        CompileError::invalid(format!("{field}.paths[{i}].value"), m)
+                    })?;
                     PathMatch::Regex(value)
                 }
             })
@@ -294,11 +414,16 @@ fn compile_authorization(field: &str, authz: &AuthorizationRule) -> Result<(Http
             let value = match h.match_type.unwrap_or_default() {
                 HeaderMatchType::Exact => ValueMatch::Exact(h.value.clone()),
                 HeaderMatchType::RegularExpression => {
-                    full_match_regex(&h.value).map_err(|m| CompileError::invalid(format!("{field}.headers[{i}].value"), m))?;
+                    full_match_regex(&h.value).map_err(|m| {
+                        CompileError::invalid(format!("{field}.headers[{i}].value"), m)
+                    })?;
                     ValueMatch::Regex(h.value.clone())
                 }
             };
-            Ok(HeaderMatch { name: h.name.to_ascii_lowercase(), value })
+            Ok(HeaderMatch {
+                name: h.name.to_ascii_lowercase(),
+                value,
+            })
         })
         .collect::<Result<_, CompileError>>()?;
     let hosts = authz
@@ -312,10 +437,18 @@ fn compile_authorization(field: &str, authz: &AuthorizationRule) -> Result<(Http
             }
         })
         .collect();
-    let http = HttpMatch { methods, paths, headers, hosts, server_names: Vec::new(), ports: authz.ports.clone() };
+    let http = HttpMatch {
+        methods,
+        paths,
+        headers,
+        hosts,
+        server_names: Vec::new(),
+        ports: authz.ports.clone(),
+    };
 
     let mcp = authz.mcp.as_ref().and_then(|mcp| {
-        let base = mcp.mcp_base_protocol_methods_option == Some(BaseProtocolMethodsOption::MatchBaseProtocolMethods);
+        let base = mcp.mcp_base_protocol_methods_option
+            == Some(BaseProtocolMethodsOption::MatchBaseProtocolMethods);
         if mcp.methods.is_empty() && !base {
             return None; // SKIP with no methods: no MCP restriction
         }
@@ -331,7 +464,10 @@ fn compile_authorization(field: &str, authz: &AuthorizationRule) -> Result<(Http
                 params: m.params.clone(),
             })
             .collect();
-        Some(McpMatch { base_protocol: base, methods })
+        Some(McpMatch {
+            base_protocol: base,
+            methods,
+        })
     });
     Ok((http, mcp))
 }

@@ -60,7 +60,11 @@ impl Auth {
             (Some(Value::String(iss)), Some(Value::String(sub))) => format!("{iss}/{sub}"),
             _ => String::new(),
         };
-        Auth { claims, principal, raw }
+        Auth {
+            claims,
+            principal,
+            raw,
+        }
     }
 }
 
@@ -73,7 +77,10 @@ pub const SPACE_DELIMITED_CLAIMS: [&str; 2] = ["scope", "permission"];
 /// as the one verified payload, keyed by its `iss` claim (or ""): what Envoy's `jwt_authn` leaves
 /// (space-delimited claims as lists), for simulated hosts (`toolgate explain`'s `claims:`, tests).
 pub fn metadata_with_claims(claims: &Value) -> Vec<u8> {
-    metadata_of(claims.get("iss").and_then(Value::as_str).unwrap_or(""), claims)
+    metadata_of(
+        claims.get("iss").and_then(Value::as_str).unwrap_or(""),
+        claims,
+    )
 }
 
 /// The payload as `jwt_authn` writes it to the metadata: [`SPACE_DELIMITED_CLAIMS`] that are strings
@@ -83,7 +90,11 @@ fn metadata_of(issuer: &str, claims: &Value) -> Vec<u8> {
     if let Value::Object(map) = &mut claims {
         for name in SPACE_DELIMITED_CLAIMS {
             if let Some(Value::String(s)) = map.get(name) {
-                let parts = s.split(' ').filter(|p| !p.is_empty()).map(|p| Value::String(p.to_string())).collect();
+                let parts = s
+                    .split(' ')
+                    .filter(|p| !p.is_empty())
+                    .map(|p| Value::String(p.to_string()))
+                    .collect();
                 map.insert(name.to_string(), Value::Array(parts));
             }
         }
@@ -136,10 +147,22 @@ pub const MODULE_JWT_PAYLOAD_HEADER: &str = "jwtPayloadHeader";
 /// header name make the module trust a header it does not read).
 pub fn module_config(config: &[u8]) -> Result<ModuleConfig<'_>, String> {
     use serde_json::value::RawValue;
-    let bare = ModuleConfig { plan: config, payload_header: PayloadHeader::Unknown };
-    let Ok(fields) = serde_json::from_slice::<std::collections::BTreeMap<String, &RawValue>>(config) else { return Ok(bare) };
-    let Some(plan) = fields.get(MODULE_PLAN) else { return Ok(bare) };
-    let mut out = ModuleConfig { plan: plan.get().as_bytes(), payload_header: PayloadHeader::Unknown };
+    let bare = ModuleConfig {
+        plan: config,
+        payload_header: PayloadHeader::Unknown,
+    };
+    let Ok(fields) =
+        serde_json::from_slice::<std::collections::BTreeMap<String, &RawValue>>(config)
+    else {
+        return Ok(bare);
+    };
+    let Some(plan) = fields.get(MODULE_PLAN) else {
+        return Ok(bare);
+    };
+    let mut out = ModuleConfig {
+        plan: plan.get().as_bytes(),
+        payload_header: PayloadHeader::Unknown,
+    };
     for (key, value) in &fields {
         match key.as_str() {
             MODULE_PLAN => {}
@@ -163,7 +186,9 @@ pub fn module_config(config: &[u8]) -> Result<ModuleConfig<'_>, String> {
 /// The dynamic module's configuration for `plan_json` where every `jwt_authn` provider before the
 /// module writes the verified payload to [`JWT_PAYLOAD_HEADER`] (`forward_payload_header`).
 pub fn module_config_with_payload_header(plan_json: &str) -> String {
-    format!(r#"{{"{MODULE_JWT_PAYLOAD_HEADER}":"{JWT_PAYLOAD_HEADER}","{MODULE_PLAN}":{plan_json}}}"#)
+    format!(
+        r#"{{"{MODULE_JWT_PAYLOAD_HEADER}":"{JWT_PAYLOAD_HEADER}","{MODULE_PLAN}":{plan_json}}}"#
+    )
 }
 
 /// For a host that cannot read the payload's `Struct` (the dynamic module: Envoy 1.40's ABI reads a
@@ -178,17 +203,30 @@ pub fn module_config_with_payload_header(plan_json: &str) -> String {
 /// in the metadata), or beside one (two fields, or another `iss`), gives no claims, whether or not
 /// the configuration removed it first. Where nobody said `jwt_authn` writes it, a client's copy
 /// beside its own valid token would pass all of that with the claims it likes: never read there.
-pub fn metadata_from_payload_header(written_by: PayloadHeader, issuers: &[Vec<u8>], payloads: &[Vec<u8>]) -> Option<Vec<u8>> {
+pub fn metadata_from_payload_header(
+    written_by: PayloadHeader,
+    issuers: &[Vec<u8>],
+    payloads: &[Vec<u8>],
+) -> Option<Vec<u8>> {
     use base64::Engine as _;
     if written_by != PayloadHeader::JwtAuthn {
         return None;
     }
-    let ([issuer], [payload]) = (issuers, payloads) else { return None };
+    let ([issuer], [payload]) = (issuers, payloads) else {
+        return None;
+    };
     let issuer = std::str::from_utf8(issuer).ok()?;
     // Envoy writes it unpadded unless `pad_forward_payload_header`; both are read.
-    let trimmed = payload.strip_suffix(b"==").or_else(|| payload.strip_suffix(b"=")).unwrap_or(payload);
-    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(trimmed).ok()?;
-    let claims: Value = serde_json::from_slice(&json).ok().filter(Value::is_object)?;
+    let trimmed = payload
+        .strip_suffix(b"==")
+        .or_else(|| payload.strip_suffix(b"="))
+        .unwrap_or(payload);
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(trimmed)
+        .ok()?;
+    let claims: Value = serde_json::from_slice(&json)
+        .ok()
+        .filter(Value::is_object)?;
     if claims.get("iss").and_then(Value::as_str) != Some(issuer) {
         return None;
     }
@@ -387,20 +425,38 @@ impl<'a> Iterator for Fields<'a> {
             s.0 = &[];
             Some((Field::Other, None))
         };
-        let Some(key) = varint(&mut self.0) else { return fail(self) };
+        let Some(key) = varint(&mut self.0) else {
+            return fail(self);
+        };
         let number = u32::try_from(key >> 3).unwrap_or(0);
         match key & 7 {
             0 => {
-                let Some(v) = varint(&mut self.0) else { return fail(self) };
-                Some((if number == 4 { Field::Varint4(v) } else { Field::Varint(number) }, Some(&[])))
+                let Some(v) = varint(&mut self.0) else {
+                    return fail(self);
+                };
+                Some((
+                    if number == 4 {
+                        Field::Varint4(v)
+                    } else {
+                        Field::Varint(number)
+                    },
+                    Some(&[]),
+                ))
             }
             1 => {
-                let Some((bytes, rest)) = self.0.split_first_chunk::<8>() else { return fail(self) };
+                let Some((bytes, rest)) = self.0.split_first_chunk::<8>() else {
+                    return fail(self);
+                };
                 self.0 = rest;
-                Some((Field::Fixed64(number, u64::from_le_bytes(*bytes)), Some(&[])))
+                Some((
+                    Field::Fixed64(number, u64::from_le_bytes(*bytes)),
+                    Some(&[]),
+                ))
             }
             2 => {
-                let Some(len) = varint(&mut self.0).and_then(|l| usize::try_from(l).ok()) else { return fail(self) };
+                let Some(len) = varint(&mut self.0).and_then(|l| usize::try_from(l).ok()) else {
+                    return fail(self);
+                };
                 if len > self.0.len() {
                     return fail(self);
                 }
@@ -425,17 +481,30 @@ mod tests {
     use super::*;
     use prost::Message;
     use toolgate_ext_authz_proto::envoy::config::core::v3::Metadata;
-    use toolgate_ext_authz_proto::google::protobuf::{value::Kind, ListValue, Struct, Value as PValue};
+    use toolgate_ext_authz_proto::google::protobuf::{
+        value::Kind, ListValue, Struct, Value as PValue,
+    };
 
     fn s(fields: Vec<(&str, PValue)>) -> Struct {
-        Struct { fields: fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
+        Struct {
+            fields: fields
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        }
     }
     fn v(kind: Kind) -> PValue {
         PValue { kind: Some(kind) }
     }
     fn metadata(namespaces: Vec<(&str, Struct)>) -> Vec<u8> {
-        Metadata { filter_metadata: namespaces.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), ..Default::default() }
-            .encode_to_vec()
+        Metadata {
+            filter_metadata: namespaces
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            ..Default::default()
+        }
+        .encode_to_vec()
     }
     fn payload() -> Struct {
         s(vec![
@@ -445,8 +514,19 @@ mod tests {
             ("ratio", v(Kind::NumberValue(0.5))),
             ("admin", v(Kind::BoolValue(true))),
             ("none", v(Kind::NullValue(0))),
-            ("aud", v(Kind::ListValue(ListValue { values: vec![v(Kind::StringValue("toolgate".into()))] }))),
-            ("org", v(Kind::StructValue(s(vec![("team", v(Kind::StringValue("blue".into())))])))),
+            (
+                "aud",
+                v(Kind::ListValue(ListValue {
+                    values: vec![v(Kind::StringValue("toolgate".into()))],
+                })),
+            ),
+            (
+                "org",
+                v(Kind::StructValue(s(vec![(
+                    "team",
+                    v(Kind::StringValue("blue".into())),
+                )]))),
+            ),
         ])
     }
 
@@ -454,10 +534,20 @@ mod tests {
     fn one_verified_payload_gives_claims_and_principal() {
         let bytes = metadata(vec![
             ("other", s(vec![("x", v(Kind::StringValue("y".into())))])),
-            (JWT_METADATA_NAMESPACE, s(vec![("https://issuer.test", v(Kind::StructValue(payload())))])),
+            (
+                JWT_METADATA_NAMESPACE,
+                s(vec![(
+                    "https://issuer.test",
+                    v(Kind::StructValue(payload())),
+                )]),
+            ),
         ]);
         let auth = Auth::from_metadata(&bytes).expect("a payload");
-        assert_eq!(auth.principal, "https://issuer.test/agent-7", "{:?}", auth.claims);
+        assert_eq!(
+            auth.principal, "https://issuer.test/agent-7",
+            "{:?}",
+            auth.claims
+        );
         assert_eq!(
             auth.claims,
             serde_json::json!({"iss": "https://issuer.test", "sub": "agent-7", "exp": 1_900_000_000, "ratio": 0.5,
@@ -474,11 +564,23 @@ mod tests {
         let claims = serde_json::json!({"iss": "i", "sub": "s", "n": 3, "f": 0.25, "l": [true, null, {"a": "b"}]});
         let auth = Auth::from_metadata(&metadata_with_claims(&claims)).expect("a payload");
         assert_eq!((auth.claims, auth.principal.as_str()), (claims, "i/s"));
-        assert_eq!(Auth::from_metadata(&metadata(vec![("other", payload())])), None);
-        let two = s(vec![("a", v(Kind::StructValue(payload()))), ("b", v(Kind::StructValue(payload())))]);
-        assert_eq!(Auth::from_metadata(&metadata(vec![(JWT_METADATA_NAMESPACE, two)])), None);
+        assert_eq!(
+            Auth::from_metadata(&metadata(vec![("other", payload())])),
+            None
+        );
+        let two = s(vec![
+            ("a", v(Kind::StructValue(payload()))),
+            ("b", v(Kind::StructValue(payload()))),
+        ]);
+        assert_eq!(
+            Auth::from_metadata(&metadata(vec![(JWT_METADATA_NAMESPACE, two)])),
+            None
+        );
         // Malformed bytes: none, no panic.
-        let good = metadata(vec![(JWT_METADATA_NAMESPACE, s(vec![("i", v(Kind::StructValue(payload())))]))]);
+        let good = metadata(vec![(
+            JWT_METADATA_NAMESPACE,
+            s(vec![("i", v(Kind::StructValue(payload())))]),
+        )]);
         for cut in 0..good.len() {
             let _ = Auth::from_metadata(&good[..cut]);
         }
@@ -487,12 +589,17 @@ mod tests {
     #[test]
     fn the_payload_header_counts_only_beside_one_verified_issuer() {
         use base64::Engine as _;
-        let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string()).into_bytes();
+        let b64 = |v: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(v.to_string())
+                .into_bytes()
+        };
         let claims = serde_json::json!({"iss": "https://issuer.test", "sub": "agent-7", "exp": 1_900_000_000, "scope": "a  b"});
         let two = [b"https://issuer.test".to_vec(), b"other".to_vec()];
         let issuer = &two[..1];
         let read = |issuers: &[Vec<u8>], payloads: &[Vec<u8>]| {
-            metadata_from_payload_header(PayloadHeader::JwtAuthn, issuers, payloads).and_then(|m| Auth::from_metadata(&m))
+            metadata_from_payload_header(PayloadHeader::JwtAuthn, issuers, payloads)
+                .and_then(|m| Auth::from_metadata(&m))
         };
         // What the Wasm host reads from the metadata, and the same namespace for an authorizer.
         let auth = read(issuer, &[b64(&claims)]).expect("claims");
@@ -502,7 +609,9 @@ mod tests {
         // Space-delimited, as jwt_authn normalises it under Istio and render.
         assert_eq!(auth.claims["scope"], serde_json::json!(["a", "b"]));
         // Padded, as with `pad_forward_payload_header`.
-        let mut padded = base64::engine::general_purpose::URL_SAFE.encode(claims.to_string()).into_bytes();
+        let mut padded = base64::engine::general_purpose::URL_SAFE
+            .encode(claims.to_string())
+            .into_bytes();
         assert_eq!(read(issuer, &[padded.clone()]), Some(wasm.clone()));
         padded.extend_from_slice(b"===");
         assert_eq!(read(issuer, &[padded]), None);
@@ -512,7 +621,10 @@ mod tests {
         assert_eq!(read(&two, &[b64(&claims)]), None);
         let other = serde_json::json!({"iss": "https://forged.test", "sub": "agent-7"});
         assert_eq!(read(issuer, &[b64(&other)]), None);
-        assert_eq!(read(issuer, &[b64(&serde_json::json!({"sub": "agent-7"}))]), None);
+        assert_eq!(
+            read(issuer, &[b64(&serde_json::json!({"sub": "agent-7"}))]),
+            None
+        );
         // Not base64url, not JSON, not an object: none, no panic.
         for bad in [&b"%%%"[..], b"", b"e30", b"WzFd", b"bm90IGpzb24"] {
             assert_eq!(read(issuer, &[bad.to_vec()]), None, "{bad:?}");
@@ -528,27 +640,67 @@ mod tests {
     fn a_payload_header_is_read_only_where_the_configuration_says_jwt_authn_writes_it() {
         use base64::Engine as _;
         let forged = serde_json::json!({"iss": "https://issuer.test", "sub": "admin", "scope": "tools:write"});
-        let header = [base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(forged.to_string()).into_bytes()];
+        let header = [base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(forged.to_string())
+            .into_bytes()];
         let issuer = [b"https://issuer.test".to_vec()];
         let plan = br#"{"version":1,"listener":"l","gateway":{}}"#;
         let bare = module_config(plan).expect("a bare plan");
-        assert_eq!(bare, ModuleConfig { plan, payload_header: PayloadHeader::Unknown });
-        assert_eq!(metadata_from_payload_header(bare.payload_header, &issuer, &header), None);
+        assert_eq!(
+            bare,
+            ModuleConfig {
+                plan,
+                payload_header: PayloadHeader::Unknown
+            }
+        );
+        assert_eq!(
+            metadata_from_payload_header(bare.payload_header, &issuer, &header),
+            None
+        );
         let told = module_config_with_payload_header(std::str::from_utf8(plan).unwrap());
         let told = module_config(told.as_bytes()).expect("the plan with the payload header");
-        assert_eq!(told, ModuleConfig { plan, payload_header: PayloadHeader::JwtAuthn });
-        let auth = metadata_from_payload_header(told.payload_header, &issuer, &header).and_then(|m| Auth::from_metadata(&m));
-        assert_eq!(auth.map(|a| a.principal), Some("https://issuer.test/admin".into()));
+        assert_eq!(
+            told,
+            ModuleConfig {
+                plan,
+                payload_header: PayloadHeader::JwtAuthn
+            }
+        );
+        let auth = metadata_from_payload_header(told.payload_header, &issuer, &header)
+            .and_then(|m| Auth::from_metadata(&m));
+        assert_eq!(
+            auth.map(|a| a.principal),
+            Some("https://issuer.test/admin".into())
+        );
         // The plan as written, spaces and all; without the key, the header is not read.
-        let spaced = br#" { "plan" : {"version": 1} , "jwtPayloadHeader" : "x-toolgate-jwt-payload" } "#;
+        let spaced =
+            br#" { "plan" : {"version": 1} , "jwtPayloadHeader" : "x-toolgate-jwt-payload" } "#;
         assert_eq!(
             module_config(spaced).unwrap(),
-            ModuleConfig { plan: br#"{"version": 1}"#, payload_header: PayloadHeader::JwtAuthn }
+            ModuleConfig {
+                plan: br#"{"version": 1}"#,
+                payload_header: PayloadHeader::JwtAuthn
+            }
         );
-        assert_eq!(module_config(br#"{"plan":{}}"#).unwrap().payload_header, PayloadHeader::Unknown);
+        assert_eq!(
+            module_config(br#"{"plan":{}}"#).unwrap().payload_header,
+            PayloadHeader::Unknown
+        );
         // Not an object with a plan: a bare plan, for the loader to judge.
-        for other in [&b"not json"[..], b"[]", b"", br#"{"version":1}"#, br#""plan""#] {
-            assert_eq!(module_config(other), Ok(ModuleConfig { plan: other, payload_header: PayloadHeader::Unknown }));
+        for other in [
+            &b"not json"[..],
+            b"[]",
+            b"",
+            br#"{"version":1}"#,
+            br#""plan""#,
+        ] {
+            assert_eq!(
+                module_config(other),
+                Ok(ModuleConfig {
+                    plan: other,
+                    payload_header: PayloadHeader::Unknown
+                })
+            );
         }
         // Another header, a misspelt or unknown key: refused, never a quiet default.
         for bad in [

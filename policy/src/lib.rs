@@ -16,6 +16,7 @@
 //! - [`log_safe`]: request-derived text shown in summaries and logs, escaped.
 //! - `testing` (feature `test-host`): a fake proxy host for driving the lifecycle natively.
 
+#![forbid(unsafe_code)]
 pub mod api;
 pub mod authz;
 pub mod cel_rule;

@@ -74,7 +74,8 @@ impl ListRequests {
     pub fn of(body: &McpBody<'_>) -> Self {
         let mut found = Vec::new();
         for m in body.messages() {
-            let (Some(kind), Some(id)) = (m.method.as_deref().and_then(ListKind::of_method), m.id) else {
+            let (Some(kind), Some(id)) = (m.method.as_deref().and_then(ListKind::of_method), m.id)
+            else {
                 continue;
             };
             if let Some(id) = canonical_id(id) {
@@ -305,7 +306,10 @@ fn split_lines(text: &str) -> Vec<(&str, &str)> {
             Some(_) => 1,
             None => 0,
         };
-        lines.push((text.get(start..i).unwrap_or_default(), text.get(i..i + len).unwrap_or_default()));
+        lines.push((
+            text.get(start..i).unwrap_or_default(),
+            text.get(i..i + len).unwrap_or_default(),
+        ));
         start = i + len;
     }
     lines
@@ -314,7 +318,11 @@ fn split_lines(text: &str) -> Vec<(&str, &str)> {
 /// The length of the first complete event of `bytes` (up to and including the empty line that ends
 /// it), if there is one; if not, where the search stopped, to go on from (`from`: where an earlier
 /// search of the same bytes stopped, or (0, 0)). The lines found are added to `lines`.
-fn event_len(bytes: &[u8], from: (usize, usize), lines: &mut Vec<(usize, usize)>) -> Result<usize, (usize, usize)> {
+fn event_len(
+    bytes: &[u8],
+    from: (usize, usize),
+    lines: &mut Vec<(usize, usize)>,
+) -> Result<usize, (usize, usize)> {
     let (mut i, mut line_start) = from;
     loop {
         i = scan::find_line_break(bytes, i);
@@ -352,7 +360,10 @@ fn splice(text: &str, mut edits: Vec<(std::ops::Range<usize>, String)>) -> Strin
 /// list request `id`.
 pub fn error_reply(id: &str, why: &Unreadable) -> String {
     let message = format!("Toolgate could not filter the list response: {why}");
-    format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":{}}}}}"#, serde_json::Value::String(message))
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":{}}}}}"#,
+        serde_json::Value::String(message)
+    )
 }
 
 #[cfg(test)]

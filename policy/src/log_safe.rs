@@ -50,13 +50,24 @@ mod tests {
 
     #[test]
     fn hostile_text_cannot_leave_its_field() {
-        for s in ["x\" forged=\"1", "a\nb", "\\", "ends\\", "é\u{0}\u{1b}[31m", "'", "\u{2028}"] {
+        for s in [
+            "x\" forged=\"1",
+            "a\nb",
+            "\\",
+            "ends\\",
+            "é\u{0}\u{1b}[31m",
+            "'",
+            "\u{2028}",
+        ] {
             let shown = Quoted(s).to_string();
             assert!(is_log_safe(&shown), "{s:?} -> {shown}");
             assert!(shown.starts_with('\'') && shown.ends_with('\''), "{shown}");
         }
         assert_eq!(Quoted("gzip").to_string(), "'gzip'");
-        assert_eq!(Quoted("a\"b\\c'd\ne").to_string(), "'a\\x22b\\\\c\\'d\\u{a}e'");
+        assert_eq!(
+            Quoted("a\"b\\c'd\ne").to_string(),
+            "'a\\x22b\\\\c\\'d\\u{a}e'"
+        );
     }
 
     /// Every way request text reaches a denial summary (the reader's errors, an encoding) keeps the
@@ -68,20 +79,41 @@ mod tests {
         let hostile = [
             "{\"a\\\" forged=\\\"1\":1,\"a\\\" forged=\\\"1\":2}".to_string(),
             "{\"x\\n\\u0000\\\\\":1,\"x\\n\\u0000\\\\\":1}".to_string(),
-            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"N\\u0061me\":\"\\\"\"}}".to_string(),
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"N\\u0061me\":\"\\\"\"}}"
+                .to_string(),
             "{\"\u{e9}\":1,\"\u{e9}\":1}".to_string(),
         ];
-        let mut errors: Vec<NotMcp> =
-            hostile.iter().map(|b| read_body(b.as_bytes(), ReadOptions::default()).unwrap_err()).collect();
+        let mut errors: Vec<NotMcp> = hostile
+            .iter()
+            .map(|b| read_body(b.as_bytes(), ReadOptions::default()).unwrap_err())
+            .collect();
         // Argument keys that fold together reach the summary too (when params are captured).
-        let twins = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\",\
+        let twins =
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\",\
                      \"arguments\":{\"a\\\" forged=\\\"1\":1,\"A\\\" forged=\\\"1\":2}}}";
-        errors.push(read_body(twins.as_bytes(), ReadOptions { capture_params: true }).unwrap_err());
-        assert!(matches!(errors.last(), Some(NotMcp::FoldedTwins { .. })), "{:?}", errors.last());
-        errors.push(NotMcp::Encoded { encoding: "gzip\" forged=\"1\\".into() });
+        errors.push(
+            read_body(
+                twins.as_bytes(),
+                ReadOptions {
+                    capture_params: true,
+                },
+            )
+            .unwrap_err(),
+        );
+        assert!(
+            matches!(errors.last(), Some(NotMcp::FoldedTwins { .. })),
+            "{:?}",
+            errors.last()
+        );
+        errors.push(NotMcp::Encoded {
+            encoding: "gzip\" forged=\"1\\".into(),
+        });
         for e in errors {
             let d = Decision {
-                verdict: Verdict::Deny(DenyReason::NoRuleMatched { level: Level::Gateway, policies: 1 }),
+                verdict: Verdict::Deny(DenyReason::NoRuleMatched {
+                    level: Level::Gateway,
+                    policies: 1,
+                }),
                 under_policy: true,
                 message: None,
                 gateway_rule: None,

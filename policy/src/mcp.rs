@@ -104,15 +104,18 @@ impl<'a> McpMessage<'a> {
     /// such. None for other methods.
     pub fn listen_subscribes(&self) -> impl Iterator<Item = McpMessage<'_>> + '_ {
         let listen = self.method.as_deref() == Some("subscriptions/listen");
-        self.subscriptions.iter().filter(move |_| listen).map(move |uri| McpMessage {
-            method: Some(Cow::Borrowed("resources/subscribe")),
-            id: self.id,
-            name: None,
-            uri: Some(Cow::Borrowed(uri.as_ref())),
-            subscriptions: Vec::new(),
-            protocol_version: None,
-            params: None,
-        })
+        self.subscriptions
+            .iter()
+            .filter(move |_| listen)
+            .map(move |uri| McpMessage {
+                method: Some(Cow::Borrowed("resources/subscribe")),
+                id: self.id,
+                name: None,
+                uri: Some(Cow::Borrowed(uri.as_ref())),
+                subscriptions: Vec::new(),
+                protocol_version: None,
+                params: None,
+            })
     }
 
     pub fn kind(&self) -> MessageKind {
@@ -128,7 +131,10 @@ impl<'a> McpMessage<'a> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NotMcp {
     #[error("invalid JSON at byte {offset}: expected {expected}")]
-    InvalidJson { offset: usize, expected: &'static str },
+    InvalidJson {
+        offset: usize,
+        expected: &'static str,
+    },
     #[error("JSON ends early: expected {expected}")]
     UnexpectedEnd { expected: &'static str },
     #[error("invalid UTF-8 at byte {offset}")]
@@ -144,8 +150,15 @@ pub enum NotMcp {
     /// A message or `params` key that is one of the fields the reader extracts under the case
     /// folding of Go's `encoding/json` (and other case-insensitive decoders), without being it
     /// exactly: such a server would read it as that field, this reader would not.
-    #[error("key {} at byte {offset} reads as '{field}' to case-insensitive JSON decoders", crate::log_safe::Quoted(key))]
-    FoldedKey { key: String, field: &'static str, offset: usize },
+    #[error(
+        "key {} at byte {offset} reads as '{field}' to case-insensitive JSON decoders",
+        crate::log_safe::Quoted(key)
+    )]
+    FoldedKey {
+        key: String,
+        field: &'static str,
+        offset: usize,
+    },
     /// A key holding U+0000 (only possible escaped: `"name\u0000"`). A decoder that ends strings at
     /// NUL (C libraries, and what a server hands them) reads it as the key before the NUL, so it is
     /// a second `name` to such a server and another key to this reader.
@@ -159,10 +172,17 @@ pub enum NotMcp {
         crate::log_safe::Quoted(key),
         crate::log_safe::Quoted(twin)
     )]
-    FoldedTwins { key: String, twin: String, offset: usize },
+    FoldedTwins {
+        key: String,
+        twin: String,
+        offset: usize,
+    },
     /// A captured `params` a JSON library cannot decode although it is valid JSON (a number beyond a
     /// double's range, `1e400`): what CEL rules and authorizers would see of it is not what was sent.
-    #[error("params at byte {offset} cannot be decoded: {}", crate::log_safe::Quoted(reason))]
+    #[error(
+        "params at byte {offset} cannot be decoded: {}",
+        crate::log_safe::Quoted(reason)
+    )]
     ParamsUndecodable { reason: String, offset: usize },
     #[error("nesting deeper than 64 at byte {offset}")]
     TooDeep { offset: usize },
@@ -186,7 +206,10 @@ pub enum NotMcp {
     #[error("empty body")]
     EmptyBody,
     /// Classified by the filter before reading: the body is compressed or otherwise encoded.
-    #[error("body is encoded ({}); only identity is read", crate::log_safe::Quoted(encoding))]
+    #[error(
+        "body is encoded ({}); only identity is read",
+        crate::log_safe::Quoted(encoding)
+    )]
     Encoded { encoding: String },
     /// Classified by the filter before reading: a GET or DELETE that carries a body (its headers do
     /// not end the stream). The body is not read, so this is not the base protocol's stream (GET)
@@ -212,7 +235,10 @@ pub struct ReadScratch {
 impl Default for ReadScratch {
     /// Room for the usual body: 8 levels, 16 keys.
     fn default() -> Self {
-        ReadScratch { frames: Vec::with_capacity(8), keys: Vec::with_capacity(16) }
+        ReadScratch {
+            frames: Vec::with_capacity(8),
+            keys: Vec::with_capacity(16),
+        }
     }
 }
 
@@ -221,11 +247,17 @@ impl Default for ReadScratch {
 const SCRATCH_KEYS: usize = 1024;
 
 /// [`read_body`] with `scratch`'s vectors, given back for the next read.
-pub fn read_body_with<'b>(body: &'b [u8], opts: ReadOptions, scratch: &mut ReadScratch) -> Result<McpBody<'b>, NotMcp> {
+pub fn read_body_with<'b>(
+    body: &'b [u8],
+    opts: ReadOptions,
+    scratch: &mut ReadScratch,
+) -> Result<McpBody<'b>, NotMcp> {
     // JSON text is UTF-8 everywhere (outside strings every byte must be ASCII anyway), so validating
     // the whole body once up front is equivalent to validating string spans, and lets every later
     // slice be a `&str`.
-    let text = std::str::from_utf8(body).map_err(|e| NotMcp::InvalidUtf8 { offset: e.valid_up_to() })?;
+    let text = std::str::from_utf8(body).map_err(|e| NotMcp::InvalidUtf8 {
+        offset: e.valid_up_to(),
+    })?;
     Parser::new(text, opts, scratch).run()
 }
 

@@ -121,7 +121,11 @@ impl Default for PlanSettings {
 #[serde(deny_unknown_fields)]
 pub struct LevelPlan {
     /// The level's ExternalAuth policy (at most one is accepted per target), run before `allow`.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "externalAuth")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "externalAuth"
+    )]
     pub external_auth: Option<ExternalAuthPlan>,
     /// Allow policies in evaluation order. Empty = the level places no restriction.
     #[serde(default, deserialize_with = "exact_vec")]
@@ -135,7 +139,8 @@ impl LevelPlan {
 
     /// Whether a dry-run policy is at this level.
     pub fn has_dry_run(&self) -> bool {
-        self.external_auth.as_ref().is_some_and(|ea| ea.dry_run) || self.allow.iter().any(|p| p.dry_run)
+        self.external_auth.as_ref().is_some_and(|ea| ea.dry_run)
+            || self.allow.iter().any(|p| p.dry_run)
     }
 
     /// The level as enforced: without its dry-run policies.
@@ -181,7 +186,11 @@ pub struct AuthorizerPlan {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_headers: Vec<String>,
     /// Up to this many bytes of a buffered (JSON POST) body are sent; 0 = none.
-    #[serde(default, skip_serializing_if = "is_zero", deserialize_with = "whole::u32")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_zero",
+        deserialize_with = "whole::u32"
+    )]
     pub forward_body_bytes: u32,
 }
 
@@ -258,7 +267,11 @@ pub struct HttpMatch {
     #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "serverNames")]
     pub server_names: Vec<HostMatch>,
     /// Listener ports.
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "whole::u16_vec")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "whole::u16_vec"
+    )]
     pub ports: Vec<u16>,
 }
 
@@ -319,7 +332,11 @@ pub struct McpMatch {
     pub base_protocol: bool,
     /// OR-ed. Empty with `base_protocol` false = the rule places no MCP restriction (compiles to
     /// `mcp: None` instead).
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "exact_vec")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "exact_vec"
+    )]
     pub methods: Vec<McpMethodMatch>,
 }
 
@@ -329,7 +346,11 @@ pub struct McpMethodMatch {
     pub method: MethodPattern,
     /// `params.name` (tools/call, prompts/get) or `params.uri` (resources/*) must equal one of
     /// these. Empty = any.
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "exact_vec")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "exact_vec"
+    )]
     pub params: Vec<String>,
 }
 
@@ -387,14 +408,19 @@ mod whole {
     }
 
     pub fn u16_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u16>, D::Error> {
-        Vec::<Number>::deserialize(d)?.into_iter().map(convert).collect()
+        Vec::<Number>::deserialize(d)?
+            .into_iter()
+            .map(convert)
+            .collect()
     }
 }
 
 /// A vector without spare capacity, grown at most rarely. serde grows vectors by doubling from 4
 /// elements and a plan is mostly short vectors: a third of a loaded plan's memory was spare capacity
 /// and every growth a reallocation (memory is slow to grow in a Wasm VM). Same errors as `Vec`'s.
-fn exact_vec<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+fn exact_vec<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
     struct Exact<T>(std::marker::PhantomData<T>);
     impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Exact<T> {
         type Value = Vec<T>;
@@ -403,7 +429,7 @@ fn exact_vec<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Res
         }
         fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
             // Room for 256 bytes of elements to start with: most vectors then never grow.
-            let mut v = Vec::with_capacity(256 / std::mem::size_of::<T>().max(1));
+            let mut v = Vec::with_capacity(256 / size_of::<T>().max(1));
             while let Some(x) = seq.next_element()? {
                 v.push(x);
             }

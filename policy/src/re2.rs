@@ -33,9 +33,10 @@
 
 use regex::Regex;
 use regex_syntax::ast::{
-    self, parse::ParserBuilder, print::Printer, Ast, ClassBracketed, ClassPerl, ClassPerlKind, ClassSet, ClassSetItem,
-    ClassSetRange, ClassSetUnion, ClassUnicode, ClassUnicodeKind, Flag, Flags, FlagsItem, FlagsItemKind, Group, GroupKind,
-    HexLiteralKind, Literal, LiteralKind, RepetitionKind, RepetitionRange, Span,
+    self, parse::ParserBuilder, print::Printer, Ast, ClassBracketed, ClassPerl, ClassPerlKind,
+    ClassSet, ClassSetItem, ClassSetRange, ClassSetUnion, ClassUnicode, ClassUnicodeKind, Flag,
+    Flags, FlagsItem, FlagsItemKind, Group, GroupKind, HexLiteralKind, Literal, LiteralKind,
+    RepetitionKind, RepetitionRange, Span,
 };
 
 /// RE2's limit on a repetition count, and on the product of nested counted repetitions.
@@ -53,11 +54,21 @@ use names::{CATEGORIES, SCRIPTS};
 pub fn full_match_regex(expr: &str) -> Result<Regex, String> {
     let fail = |reason: String| format!("invalid regular expression {expr:?}: {reason}");
     let rewritten = to_rust_syntax(expr).map_err(fail)?;
-    regex::RegexBuilder::new(&format!("^(?:{rewritten})$")).size_limit(SIZE_LIMIT).build().map_err(|e| {
-        // The parser's message spans lines and shows our ^(?:...)$ wrapper: keep its last line.
-        let text = e.to_string();
-        fail(text.lines().last().unwrap_or("").trim().trim_start_matches("error: ").to_string())
-    })
+    regex::RegexBuilder::new(&format!("^(?:{rewritten})$"))
+        .size_limit(SIZE_LIMIT)
+        .build()
+        .map_err(|e| {
+            // The parser's message spans lines and shows our ^(?:...)$ wrapper: keep its last line.
+            let text = e.to_string();
+            fail(
+                text.lines()
+                    .last()
+                    .unwrap_or("")
+                    .trim()
+                    .trim_start_matches("error: ")
+                    .to_string(),
+            )
+        })
 }
 
 /// Checks `expr` against RE2's grammar and returns the equivalent expression in the Rust
@@ -75,7 +86,9 @@ pub fn to_rust_syntax(expr: &str) -> Result<String, String> {
     })?;
     Walker { src: expr }.ast(&mut ast, MAX_REPEAT)?;
     let mut out = String::new();
-    Printer::new().print(&ast, &mut out).map_err(|_| "cannot print the expression".to_string())?;
+    Printer::new()
+        .print(&ast, &mut out)
+        .map_err(|_| "cannot print the expression".to_string())?;
     Ok(out)
 }
 
@@ -85,7 +98,9 @@ struct Walker<'a> {
 
 impl Walker<'_> {
     fn text(&self, span: &Span) -> &str {
-        self.src.get(span.start.offset..span.end.offset).unwrap_or("")
+        self.src
+            .get(span.start.offset..span.end.offset)
+            .unwrap_or("")
     }
 
     /// `budget`: what is left of RE2's 1000 after dividing by the enclosing counted repetitions.
@@ -107,8 +122,14 @@ impl Walker<'_> {
                             kind: GroupKind::NonCapturing(Flags {
                                 span,
                                 items: vec![
-                                    FlagsItem { span, kind: FlagsItemKind::Negation },
-                                    FlagsItem { span, kind: FlagsItemKind::Flag(Flag::Unicode) },
+                                    FlagsItem {
+                                        span,
+                                        kind: FlagsItemKind::Negation,
+                                    },
+                                    FlagsItem {
+                                        span,
+                                        kind: FlagsItemKind::Flag(Flag::Unicode),
+                                    },
                                 ],
                             }),
                             ast: Box::new(inner),
@@ -117,7 +138,11 @@ impl Walker<'_> {
                     }
                     _ => {
                         let text = self.text(&a.span);
-                        let re2 = if text.starts_with(r"\b") { r"\b then literal text" } else { "a literal < or >" };
+                        let re2 = if text.starts_with(r"\b") {
+                            r"\b then literal text"
+                        } else {
+                            "a literal < or >"
+                        };
                         Err(format!("{text} is ambiguous: RE2 reads it as {re2}, the Rust engine as a word boundary"))
                     }
                 }
@@ -155,7 +180,9 @@ impl Walker<'_> {
                     };
                     let count = min.max(max.unwrap_or(0));
                     if count > MAX_REPEAT {
-                        return Err(format!("repetition count {count} exceeds RE2's limit of {MAX_REPEAT}"));
+                        return Err(format!(
+                            "repetition count {count} exceeds RE2's limit of {MAX_REPEAT}"
+                        ));
                     }
                     // RE2's RepetitionWalker: divide by each nested count (max, or min when unbounded).
                     if let Some(left) = budget.checked_div(max.unwrap_or(min)) {
@@ -172,7 +199,10 @@ impl Walker<'_> {
                     GroupKind::CaptureIndex(_) => {}
                     GroupKind::CaptureName { name, .. } => {
                         if !name.name.chars().all(|c| c == '_' || c.is_alphanumeric()) {
-                            return Err(format!("invalid group name {:?}: RE2 allows only word characters", name.name));
+                            return Err(format!(
+                                "invalid group name {:?}: RE2 allows only word characters",
+                                name.name
+                            ));
                         }
                     }
                     GroupKind::NonCapturing(flags) => self.flags(flags)?,
@@ -186,8 +216,13 @@ impl Walker<'_> {
 
     fn flags(&self, flags: &Flags) -> Result<(), String> {
         for item in &flags.items {
-            if let FlagsItemKind::Flag(Flag::Unicode | Flag::CRLF | Flag::IgnoreWhitespace) = item.kind {
-                return Err(format!("flag {:?} is not RE2 syntax (RE2 has only i, m, s and U)", self.text(&item.span)));
+            if let FlagsItemKind::Flag(Flag::Unicode | Flag::CRLF | Flag::IgnoreWhitespace) =
+                item.kind
+            {
+                return Err(format!(
+                    "flag {:?} is not RE2 syntax (RE2 has only i, m, s and U)",
+                    self.text(&item.span)
+                ));
             }
         }
         Ok(())
@@ -195,14 +230,19 @@ impl Walker<'_> {
 
     fn literal(&self, lit: &mut Literal) -> Result<(), String> {
         match lit.kind {
-            LiteralKind::HexFixed(HexLiteralKind::X) | LiteralKind::HexBrace(HexLiteralKind::X) => Ok(()),
-            LiteralKind::HexFixed(_) | LiteralKind::HexBrace(_) => {
-                Err(format!(r"{} is not RE2 syntax: write \x{{...}}", self.text(&lit.span)))
+            LiteralKind::HexFixed(HexLiteralKind::X) | LiteralKind::HexBrace(HexLiteralKind::X) => {
+                Ok(())
             }
+            LiteralKind::HexFixed(_) | LiteralKind::HexBrace(_) => Err(format!(
+                r"{} is not RE2 syntax: write \x{{...}}",
+                self.text(&lit.span)
+            )),
             LiteralKind::Octal => {
                 let text = self.text(&lit.span);
                 if text.len() == 2 && !text.ends_with('0') {
-                    return Err(format!("{text}: back-references are not supported (RE2 rejects them)"));
+                    return Err(format!(
+                        "{text}: back-references are not supported (RE2 rejects them)"
+                    ));
                 }
                 // RE2 reads \0, \0NN and \NNN (first digit 1-7) as octal, as the Rust parser does
                 // with octal on; print it in hex, which the final (non-octal) parse accepts.
@@ -227,8 +267,14 @@ impl Walker<'_> {
             ClassUnicodeKind::Named(n) => n.clone(),
             ClassUnicodeKind::NamedValue { .. } => String::new(),
         };
-        if !(name == "Any" || CATEGORIES.contains(&name.as_str()) || SCRIPTS.contains(&name.as_str())) {
-            return Err(format!("{} is not a Unicode class RE2 knows", self.text(&u.span)));
+        if !(name == "Any"
+            || CATEGORIES.contains(&name.as_str())
+            || SCRIPTS.contains(&name.as_str()))
+        {
+            return Err(format!(
+                "{} is not a Unicode class RE2 knows",
+                self.text(&u.span)
+            ));
         }
         let span = u.span;
         let items: Vec<ClassSetItem> = match name.as_str() {
@@ -237,18 +283,33 @@ impl Walker<'_> {
             "C" => ["Cc", "Cf", "Co"]
                 .iter()
                 .map(|n| {
-                    ClassSetItem::Unicode(ClassUnicode { span, negated: false, kind: ClassUnicodeKind::Named(n.to_string()) })
+                    ClassSetItem::Unicode(ClassUnicode {
+                        span,
+                        negated: false,
+                        kind: ClassUnicodeKind::Named(n.to_string()),
+                    })
                 })
                 .collect(),
             // Surrogates: the Rust parser has no such class; it matches no char. Write it as
             // "not any char" (negated below).
             "Cs" => {
-                let lit = |c: char| Literal { span, kind: LiteralKind::HexBrace(HexLiteralKind::X), c };
-                let all = ClassSetItem::Range(ClassSetRange { span, start: lit('\0'), end: lit(char::MAX) });
+                let lit = |c: char| Literal {
+                    span,
+                    kind: LiteralKind::HexBrace(HexLiteralKind::X),
+                    c,
+                };
+                let all = ClassSetItem::Range(ClassSetRange {
+                    span,
+                    start: lit('\0'),
+                    end: lit(char::MAX),
+                });
                 return Ok(Some(ClassBracketed {
                     span,
                     negated: !u.is_negated(),
-                    kind: ClassSet::Item(ClassSetItem::Union(ClassSetUnion { span, items: vec![all] })),
+                    kind: ClassSet::Item(ClassSetItem::Union(ClassSetUnion {
+                        span,
+                        items: vec![all],
+                    })),
                 }));
             }
             _ => return Ok(None),
@@ -300,15 +361,38 @@ impl Walker<'_> {
 /// RE2's ASCII `\d`, `\w`, `\s` (and negations) as an explicit class.
 fn perl_class(p: &ClassPerl) -> ClassBracketed {
     let span = p.span;
-    let lit = |c: char| Literal { span, kind: LiteralKind::HexBrace(HexLiteralKind::X), c };
-    let range = |a: char, b: char| ClassSetItem::Range(ClassSetRange { span, start: lit(a), end: lit(b) });
+    let lit = |c: char| Literal {
+        span,
+        kind: LiteralKind::HexBrace(HexLiteralKind::X),
+        c,
+    };
+    let range = |a: char, b: char| {
+        ClassSetItem::Range(ClassSetRange {
+            span,
+            start: lit(a),
+            end: lit(b),
+        })
+    };
     let items = match p.kind {
         ClassPerlKind::Digit => vec![range('0', '9')],
-        ClassPerlKind::Word => vec![range('0', '9'), range('A', 'Z'), range('a', 'z'), ClassSetItem::Literal(lit('_'))],
+        ClassPerlKind::Word => vec![
+            range('0', '9'),
+            range('A', 'Z'),
+            range('a', 'z'),
+            ClassSetItem::Literal(lit('_')),
+        ],
         // \t \n \f \r and space: no \v, unlike the Rust engine's ASCII \s.
-        ClassPerlKind::Space => vec![range('\t', '\n'), range('\x0C', '\r'), ClassSetItem::Literal(lit(' '))],
+        ClassPerlKind::Space => vec![
+            range('\t', '\n'),
+            range('\x0C', '\r'),
+            ClassSetItem::Literal(lit(' ')),
+        ],
     };
-    ClassBracketed { span, negated: p.negated, kind: ClassSet::Item(ClassSetItem::Union(ClassSetUnion { span, items })) }
+    ClassBracketed {
+        span,
+        negated: p.negated,
+        kind: ClassSet::Item(ClassSetItem::Union(ClassSetUnion { span, items })),
+    }
 }
 
 #[cfg(test)]
@@ -319,7 +403,10 @@ mod tests {
         match full_match_regex(expr) {
             Ok(_) => panic!("{expr:?} accepted"),
             Err(e) => {
-                assert!(e.starts_with(&format!("invalid regular expression {expr:?}: ")), "{e}");
+                assert!(
+                    e.starts_with(&format!("invalid regular expression {expr:?}: ")),
+                    "{e}"
+                );
                 assert!(e.contains(why), "{expr:?}: {e:?} does not say {why:?}");
             }
         }
@@ -333,13 +420,19 @@ mod tests {
     fn rejects_what_re2_rejects() {
         rejects("a)|(b", "unopened group");
         rejects("(a", "unclosed group");
-        rejects("a{1001}", "repetition count 1001 exceeds RE2's limit of 1000");
+        rejects(
+            "a{1001}",
+            "repetition count 1001 exceeds RE2's limit of 1000",
+        );
         rejects("a{5,1001}", "repetition count 1001");
         rejects("a{1001,}", "repetition count 1001");
         rejects("(a{2}){501}", "multiply past RE2's limit of 1000");
         rejects("((a{10}){10}){11}", "multiply past");
         rejects("(a{500}|b){3}", "multiply past");
-        rejects(r"\p{Alphabetic}", r"\p{Alphabetic} is not a Unicode class RE2 knows");
+        rejects(
+            r"\p{Alphabetic}",
+            r"\p{Alphabetic} is not a Unicode class RE2 knows",
+        );
         rejects(r"\p{sc=Greek}", "not a Unicode class RE2 knows");
         rejects(r"\p{Lowercase_Letter}", "not a Unicode class RE2 knows");
         rejects(r"\p{greek}", "not a Unicode class RE2 knows");

@@ -22,17 +22,32 @@ pub fn denial(body: BodyInput<'_, '_>, decision: &Decision<'_>, debug_reasons: b
         return header_mismatch(body, decision, header);
     }
     let request_id = match body {
-        BodyInput::Mcp(mcp) if !mcp.is_batch() => {
-            mcp.messages().first().filter(|m| m.kind() == MessageKind::Request).and_then(|m| m.id)
-        }
+        BodyInput::Mcp(mcp) if !mcp.is_batch() => mcp
+            .messages()
+            .first()
+            .filter(|m| m.kind() == MessageKind::Request)
+            .and_then(|m| m.id),
         _ => None,
     };
-    let data = if debug_reasons { format!(",\"data\":{}", serde_json::Value::String(decision.summary())) } else { String::new() };
+    let data = if debug_reasons {
+        format!(
+            ",\"data\":{}",
+            serde_json::Value::String(decision.summary())
+        )
+    } else {
+        String::new()
+    };
     let error = format!("{{\"code\":403,\"message\":\"{FORBIDDEN_MESSAGE}\"{data}}}");
     match request_id {
         // The id is raw JSON text the reader validated: a string or a number.
-        Some(id) => Reply { status: 200, body: format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{error}}}") },
-        None => Reply { status: 403, body: format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{error}}}") },
+        Some(id) => Reply {
+            status: 200,
+            body: format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{error}}}"),
+        },
+        None => Reply {
+            status: 403,
+            body: format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{error}}}"),
+        },
     }
 }
 
@@ -40,7 +55,11 @@ pub fn denial(body: BodyInput<'_, '_>, decision: &Decision<'_>, debug_reasons: b
 /// -32020, the id of the message that disagreed with the headers (or null).
 fn header_mismatch(body: BodyInput<'_, '_>, decision: &Decision<'_>, header: &str) -> Reply {
     let id = match body {
-        BodyInput::Mcp(mcp) => mcp.messages().get(decision.message.unwrap_or(0)).and_then(|m| m.id).unwrap_or("null"),
+        BodyInput::Mcp(mcp) => mcp
+            .messages()
+            .get(decision.message.unwrap_or(0))
+            .and_then(|m| m.id)
+            .unwrap_or("null"),
         _ => "null",
     };
     Reply {

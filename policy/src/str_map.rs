@@ -55,7 +55,11 @@ impl<V> Default for StrMap<V> {
 impl<V> StrMap<V> {
     /// Room for `keys` keys of `key_bytes` bytes in all.
     pub fn with_capacity(keys: usize, key_bytes: usize) -> Self {
-        let mut map = Self { text: String::with_capacity(key_bytes), entries: Vec::with_capacity(keys), ..Self::default() };
+        let mut map = Self {
+            text: String::with_capacity(key_bytes),
+            entries: Vec::with_capacity(keys),
+            ..Self::default()
+        };
         if keys > 0 {
             map.rehash(2 * keys);
         }
@@ -95,7 +99,11 @@ impl<V> StrMap<V> {
             Ok(index) => index,
             Err(free) => {
                 self.text.push_str(key);
-                self.entries.push(Entry { end: self.text.len(), hash, value: new() });
+                self.entries.push(Entry {
+                    end: self.text.len(),
+                    hash,
+                    value: new(),
+                });
                 if let Some(slot) = self.slots.get_mut(free) {
                     *slot = self.entries.len();
                 }
@@ -123,7 +131,10 @@ impl<V> StrMap<V> {
     }
 
     fn key(&self, index: usize) -> Option<&str> {
-        let start = self.entries.get(index.wrapping_sub(1)).map_or(0, |previous| previous.end);
+        let start = self
+            .entries
+            .get(index.wrapping_sub(1))
+            .map_or(0, |previous| previous.end);
         self.text.get(start..self.entries.get(index)?.end)
     }
 
@@ -143,12 +154,19 @@ impl<V> StrMap<V> {
                 Some(taken) => taken - 1,
             };
             if let Some(entry) = self.entries.get(index).filter(|e| e.hash == hash) {
-                let start = self.entries.get(index.wrapping_sub(1)).map_or(0, |previous| previous.end);
+                let start = self
+                    .entries
+                    .get(index.wrapping_sub(1))
+                    .map_or(0, |previous| previous.end);
                 if self.text.as_bytes().get(start..entry.end) == Some(key) {
                     return Ok(index);
                 }
             }
-            slot = if slot + 1 == self.slots.len() { 0 } else { slot + 1 };
+            slot = if slot + 1 == self.slots.len() {
+                0
+            } else {
+                slot + 1
+            };
         }
     }
 
@@ -183,10 +201,16 @@ mod tests {
     #[test]
     fn agrees_with_a_hash_map() {
         // Keys that are prefixes of one another, the empty key, non-ASCII keys; some repeated.
-        let mut keys: Vec<String> = (0..3000).map(|i| format!("{}{}", "é".repeat(i % 3), i % 1700 / 3)).collect();
+        let mut keys: Vec<String> = (0..3000)
+            .map(|i| format!("{}{}", "é".repeat(i % 3), i % 1700 / 3))
+            .collect();
         keys.insert(1000, String::new());
         keys.push(String::new());
-        for mut map in [StrMap::default(), StrMap::with_capacity(2000, 10_000), StrMap::with_capacity(1, 1)] {
+        for mut map in [
+            StrMap::default(),
+            StrMap::with_capacity(2000, 10_000),
+            StrMap::with_capacity(1, 1),
+        ] {
             let mut reference = HashMap::new();
             for (i, key) in keys.iter().enumerate() {
                 assert_eq!(map.get(key), reference.get(key.as_str()));
@@ -194,7 +218,10 @@ mod tests {
                 *reference.entry(key.as_str()).or_insert(i) += 1;
             }
             for key in &keys {
-                assert_eq!(map.get_key_value(key), reference.get_key_value(key.as_str()).map(|(k, v)| (*k, v)));
+                assert_eq!(
+                    map.get_key_value(key),
+                    reference.get_key_value(key.as_str()).map(|(k, v)| (*k, v))
+                );
             }
             assert_eq!(map.get("absent"), None);
             let mut values: Vec<usize> = map.values_mut().map(|v| *v).collect();

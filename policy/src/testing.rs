@@ -95,14 +95,21 @@ pub struct FakeHost {
 }
 
 pub fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
-    p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    p.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 impl FakeHost {
     /// A JSON POST of `body` to `/mcp` on listener port 8443, routed to `cluster`.
     pub fn post(body: &[u8], cluster: Option<&str>) -> Self {
         FakeHost {
-            headers: pairs(&[(":method", "POST"), (":path", "/mcp"), (":authority", "gw"), ("content-type", "application/json")]),
+            headers: pairs(&[
+                (":method", "POST"),
+                (":path", "/mcp"),
+                (":authority", "gw"),
+                ("content-type", "application/json"),
+            ]),
             body: body.to_vec(),
             cluster: cluster.map(str::to_string),
             port: 8443,
@@ -147,14 +154,19 @@ impl FakeHost {
     /// The CheckRequest of the `i`th call (a gRPC call).
     pub fn check_request(&self, i: usize) -> CheckRequest {
         match &self.calls[i] {
-            Made::Grpc { message, .. } => CheckRequest::decode(message.as_slice()).expect("a CheckRequest"),
+            Made::Grpc { message, .. } => {
+                CheckRequest::decode(message.as_slice()).expect("a CheckRequest")
+            }
             other => panic!("not gRPC: {other:?}"),
         }
     }
 
     /// Requests allowed (counted `allow` or `allow_no_policy`).
     pub fn allows(&self) -> usize {
-        self.counts.iter().filter(|c| matches!(c, Counter::Allow | Counter::AllowNoPolicy)).count()
+        self.counts
+            .iter()
+            .filter(|c| matches!(c, Counter::Allow | Counter::AllowNoPolicy))
+            .count()
     }
 
     /// Requests denied by a decision (authorizer failures are counted besides the decision).
@@ -208,7 +220,11 @@ impl Host for FakeHost {
     }
 
     fn request_headers(&mut self) -> Option<Vec<u8>> {
-        let p: Vec<(&str, &str)> = self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let p: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         Some(serialize_map(&p))
     }
 
@@ -218,9 +234,11 @@ impl Host for FakeHost {
             Property::ClusterName => self.cluster.clone().map(String::into_bytes),
             Property::RequestedServerName => self.server_name.clone().map(String::into_bytes),
             Property::DestinationPort => Some(self.port.to_le_bytes().to_vec()),
-            Property::RequestProtocol => {
-                Some(if self.protocol.is_empty() { b"HTTP/1.1".to_vec() } else { self.protocol.clone().into_bytes() })
-            }
+            Property::RequestProtocol => Some(if self.protocol.is_empty() {
+                b"HTTP/1.1".to_vec()
+            } else {
+                self.protocol.clone().into_bytes()
+            }),
         }
     }
 
@@ -234,7 +252,12 @@ impl Host for FakeHost {
 
     fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool {
         assert!((200..600).contains(&status), "reply status {status}");
-        assert!(headers.iter().all(|(n, v)| !n.is_empty() && !v.contains(['\r', '\n'])), "reply headers {headers:?}");
+        assert!(
+            headers
+                .iter()
+                .all(|(n, v)| !n.is_empty() && !v.contains(['\r', '\n'])),
+            "reply headers {headers:?}"
+        );
         self.replies.push((status, pairs(headers), body.to_vec()));
         true
     }
@@ -249,16 +272,45 @@ impl Host for FakeHost {
         }
         let token = FIRST_TOKEN + self.calls.len() as u32;
         self.calls.push(match *callout {
-            Callout::Grpc { cluster, upstream, service, method, message, timeout_ms } => {
+            Callout::Grpc {
+                cluster,
+                upstream,
+                service,
+                method,
+                message,
+                timeout_ms,
+            } => {
                 assert!(timeout_ms > 0);
-                assert_eq!((service, method), ("envoy.service.auth.v3.Authorization", "Check"));
-                let grpc = GrpcService::decode(upstream).expect("a GrpcService").envoy_grpc.expect("an EnvoyGrpc");
+                assert_eq!(
+                    (service, method),
+                    ("envoy.service.auth.v3.Authorization", "Check")
+                );
+                let grpc = GrpcService::decode(upstream)
+                    .expect("a GrpcService")
+                    .envoy_grpc
+                    .expect("an EnvoyGrpc");
                 assert_eq!(grpc.cluster_name, cluster);
-                Made::Grpc { token, cluster: cluster.into(), authority: grpc.authority, message: message.to_vec(), timeout_ms }
+                Made::Grpc {
+                    token,
+                    cluster: cluster.into(),
+                    authority: grpc.authority,
+                    message: message.to_vec(),
+                    timeout_ms,
+                }
             }
-            Callout::Http { cluster, headers, body, timeout_ms } => {
+            Callout::Http {
+                cluster,
+                headers,
+                body,
+                timeout_ms,
+            } => {
                 assert!(timeout_ms > 0);
-                Made::Http { token, cluster: cluster.into(), headers: pairs(headers), body: body.to_vec() }
+                Made::Http {
+                    token,
+                    cluster: cluster.into(),
+                    headers: pairs(headers),
+                    body: body.to_vec(),
+                }
             }
         });
         Some(token)
@@ -293,7 +345,10 @@ impl Host for FakeHost {
     }
 
     fn response_header(&mut self, lower_name: &str) -> Option<String> {
-        self.response_headers.iter().find(|(k, _)| k == lower_name).map(|(_, v)| v.clone())
+        self.response_headers
+            .iter()
+            .find(|(k, _)| k == lower_name)
+            .map(|(_, v)| v.clone())
     }
 
     fn remove_response_header(&mut self, name: &str) {
@@ -301,7 +356,11 @@ impl Host for FakeHost {
     }
 
     fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
-        Some(self.response_body.get(..size.min(self.response_body.len()))?.to_vec())
+        Some(
+            self.response_body
+                .get(..size.min(self.response_body.len()))?
+                .to_vec(),
+        )
     }
 
     fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool {
@@ -325,7 +384,10 @@ impl RootHost for FakeHost {
     }
 
     fn shared_get(&mut self, key: &str) -> Option<Vec<u8>> {
-        self.shared.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+        self.shared
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
     }
 
     fn shared_set(&mut self, key: &str, value: &[u8]) {

@@ -46,7 +46,17 @@ enum J {
     Obj(Vec<(String, J)>),
 }
 
-const NUMBERS: [&str; 9] = ["0", "1", "-1", "7", "1.5e3", "-0.0", "12345678901234567890", "1E-2", "3.25"];
+const NUMBERS: [&str; 9] = [
+    "0",
+    "1",
+    "-1",
+    "7",
+    "1.5e3",
+    "-0.0",
+    "12345678901234567890",
+    "1E-2",
+    "3.25",
+];
 const TEXT: [&str; 12] = [
     "get-sum",
     "echo",
@@ -71,16 +81,26 @@ fn text(rng: &mut Rng) -> String {
 }
 
 fn value(rng: &mut Rng, depth: usize) -> J {
-    match if depth > 4 { rng.below(4) } else { rng.below(6) } {
+    match if depth > 4 {
+        rng.below(4)
+    } else {
+        rng.below(6)
+    } {
         0 => J::Null,
         1 => J::Bool(rng.one_in(2)),
         2 => J::Num(rng.word(&NUMBERS)),
         3 => J::Str(text(rng)),
         4 => J::Arr((0..rng.below(4)).map(|_| value(rng, depth + 1)).collect()),
         _ => {
-            let mut keys: Vec<String> = (0..rng.below(4)).map(|i| format!("{}{i}", text(rng))).collect();
+            let mut keys: Vec<String> = (0..rng.below(4))
+                .map(|i| format!("{}{i}", text(rng)))
+                .collect();
             keys.dedup();
-            J::Obj(keys.into_iter().map(|k| (k, value(rng, depth + 1))).collect())
+            J::Obj(
+                keys.into_iter()
+                    .map(|k| (k, value(rng, depth + 1)))
+                    .collect(),
+            )
         }
     }
 }
@@ -112,7 +132,15 @@ fn string(rng: &mut Rng, s: &str, out: &mut String) {
                 _ => {
                     let mut units = [0u16; 2];
                     for u in c.encode_utf16(&mut units) {
-                        let _ = write!(out, "{}", if rng.one_in(2) { format!("\\u{:04x}", u) } else { format!("\\u{:04X}", u) });
+                        let _ = write!(
+                            out,
+                            "{}",
+                            if rng.one_in(2) {
+                                format!("\\u{:04x}", u)
+                            } else {
+                                format!("\\u{:04X}", u)
+                            }
+                        );
                     }
                 }
             }
@@ -201,7 +229,10 @@ fn message(rng: &mut Rng) -> (J, Result<Expected, Vec<&'static str>>) {
         4 | 5 => Some(J::Str(text(rng))),
         6 => {
             why.push("id of a wrong type");
-            Some(rng.pick(&[J::Bool(true), J::Arr(vec![]), J::Obj(vec![])]).clone())
+            Some(
+                rng.pick(&[J::Bool(true), J::Arr(vec![]), J::Obj(vec![])])
+                    .clone(),
+            )
         }
         _ => Some(J::Num("1")),
     };
@@ -215,7 +246,8 @@ fn message(rng: &mut Rng) -> (J, Result<Expected, Vec<&'static str>>) {
         let m = if rng.one_in(3) {
             text(rng)
         } else {
-            rng.pick(&["tools/call", "resources/read", "prompts/get", "ping"]).to_string()
+            rng.pick(&["tools/call", "resources/read", "prompts/get", "ping"])
+                .to_string()
         };
         fields.push(("method".into(), J::Str(m.clone())));
         Some(m)
@@ -266,18 +298,32 @@ fn message(rng: &mut Rng) -> (J, Result<Expected, Vec<&'static str>>) {
     }
     // A key holding U+0000 anywhere (generated text includes it): a second key to the reader, the
     // key before the NUL to a decoder that ends strings there.
-    if fields.iter().any(|(k, v)| k.contains('\0') || has_nul_key(v)) {
+    if fields
+        .iter()
+        .any(|(k, v)| k.contains('\0') || has_nul_key(v))
+    {
         why.push("key with U+0000");
     }
     shuffle(rng, &mut fields);
-    let expected = if why.is_empty() { Ok(Expected { method, id, name, uri }) } else { Err(why) };
+    let expected = if why.is_empty() {
+        Ok(Expected {
+            method,
+            id,
+            name,
+            uri,
+        })
+    } else {
+        Err(why)
+    };
     (J::Obj(fields), expected)
 }
 
 fn has_nul_key(j: &J) -> bool {
     match j {
         J::Arr(items) => items.iter().any(has_nul_key),
-        J::Obj(fields) => fields.iter().any(|(k, v)| k.contains('\0') || has_nul_key(v)),
+        J::Obj(fields) => fields
+            .iter()
+            .any(|(k, v)| k.contains('\0') || has_nul_key(v)),
         _ => false,
     }
 }
@@ -294,7 +340,9 @@ fn parse_id(raw: &str) -> J {
         serde_json::Value::Null => J::Null,
         serde_json::Value::String(s) => J::Str(s),
         // The raw text is the literal as written.
-        serde_json::Value::Number(_) => J::Num(NUMBERS.iter().find(|n| **n == raw).copied().unwrap_or("?")),
+        serde_json::Value::Number(_) => {
+            J::Num(NUMBERS.iter().find(|n| **n == raw).copied().unwrap_or("?"))
+        }
         other => panic!("id {other}"),
     }
 }
@@ -329,8 +377,15 @@ fn reader_agrees_with_the_generator_and_refuses_what_decoders_read_differently()
         ws(&mut rng, &mut body);
         let got = read_body(body.as_bytes(), ReadOptions::default());
         let mut why: Vec<&str> = vec![];
-        let expected: Vec<Expected> = expected.into_iter().filter_map(|e| e.map_err(|w| why.extend(w)).ok()).collect();
-        let expected = if why.is_empty() { Ok(expected) } else { Err(why) };
+        let expected: Vec<Expected> = expected
+            .into_iter()
+            .filter_map(|e| e.map_err(|w| why.extend(w)).ok())
+            .collect();
+        let expected = if why.is_empty() {
+            Ok(expected)
+        } else {
+            Err(why)
+        };
         match (got, expected) {
             (Ok(b), Ok(expected)) => {
                 assert_eq!(b.is_batch(), batch, "{body}");
@@ -350,18 +405,29 @@ fn reader_agrees_with_the_generator_and_refuses_what_decoders_read_differently()
             (Err(e), Err(why)) => {
                 // Refused; when case variants are all that is wrong, as what they are.
                 if why.iter().all(|w| w.starts_with("case variant")) {
-                    assert!(matches!(e, NotMcp::FoldedKey { .. }), "{why:?}: {e:?} for {body}");
+                    assert!(
+                        matches!(e, NotMcp::FoldedKey { .. }),
+                        "{why:?}: {e:?} for {body}"
+                    );
                 }
                 refused += 1;
             }
             (Ok(b), Err(why)) => panic!("{why:?}, yet read as {:?}: {body}", messages(&b)),
-            (Err(e), Ok(expected)) => panic!("refused ({e}) a valid body read as {expected:?}: {body}"),
+            (Err(e), Ok(expected)) => {
+                panic!("refused ({e}) a valid body read as {expected:?}: {body}")
+            }
         }
     }
     // Both sides exercised.
-    assert!(agreed > 5_000 && refused > 2_000, "agreed {agreed}, refused {refused}");
+    assert!(
+        agreed > 5_000 && refused > 2_000,
+        "agreed {agreed}, refused {refused}"
+    );
 }
 
 fn messages<'a>(b: &'a McpBody<'a>) -> Vec<(Option<&'a str>, Option<&'a str>)> {
-    b.messages().iter().map(|m| (m.method.as_deref(), m.name.as_deref())).collect()
+    b.messages()
+        .iter()
+        .map(|m| (m.method.as_deref(), m.name.as_deref()))
+        .collect()
 }

@@ -26,16 +26,30 @@ fn serde_yaml_like(json: &str) -> AccessPolicySpec {
 
 fn plan(gateway: Vec<PolicyPlan>, backends: Vec<(&str, Vec<PolicyPlan>)>) -> Evaluator {
     let mut p = CompiledPlan::empty("default/gw/http");
-    p.gateway = LevelPlan { allow: gateway, ..Default::default() };
+    p.gateway = LevelPlan {
+        allow: gateway,
+        ..Default::default()
+    };
     for (cluster, allow) in backends {
-        p.backends.insert(cluster.to_string(), LevelPlan { allow, ..Default::default() });
+        p.backends.insert(
+            cluster.to_string(),
+            LevelPlan {
+                allow,
+                ..Default::default()
+            },
+        );
     }
     // Round-trip through JSON with a hash, as the filter receives it.
     let json = serde_json::to_vec(&p.seal()).unwrap();
     Evaluator::load(&json).expect("plan loads")
 }
 
-fn msg<'a>(method: &'a str, id: Option<&'a str>, name: Option<&'a str>, uri: Option<&'a str>) -> McpMessage<'a> {
+fn msg<'a>(
+    method: &'a str,
+    id: Option<&'a str>,
+    name: Option<&'a str>,
+    uri: Option<&'a str>,
+) -> McpMessage<'a> {
     McpMessage {
         method: Some(Cow::Borrowed(method)),
         id,
@@ -62,7 +76,14 @@ struct Req {
 
 impl Req {
     fn post(principal: Option<&'static str>) -> Self {
-        Req { method: "POST", path: "/mcp", authority: "gw.example.com", port: 8443, headers: vec![], principal }
+        Req {
+            method: "POST",
+            path: "/mcp",
+            authority: "gw.example.com",
+            port: 8443,
+            headers: vec![],
+            principal,
+        }
     }
     fn http(&self) -> HttpRequest<'_> {
         HttpRequest {
@@ -81,7 +102,9 @@ impl Req {
 
 fn decide(ev: &Evaluator, cluster: Option<&str>, req: &Req, m: McpMessage<'_>) -> Verdict {
     let body = McpBody::Single(m);
-    ev.route(cluster).decide(&req.http(), BodyInput::Mcp(&body)).verdict
+    ev.route(cluster)
+        .decide(&req.http(), BodyInput::Mcp(&body))
+        .verdict
 }
 
 fn allowed(ev: &Evaluator, req: &Req, m: McpMessage<'_>) -> bool {
@@ -108,9 +131,22 @@ fn service_account_source_and_tool_params() {
     assert!(!allowed(&ev, &Req::post(Some(B)), call("get-sum")));
     assert!(!allowed(&ev, &Req::post(None), call("get-sum")));
     // The same principal spelled in another case is another principal.
-    assert!(!allowed(&ev, &Req::post(Some("spiffe://cluster.local/ns/default/sa/A")), call("get-sum")));
-    let d = ev.route(None).decide(&Req::post(Some(A)).http(), BodyInput::Mcp(&McpBody::Single(call("echo"))));
-    assert_eq!(d.verdict, Verdict::Deny(DenyReason::NoRuleMatched { level: Level::Gateway, policies: 1 }));
+    assert!(!allowed(
+        &ev,
+        &Req::post(Some("spiffe://cluster.local/ns/default/sa/A")),
+        call("get-sum")
+    ));
+    let d = ev.route(None).decide(
+        &Req::post(Some(A)).http(),
+        BodyInput::Mcp(&McpBody::Single(call("echo"))),
+    );
+    assert_eq!(
+        d.verdict,
+        Verdict::Deny(DenyReason::NoRuleMatched {
+            level: Level::Gateway,
+            policies: 1
+        })
+    );
     assert!(d.summary().contains("gateway"), "{}", d.summary());
 }
 
@@ -121,33 +157,66 @@ fn spiffe_source_and_trust_domain() {
         r#"{"type":"SPIFFE","spiffe":"spiffe://example.org/agent"}"#,
     );
     let ev = plan(vec![policy("p", &spiffe)], vec![]);
-    assert!(allowed(&ev, &Req::post(Some("spiffe://example.org/agent")), call("get-sum")));
+    assert!(allowed(
+        &ev,
+        &Req::post(Some("spiffe://example.org/agent")),
+        call("get-sum")
+    ));
     assert!(!allowed(&ev, &Req::post(Some(A)), call("get-sum")));
 
     let spec = serde_yaml_like(SA_A_GET_SUM);
-    let opts = CompileOptions { trust_domain: "corp.example".into(), ..CompileOptions::default() };
+    let opts = CompileOptions {
+        trust_domain: "corp.example".into(),
+        ..CompileOptions::default()
+    };
     let p = compile_policy("team", "p", &spec, &opts).unwrap();
-    assert_eq!(p.rules[0].principal.as_deref(), Some("spiffe://corp.example/ns/team/sa/a"));
+    assert_eq!(
+        p.rules[0].principal.as_deref(),
+        Some("spiffe://corp.example/ns/team/sa/a")
+    );
 }
 
 #[test]
 fn source_whose_type_and_field_disagree_is_rejected_not_any_caller() {
     let cases = [
-        (r#"{"type":"SPIFFE"}"#, "spiffe must be specified when type is set to 'SPIFFE'"),
-        (r#"{"type":"ServiceAccount"}"#, "serviceAccount must be specified when type is set to 'ServiceAccount'"),
-        (r#"{"spiffe":"spiffe://x/y"}"#, "type must be set when spiffe or serviceAccount is specified"),
-        (r#"{"type":"SPIFFE","serviceAccount":{"name":"a"}}"#, "spiffe must be specified when type is set to 'SPIFFE'"),
+        (
+            r#"{"type":"SPIFFE"}"#,
+            "spiffe must be specified when type is set to 'SPIFFE'",
+        ),
+        (
+            r#"{"type":"ServiceAccount"}"#,
+            "serviceAccount must be specified when type is set to 'ServiceAccount'",
+        ),
+        (
+            r#"{"spiffe":"spiffe://x/y"}"#,
+            "type must be set when spiffe or serviceAccount is specified",
+        ),
+        (
+            r#"{"type":"SPIFFE","serviceAccount":{"name":"a"}}"#,
+            "spiffe must be specified when type is set to 'SPIFFE'",
+        ),
         (
             r#"{"type":"SPIFFE","spiffe":"spiffe://x/y","serviceAccount":{"name":"a"}}"#,
             "only one of spiffe or serviceAccount may be specified",
         ),
     ];
     for (source, message) in cases {
-        let json = format!(r#"{{"targetRefs":[],"action":"Allow","rules":[{{"name":"r","source":{source}}}]}}"#);
-        let err = compile_policy("default", "p", &serde_yaml_like(&json), &CompileOptions::default()).unwrap_err();
+        let json = format!(
+            r#"{{"targetRefs":[],"action":"Allow","rules":[{{"name":"r","source":{source}}}]}}"#
+        );
+        let err = compile_policy(
+            "default",
+            "p",
+            &serde_yaml_like(&json),
+            &CompileOptions::default(),
+        )
+        .unwrap_err();
         assert_eq!(
             err,
-            CompileError::Invalid { field: "spec.rules[0].source".into(), message: message.into() },
+            CompileError::Invalid {
+                field: "spec.rules[0].source".into(),
+                message: message.into()
+            },
             "source {source}"
         );
     }
@@ -158,12 +227,32 @@ fn base_protocol_match_and_skip() {
     let matching = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"base","source":{"type":"SPIFFE","spiffe":"spiffe://cluster.local/ns/default/sa/a"},
         "authorization":{"type":"Inline","mcp":{"mcpBaseProtocolMethodsOption":"MATCH_BASE_PROTOCOL_METHODS"}}}]}"#;
     let ev = plan(vec![policy("p", matching)], vec![]);
-    for m in ["initialize", "ping", "tools/list", "notifications/initialized", "completion/complete", "logging/setLevel"] {
-        assert!(allowed(&ev, &Req::post(Some(A)), msg(m, Some("1"), None, None)), "{m}");
-        assert!(!allowed(&ev, &Req::post(Some(B)), msg(m, Some("1"), None, None)), "{m} for b");
+    for m in [
+        "initialize",
+        "ping",
+        "tools/list",
+        "notifications/initialized",
+        "completion/complete",
+        "logging/setLevel",
+    ] {
+        assert!(
+            allowed(&ev, &Req::post(Some(A)), msg(m, Some("1"), None, None)),
+            "{m}"
+        );
+        assert!(
+            !allowed(&ev, &Req::post(Some(B)), msg(m, Some("1"), None, None)),
+            "{m} for b"
+        );
     }
-    assert!(!allowed(&ev, &Req::post(Some(A)), call("get-sum")), "base only: no tools/call");
-    assert!(!allowed(&ev, &Req::post(Some(A)), msg("prompts/list", Some("1"), None, None)));
+    assert!(
+        !allowed(&ev, &Req::post(Some(A)), call("get-sum")),
+        "base only: no tools/call"
+    );
+    assert!(!allowed(
+        &ev,
+        &Req::post(Some(A)),
+        msg("prompts/list", Some("1"), None, None)
+    ));
     // A client-sent JSON-RPC response is a base-protocol message.
     let response = McpMessage {
         method: None,
@@ -192,7 +281,11 @@ fn base_protocol_match_and_skip() {
 
     // SKIP with a methods list: initialize is not allowed.
     let ev = plan(vec![policy("p", SA_A_GET_SUM)], vec![]);
-    assert!(!allowed(&ev, &Req::post(Some(A)), msg("initialize", Some("1"), None, None)));
+    assert!(!allowed(
+        &ev,
+        &Req::post(Some(A)),
+        msg("initialize", Some("1"), None, None)
+    ));
 }
 
 #[test]
@@ -203,21 +296,39 @@ fn levels_gateway_then_backend() {
         )
     };
     // Backend level only: applies to its cluster only.
-    let ev = plan(vec![], vec![("backend", vec![policy("b", &allow("get-sum"))])]);
+    let ev = plan(
+        vec![],
+        vec![("backend", vec![policy("b", &allow("get-sum"))])],
+    );
     assert!(allowed(&ev, &Req::post(None), call("get-sum")));
     assert!(!allowed(&ev, &Req::post(None), call("echo")));
-    assert_eq!(decide(&ev, Some("other"), &Req::post(None), call("echo")), Verdict::Allow);
-    assert_eq!(decide(&ev, None, &Req::post(None), call("echo")), Verdict::Allow);
+    assert_eq!(
+        decide(&ev, Some("other"), &Req::post(None), call("echo")),
+        Verdict::Allow
+    );
+    assert_eq!(
+        decide(&ev, None, &Req::post(None), call("echo")),
+        Verdict::Allow
+    );
 
     // Both: gateway allows echo, backend allows get-sum: both denied, at different levels.
-    let ev = plan(vec![policy("g", &allow("echo"))], vec![("backend", vec![policy("b", &allow("get-sum"))])]);
+    let ev = plan(
+        vec![policy("g", &allow("echo"))],
+        vec![("backend", vec![policy("b", &allow("get-sum"))])],
+    );
     assert_eq!(
         decide(&ev, Some("backend"), &Req::post(None), call("echo")),
-        Verdict::Deny(DenyReason::NoRuleMatched { level: Level::Backend, policies: 1 })
+        Verdict::Deny(DenyReason::NoRuleMatched {
+            level: Level::Backend,
+            policies: 1
+        })
     );
     assert_eq!(
         decide(&ev, Some("backend"), &Req::post(None), call("get-sum")),
-        Verdict::Deny(DenyReason::NoRuleMatched { level: Level::Gateway, policies: 1 })
+        Verdict::Deny(DenyReason::NoRuleMatched {
+            level: Level::Gateway,
+            policies: 1
+        })
     );
 }
 
@@ -228,7 +339,13 @@ fn allow_policies_are_ored_even_with_colliding_rule_names() {
             r#"{{"targetRefs":[],"action":"Allow","rules":[{{"name":"same","authorization":{{"type":"Inline","mcp":{{"methods":[{{"name":"tools/call","params":["{tool}"]}}]}}}}}}]}}"#
         )
     };
-    let ev = plan(vec![policy("one", &allow("get-sum")), policy("two", &allow("echo"))], vec![]);
+    let ev = plan(
+        vec![
+            policy("one", &allow("get-sum")),
+            policy("two", &allow("echo")),
+        ],
+        vec![],
+    );
     let req = Req::post(None);
     assert!(allowed(&ev, &req, call("get-sum")));
     assert!(allowed(&ev, &req, call("echo")));
@@ -241,11 +358,17 @@ fn allow_policies_are_ored_even_with_colliding_rule_names() {
 #[test]
 fn policy_without_rules_allows_everything_beside_others() {
     let empty = r#"{"targetRefs":[],"action":"Allow"}"#;
-    let ev = plan(vec![policy("strict", SA_A_GET_SUM), policy("open", empty)], vec![]);
+    let ev = plan(
+        vec![policy("strict", SA_A_GET_SUM), policy("open", empty)],
+        vec![],
+    );
     assert!(allowed(&ev, &Req::post(None), call("anything")));
     let mut get = Req::post(None);
     get.method = "GET";
-    assert!(ev.route(None).decide(&get.http(), BodyInput::None).allowed());
+    assert!(ev
+        .route(None)
+        .decide(&get.http(), BodyInput::None)
+        .allowed());
 }
 
 #[test]
@@ -256,15 +379,48 @@ fn categories_prompts_and_resources_params() {
     let req = Req::post(None);
     assert!(allowed(&ev, &req, call("anything")));
     assert!(allowed(&ev, &req, msg("tools/list", Some("1"), None, None)));
-    assert!(allowed(&ev, &req, msg("prompts/get", Some("1"), Some("greeting"), None)));
-    assert!(!allowed(&ev, &req, msg("prompts/get", Some("1"), Some("other"), None)));
-    assert!(!allowed(&ev, &req, msg("prompts/list", Some("1"), None, None)));
-    assert!(allowed(&ev, &req, msg("resources/read", Some("1"), None, Some("memo://insights"))));
+    assert!(allowed(
+        &ev,
+        &req,
+        msg("prompts/get", Some("1"), Some("greeting"), None)
+    ));
+    assert!(!allowed(
+        &ev,
+        &req,
+        msg("prompts/get", Some("1"), Some("other"), None)
+    ));
+    assert!(!allowed(
+        &ev,
+        &req,
+        msg("prompts/list", Some("1"), None, None)
+    ));
+    assert!(allowed(
+        &ev,
+        &req,
+        msg("resources/read", Some("1"), None, Some("memo://insights"))
+    ));
     // resources compare params.uri, never params.name.
-    assert!(!allowed(&ev, &req, msg("resources/read", Some("1"), Some("memo://insights"), None)));
-    assert!(!allowed(&ev, &req, msg("resources/read", Some("1"), None, Some("file:///etc/passwd"))));
+    assert!(!allowed(
+        &ev,
+        &req,
+        msg("resources/read", Some("1"), Some("memo://insights"), None)
+    ));
+    assert!(!allowed(
+        &ev,
+        &req,
+        msg(
+            "resources/read",
+            Some("1"),
+            None,
+            Some("file:///etc/passwd")
+        )
+    ));
     // "tools" is a category of the form tools/..., not a prefix of other names.
-    assert!(!allowed(&ev, &req, msg("toolsx/call", Some("1"), None, None)));
+    assert!(!allowed(
+        &ev,
+        &req,
+        msg("toolsx/call", Some("1"), None, None)
+    ));
 }
 
 #[test]
@@ -317,13 +473,18 @@ fn http_matchers_are_enforced() {
 
 #[test]
 fn not_mcp_bodies_only_pass_rules_without_mcp_constraints() {
-    let open =
-        r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"r","authorization":{"type":"Inline","methods":["POST"]}}]}"#;
+    let open = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"r","authorization":{"type":"Inline","methods":["POST"]}}]}"#;
     let err = NotMcp::EmptyBody;
     let ev = plan(vec![policy("p", SA_A_GET_SUM)], vec![]);
-    assert!(!ev.route(None).decide(&Req::post(Some(A)).http(), BodyInput::NotMcp(&err)).allowed());
+    assert!(!ev
+        .route(None)
+        .decide(&Req::post(Some(A)).http(), BodyInput::NotMcp(&err))
+        .allowed());
     let ev = plan(vec![policy("p", open)], vec![]);
-    assert!(ev.route(None).decide(&Req::post(Some(A)).http(), BodyInput::NotMcp(&err)).allowed());
+    assert!(ev
+        .route(None)
+        .decide(&Req::post(Some(A)).http(), BodyInput::NotMcp(&err))
+        .allowed());
 }
 
 #[test]
@@ -331,7 +492,10 @@ fn batch_is_allowed_only_when_every_element_is() {
     let ev = plan(vec![policy("p", SA_A_GET_SUM)], vec![]);
     let req = Req::post(Some(A));
     let ok = McpBody::Batch(vec![call("get-sum"), call("get-sum")]);
-    assert!(ev.route(None).decide(&req.http(), BodyInput::Mcp(&ok)).allowed());
+    assert!(ev
+        .route(None)
+        .decide(&req.http(), BodyInput::Mcp(&ok))
+        .allowed());
     let mixed = McpBody::Batch(vec![call("get-sum"), call("echo")]);
     let d = ev.route(None).decide(&req.http(), BodyInput::Mcp(&mixed));
     assert!(!d.allowed());
@@ -345,7 +509,10 @@ fn batch_is_allowed_only_when_every_element_is() {
 fn invalid_plans_are_refused_with_a_reason() {
     let mut p = CompiledPlan::empty("l");
     p.version = 99;
-    assert!(Evaluator::load(&serde_json::to_vec(&p).unwrap()).unwrap_err().to_string().contains("version 99"));
+    assert!(Evaluator::load(&serde_json::to_vec(&p).unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("version 99"));
     let p = CompiledPlan::empty("l").seal();
     let mut tampered = p.clone();
     tampered.listener = "other".into();
@@ -357,9 +524,15 @@ fn invalid_plans_are_refused_with_a_reason() {
     assert!(Evaluator::load(br#"{"version":1,"listener":"l","gateway":{},"surprise":1}"#).is_err());
     let bad_regex = r#"{"version":1,"listener":"l","gateway":{"allow":[{"name":"ns/p","rules":[{"name":"r",
         "http":{"paths":[{"regex":"("}]}}]}]}}"#;
-    let err = Evaluator::load(bad_regex.as_bytes()).unwrap_err().to_string();
-    assert!(err.contains("ns/p") && err.contains("invalid regular expression"), "{err}");
-    let no_rules = r#"{"version":1,"listener":"l","gateway":{"allow":[{"name":"ns/p","rules":[]}]}}"#;
+    let err = Evaluator::load(bad_regex.as_bytes())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ns/p") && err.contains("invalid regular expression"),
+        "{err}"
+    );
+    let no_rules =
+        r#"{"version":1,"listener":"l","gateway":{"allow":[{"name":"ns/p","rules":[]}]}}"#;
     assert!(Evaluator::load(no_rules.as_bytes()).is_err());
 }
 
@@ -381,7 +554,9 @@ fn cost_does_not_scan_unrelated_policies() {
     assert!(allowed(&ev, &Req::post(Some(caller)), call("tool-777-3")));
     assert!(!allowed(&ev, &Req::post(Some(caller)), call("tool-778-3")));
     let body = McpBody::Single(call("tool-777-9"));
-    let d = ev.route(None).decide(&Req::post(Some(caller)).http(), BodyInput::Mcp(&body));
+    let d = ev
+        .route(None)
+        .decide(&Req::post(Some(caller)).http(), BodyInput::Mcp(&body));
     assert_eq!(d.gateway_rule.map(|r| r.policy), Some("default/p0777"));
 }
 
@@ -398,11 +573,18 @@ fn subscriptions_listen_is_judged_as_a_set() {
         m.subscriptions = uris.iter().map(|u| Cow::Borrowed(*u)).collect();
         m
     };
-    assert!(allowed(&ev, &req, msg("server/discover", Some("1"), None, None)));
+    assert!(allowed(
+        &ev,
+        &req,
+        msg("server/discover", Some("1"), None, None)
+    ));
     assert!(allowed(&ev, &req, listen(&[])), "list changes only: base");
     assert!(allowed(&ev, &req, listen(&["memo://a"])));
     assert!(!allowed(&ev, &req, listen(&["memo://b"])));
-    assert!(!allowed(&ev, &req, listen(&["memo://a", "memo://b"])), "one forbidden URI denies the whole listen");
+    assert!(
+        !allowed(&ev, &req, listen(&["memo://a", "memo://b"])),
+        "one forbidden URI denies the whole listen"
+    );
 }
 
 #[path = "eval/headers.rs"]

@@ -19,7 +19,9 @@ fn reader_errors_never_contain_quotes_or_line_breaks() {
     let mut errors = 0;
     for body in BODIES {
         for end in 0..=body.len() {
-            let Some(prefix) = body.as_bytes().get(..end) else { continue };
+            let Some(prefix) = body.as_bytes().get(..end) else {
+                continue;
+            };
             if let Err(e) = read_body(prefix, ReadOptions::default()) {
                 errors += 1;
                 let text = e.to_string();
@@ -29,7 +31,10 @@ fn reader_errors_never_contain_quotes_or_line_breaks() {
     }
     assert!(errors > 300, "only {errors} errors");
     let cut = read_body(br#"{"jsonrpc":"2.0","method":"to"#, ReadOptions::default()).unwrap_err();
-    assert_eq!(cut.to_string(), "JSON ends early: expected the quote that closes the string");
+    assert_eq!(
+        cut.to_string(),
+        "JSON ends early: expected the quote that closes the string"
+    );
 }
 
 #[test]

@@ -15,7 +15,10 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            PEAK.fetch_max(LIVE.fetch_add(layout.size(), Relaxed) + layout.size(), Relaxed);
+            PEAK.fetch_max(
+                LIVE.fetch_add(layout.size(), Relaxed) + layout.size(),
+                Relaxed,
+            );
         }
         p
     }
@@ -57,13 +60,25 @@ fn peak(body: &[u8], capture_params: bool) -> (usize, bool) {
 
 #[test]
 fn reader_heap_is_bounded_by_the_body() {
-    const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"#;
+    const CALL: &str =
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"#;
     let shapes: Vec<(&str, Vec<u8>)> = vec![
         // One message struct per 29 bytes.
-        ("batch of minimal responses", body("[", |_| r#"{"jsonrpc":"2.0","result":0}"#.into(), "]")),
+        (
+            "batch of minimal responses",
+            body("[", |_| r#"{"jsonrpc":"2.0","result":0}"#.into(), "]"),
+        ),
         (
             "batch of tools/call",
-            body("[", |i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"get-sum"}}}}"#), "]"),
+            body(
+                "[",
+                |i| {
+                    format!(
+                        r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"get-sum"}}}}"#
+                    )
+                },
+                "]",
+            ),
         ),
         // One URI per 4 bytes.
         (
@@ -77,14 +92,25 @@ fn reader_heap_is_bounded_by_the_body() {
         // Escaped strings are decoded into owned ones.
         (
             "escaped tool name",
-            format!("{}{{}}}}}}", CALL.replace(r#""name":"t""#, &format!(r#""name":"{}""#, "\\u0041".repeat(170_000))))
-                .into_bytes(),
+            format!(
+                "{}{{}}}}}}",
+                CALL.replace(
+                    r#""name":"t""#,
+                    &format!(r#""name":"{}""#, "\\u0041".repeat(170_000))
+                )
+            )
+            .into_bytes(),
         ),
         // Duplicate detection: one entry per key of a wide object.
-        ("wide arguments object", body(&format!("{CALL}{{"), |i| format!(r#""{i:x}":0"#), "}}}")),
+        (
+            "wide arguments object",
+            body(&format!("{CALL}{{"), |i| format!(r#""{i:x}":0"#), "}}}"),
+        ),
         // Wide objects at every depth up to the limit.
         ("deep and wide", {
-            let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"#);
+            let mut s = String::from(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"#,
+            );
             for d in 0..61 {
                 s.push('{');
                 for k in 0..1000 {
@@ -96,7 +122,10 @@ fn reader_heap_is_bounded_by_the_body() {
             s.push_str(&"}".repeat(61 + 2));
             s.into_bytes()
         }),
-        ("many arrays in arguments", body(&format!("{CALL}["), |_| "[]".into(), "]}}")),
+        (
+            "many arrays in arguments",
+            body(&format!("{CALL}["), |_| "[]".into(), "]}}"),
+        ),
     ];
     let mut worst = 0.0f64;
     for (name, b) in &shapes {
@@ -106,9 +135,16 @@ fn reader_heap_is_bounded_by_the_body() {
             assert!(ok, "{name}: not MCP");
             let ratio = p as f64 / b.len() as f64;
             worst = worst.max(ratio);
-            println!("{name} (capture_params {capture}): {} bytes, peak heap {p} bytes, {ratio:.2}x", b.len());
+            println!(
+                "{name} (capture_params {capture}): {} bytes, peak heap {p} bytes, {ratio:.2}x",
+                b.len()
+            );
             // The bound docs/security.md states (and fuzz/ asserts for every input: 32x + 64 KiB).
-            assert!(p <= 16 * b.len() + 64 * 1024, "{name}: {p} bytes of heap for {} bytes", b.len());
+            assert!(
+                p <= 16 * b.len() + 64 * 1024,
+                "{name}: {p} bytes of heap for {} bytes",
+                b.len()
+            );
         }
     }
     println!("worst: {worst:.2}x the body ({}-bit)", usize::BITS);

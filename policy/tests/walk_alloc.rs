@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use toolgate_policy::eval::{BodyInput, Evaluator, HttpRequest, Record, Step};
 use toolgate_policy::mcp::{read_body, ReadOptions};
-use toolgate_policy::plan::{CompiledPlan, McpMatch, McpMethodMatch, MethodPattern, PolicyPlan, RulePlan};
+use toolgate_policy::plan::{
+    CompiledPlan, McpMatch, McpMethodMatch, MethodPattern, PolicyPlan, RulePlan,
+};
 
 struct Counting;
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
@@ -38,11 +40,25 @@ fn plan() -> CompiledPlan {
         }],
     };
     let rules = vec![
-        RulePlan { name: "r0".into(), principal: Some(A.into()), mcp: Some(tools(&["get-sum", "echo"])), ..RulePlan::default() },
-        RulePlan { name: "r1".into(), principal: Some(A.into()), mcp: Some(tools(&["get-env"])), ..RulePlan::default() },
+        RulePlan {
+            name: "r0".into(),
+            principal: Some(A.into()),
+            mcp: Some(tools(&["get-sum", "echo"])),
+            ..RulePlan::default()
+        },
+        RulePlan {
+            name: "r1".into(),
+            principal: Some(A.into()),
+            mcp: Some(tools(&["get-env"])),
+            ..RulePlan::default()
+        },
     ];
     let mut plan = CompiledPlan::empty("default/gw/http");
-    plan.gateway.allow.push(PolicyPlan { name: "default/agents".into(), rules, dry_run: false });
+    plan.gateway.allow.push(PolicyPlan {
+        name: "default/agents".into(),
+        rules,
+        dry_run: false,
+    });
     plan.seal()
 }
 
@@ -62,21 +78,33 @@ fn the_filters_walk_allocates_nothing_for_the_record() {
         auth: None,
         time_ms: 0,
     };
-    let call = |tool: &str| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}"}}}}"#);
+    let call = |tool: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}"}}}}"#)
+    };
     let batch = format!("[{},{}]", call("get-sum"), call("get-env"));
     for (body, allowed) in [(call("echo"), true), (call("nope"), false), (batch, true)] {
         let read = read_body(body.as_bytes(), ReadOptions::default()).unwrap();
         let before = ALLOCATIONS.load(Relaxed);
         let step = route.step(&req, BodyInput::Mcp(&read), 0);
         let walk = ALLOCATIONS.load(Relaxed) - before;
-        let Step::Decided(d) = step else { panic!("no authorizer on this route") };
+        let Step::Decided(d) = step else {
+            panic!("no authorizer on this route")
+        };
         assert_eq!(d.allowed(), allowed, "{body}");
-        assert_eq!(walk, 0, "the filter's walk of {body} allocated {walk} times");
+        assert_eq!(
+            walk, 0,
+            "the filter's walk of {body} allocated {walk} times"
+        );
         let mut record = Record::default();
         let before = ALLOCATIONS.load(Relaxed);
         let recorded = route.step_recorded(&req, BodyInput::Mcp(&read), 0, &mut record);
-        assert!(ALLOCATIONS.load(Relaxed) > before, "the count sees a record");
-        let Step::Decided(r) = recorded else { panic!("no authorizer on this route") };
+        assert!(
+            ALLOCATIONS.load(Relaxed) > before,
+            "the count sees a record"
+        );
+        let Step::Decided(r) = recorded else {
+            panic!("no authorizer on this route")
+        };
         assert_eq!(r, d);
     }
 }

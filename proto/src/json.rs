@@ -55,36 +55,52 @@ impl<'de> serde::de::DeserializeSeed<'de> for ValueSeed {
 
 impl<'de> serde::de::Visitor<'de> for ValueSeed {
     type Value = Value;
-    fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+    fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("JSON")
     }
     fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value { kind: Some(Kind::NullValue(NullValue::NullValue as i32)) })
+        Ok(Value {
+            kind: Some(Kind::NullValue(NullValue::NullValue as i32)),
+        })
     }
     fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
-        Ok(Value { kind: Some(Kind::BoolValue(b)) })
+        Ok(Value {
+            kind: Some(Kind::BoolValue(b)),
+        })
     }
     fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
-        Ok(Value { kind: Some(Kind::NumberValue(n as f64)) })
+        Ok(Value {
+            kind: Some(Kind::NumberValue(n as f64)),
+        })
     }
     fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
-        Ok(Value { kind: Some(Kind::NumberValue(n as f64)) })
+        Ok(Value {
+            kind: Some(Kind::NumberValue(n as f64)),
+        })
     }
     fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
-        Ok(Value { kind: Some(Kind::NumberValue(n)) })
+        Ok(Value {
+            kind: Some(Kind::NumberValue(n)),
+        })
     }
     fn visit_str<E>(self, s: &str) -> Result<Value, E> {
-        Ok(Value { kind: Some(Kind::StringValue(s.to_string())) })
+        Ok(Value {
+            kind: Some(Kind::StringValue(s.to_string())),
+        })
     }
     fn visit_string<E>(self, s: String) -> Result<Value, E> {
-        Ok(Value { kind: Some(Kind::StringValue(s)) })
+        Ok(Value {
+            kind: Some(Kind::StringValue(s)),
+        })
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut values = Vec::new();
         while let Some(v) = seq.next_element_seed(ValueSeed)? {
             values.push(v);
         }
-        Ok(Value { kind: Some(Kind::ListValue(ListValue { values })) })
+        Ok(Value {
+            kind: Some(Kind::ListValue(ListValue { values })),
+        })
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut fields = alloc::collections::BTreeMap::new();
@@ -93,18 +109,24 @@ impl<'de> serde::de::Visitor<'de> for ValueSeed {
             let value = map.next_value_seed(ValueSeed)?;
             fields.insert(key, value);
         }
-        Ok(Value { kind: Some(Kind::StructValue(Struct { fields })) })
+        Ok(Value {
+            kind: Some(Kind::StructValue(Struct { fields })),
+        })
     }
 }
 
 /// A JSON object as a `google.protobuf.Struct`.
 pub fn to_struct(map: &Map<String, Json>) -> Struct {
-    Struct { fields: map.iter().map(|(k, v)| (k.clone(), to_value(v))).collect() }
+    Struct {
+        fields: map.iter().map(|(k, v)| (k.clone(), to_value(v))).collect(),
+    }
 }
 
 /// A JSON array as a `google.protobuf.ListValue`.
 pub fn to_list(items: &[Json]) -> ListValue {
-    ListValue { values: items.iter().map(to_value).collect() }
+    ListValue {
+        values: items.iter().map(to_value).collect(),
+    }
 }
 
 /// A JSON value as a `Struct` if it is an object, `None` otherwise.
@@ -126,7 +148,10 @@ pub fn from_value(value: &Value) -> Json {
 
 /// A `google.protobuf.Struct` as a JSON object.
 pub fn from_struct(s: &Struct) -> Map<String, Json> {
-    s.fields.iter().map(|(k, v)| (k.clone(), from_value(v))).collect()
+    s.fields
+        .iter()
+        .map(|(k, v)| (k.clone(), from_value(v)))
+        .collect()
 }
 
 /// A `google.protobuf.ListValue` as JSON array items.
@@ -187,20 +212,53 @@ mod tests {
                        "params": {"name": "echo", "arguments": {"x": [1, 2.5, null, true, "s", {}], "n": -3}}});
         let s = object_to_struct(&j).unwrap();
         assert_eq!(Json::Object(from_struct(&s)), j);
-        let Some(Kind::StructValue(params)) = &s.fields["params"].kind else { panic!() };
-        assert_eq!(params.fields["name"].kind, Some(Kind::StringValue("echo".into())));
+        let Some(Kind::StructValue(params)) = &s.fields["params"].kind else {
+            panic!()
+        };
+        assert_eq!(
+            params.fields["name"].kind,
+            Some(Kind::StringValue("echo".into()))
+        );
         assert_eq!(s.fields["id"].kind, Some(Kind::NumberValue(7.0)));
     }
 
     #[test]
     fn numbers() {
-        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(1.0)) }), json!(1));
-        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(0.5)) }), json!(0.5));
-        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(1e300)) }), json!(1e300));
-        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(f64::NAN)) }), json!("NaN"));
-        assert_eq!(from_value(&Value { kind: Some(Kind::NumberValue(f64::NEG_INFINITY)) }), json!("-Infinity"));
+        assert_eq!(
+            from_value(&Value {
+                kind: Some(Kind::NumberValue(1.0))
+            }),
+            json!(1)
+        );
+        assert_eq!(
+            from_value(&Value {
+                kind: Some(Kind::NumberValue(0.5))
+            }),
+            json!(0.5)
+        );
+        assert_eq!(
+            from_value(&Value {
+                kind: Some(Kind::NumberValue(1e300))
+            }),
+            json!(1e300)
+        );
+        assert_eq!(
+            from_value(&Value {
+                kind: Some(Kind::NumberValue(f64::NAN))
+            }),
+            json!("NaN")
+        );
+        assert_eq!(
+            from_value(&Value {
+                kind: Some(Kind::NumberValue(f64::NEG_INFINITY))
+            }),
+            json!("-Infinity")
+        );
         assert_eq!(from_value(&Value { kind: None }), Json::Null);
-        assert_eq!(to_value(&json!(u64::MAX)).kind, Some(Kind::NumberValue(u64::MAX as f64)));
+        assert_eq!(
+            to_value(&json!(u64::MAX)).kind,
+            Some(Kind::NumberValue(u64::MAX as f64))
+        );
         assert!(object_to_struct(&json!([1])).is_none());
     }
 }

@@ -27,6 +27,7 @@
 //! With the `json` feature (default), [`json`] converts `serde_json::Value` <-> `google.protobuf.Struct`
 //! / `Value` (how the filter puts the parsed JSON-RPC message into `metadata_context.filter_metadata`).
 
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
 #![allow(clippy::derive_partial_eq_without_eq)]
 
@@ -45,7 +46,8 @@ pub const CHECK_METHOD: &str = "Check";
 pub use envoy::config::core::v3::{HeaderValue, HeaderValueOption, Metadata};
 pub use envoy::r#type::v3::{HttpStatus, StatusCode};
 pub use envoy::service::auth::v3::{
-    attribute_context, check_response, AttributeContext, CheckRequest, CheckResponse, DeniedHttpResponse, OkHttpResponse,
+    attribute_context, check_response, AttributeContext, CheckRequest, CheckResponse,
+    DeniedHttpResponse, OkHttpResponse,
 };
 pub use google::protobuf::{ListValue, NullValue, Struct, Value};
 

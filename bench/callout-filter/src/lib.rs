@@ -59,7 +59,13 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     if !b.len().is_multiple_of(2) {
         return None;
     }
-    b.chunks(2).map(|p| std::str::from_utf8(p).ok().and_then(|p| u8::from_str_radix(p, 16).ok())).collect()
+    b.chunks(2)
+        .map(|p| {
+            std::str::from_utf8(p)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+        })
+        .collect()
 }
 
 fn unhex_text(s: &str) -> Option<String> {
@@ -108,7 +114,12 @@ impl RootContext for Root {
                     framed.append(&mut message);
                     message = framed;
                 }
-                self.call = Call { upstream, message, http, extra };
+                self.call = Call {
+                    upstream,
+                    message,
+                    http,
+                    extra,
+                };
                 true
             }
             _ => false,
@@ -116,7 +127,9 @@ impl RootContext for Root {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Callout { call: self.call.clone() }))
+        Some(Box::new(Callout {
+            call: self.call.clone(),
+        }))
     }
 
     fn get_type(&self) -> Option<ContextType> {
@@ -135,10 +148,15 @@ impl Callout {
         let e = self.call.extra;
         let mut n = 0;
         for _ in 0..e.read_protocol {
-            n += self.get_property(vec!["request", "protocol"]).map_or(0, |b| b.len());
+            n += self
+                .get_property(vec!["request", "protocol"])
+                .map_or(0, |b| b.len());
         }
         for _ in 0..e.clock {
-            n += self.get_current_time().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos() as usize & 1);
+            n += self
+                .get_current_time()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos() as usize & 1);
         }
         for _ in 0..e.count {
             n += hostcalls::increment_metric(e.counter, 1).map_or(1, |_| 0);
@@ -158,19 +176,29 @@ impl Context for Callout {
     fn on_grpc_call_response(&mut self, _token_id: u32, _status_code: u32, response_size: usize) {
         let mut n = self.extra_calls();
         for _ in 0..self.call.extra.read_answer {
-            n += self.get_grpc_call_response_body(0, response_size).map_or(0, |b| b.len());
+            n += self
+                .get_grpc_call_response_body(0, response_size)
+                .map_or(0, |b| b.len());
         }
         self.resume(n);
     }
 
-    fn on_http_call_response(&mut self, _token_id: u32, _headers: usize, body_size: usize, trailers: usize) {
+    fn on_http_call_response(
+        &mut self,
+        _token_id: u32,
+        _headers: usize,
+        body_size: usize,
+        trailers: usize,
+    ) {
         let mut n = self.extra_calls();
         for _ in 0..self.call.extra.read_answer {
             n += self.get_http_call_response_headers().len();
             if trailers > 0 {
                 n += self.get_http_call_response_trailers().len();
             }
-            n += self.get_http_call_response_body(0, body_size).map_or(0, |b| b.len());
+            n += self
+                .get_http_call_response_body(0, body_size)
+                .map_or(0, |b| b.len());
         }
         self.resume(n);
     }

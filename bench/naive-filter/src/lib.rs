@@ -55,7 +55,12 @@ const TOOLS: [&str; 20] = [
 fn allowed(body: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(body)
         .ok()
-        .and_then(|v| v.get("params")?.get("name")?.as_str().map(|n| TOOLS.contains(&n)))
+        .and_then(|v| {
+            v.get("params")?
+                .get("name")?
+                .as_str()
+                .map(|n| TOOLS.contains(&n))
+        })
         .unwrap_or(false)
 }
 

@@ -47,7 +47,10 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
 pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(_config: Ptr) {}
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_new(_config: Ptr, _envoy: *mut c_void) -> Ptr {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
+    _config: Ptr,
+    _envoy: *mut c_void,
+) -> Ptr {
     token()
 }
 
@@ -55,37 +58,63 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_new(_config: Ptr, _envoy: 
 pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(_filter: Ptr) {}
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(_envoy: *mut c_void, _filter: Ptr, _end: bool) -> u32 {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
+    _envoy: *mut c_void,
+    _filter: Ptr,
+    _end: bool,
+) -> u32 {
     CONTINUE
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(_envoy: *mut c_void, _filter: Ptr, _end: bool) -> u32 {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
+    _envoy: *mut c_void,
+    _filter: Ptr,
+    _end: bool,
+) -> u32 {
     CONTINUE
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(_envoy: *mut c_void, _filter: Ptr) -> u32 {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
+    _envoy: *mut c_void,
+    _filter: Ptr,
+) -> u32 {
     CONTINUE
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(_envoy: *mut c_void, _filter: Ptr, _end: bool) -> u32 {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
+    _envoy: *mut c_void,
+    _filter: Ptr,
+    _end: bool,
+) -> u32 {
     CONTINUE
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(_envoy: *mut c_void, _filter: Ptr, _end: bool) -> u32 {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
+    _envoy: *mut c_void,
+    _filter: Ptr,
+    _end: bool,
+) -> u32 {
     CONTINUE
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(_envoy: *mut c_void, _filter: Ptr) -> u32 {
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
+    _envoy: *mut c_void,
+    _filter: Ptr,
+) -> u32 {
     CONTINUE
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(_envoy: *mut c_void, _filter: Ptr) {}
+pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
+    _envoy: *mut c_void,
+    _filter: Ptr,
+) {
+}
 
 // Required although this filter starts no callout, schedules nothing and never watches the write buffer.
 
@@ -135,7 +164,12 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailers(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(_envoy: *mut c_void, _filter: Ptr, _stream_id: u64) {}
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(
+    _envoy: *mut c_void,
+    _filter: Ptr,
+    _stream_id: u64,
+) {
+}
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
@@ -147,7 +181,12 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(_envoy: *mut c_void, _filter: Ptr, _event_id: u64) {}
+pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
+    _envoy: *mut c_void,
+    _filter: Ptr,
+    _event_id: u64,
+) {
+}
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(

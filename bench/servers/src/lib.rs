@@ -2,6 +2,7 @@
 //! `content-length` and chunked request bodies, one fixed response per request. It runs pinned to
 //! the load generator's core and must never be the bottleneck of a run (Envoy is).
 
+#![forbid(unsafe_code)]
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
@@ -24,20 +25,30 @@ fn header_in<'h>(head: &'h [u8], lower_name: &str) -> Option<&'h [u8]> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let colon = line.iter().position(|&b| b == b':')?;
         let (name, value) = line.split_at(colon);
-        name.eq_ignore_ascii_case(lower_name.as_bytes()).then(|| trim(&value[1..]))
+        name.eq_ignore_ascii_case(lower_name.as_bytes())
+            .then(|| trim(&value[1..]))
     })
 }
 
 fn trim(v: &[u8]) -> &[u8] {
-    let start = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
-    let end = v.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     &v[start..end]
 }
 
 /// A complete response (status line, headers, body) built once.
 pub fn response(status: u16, reason: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
-    let mut out = format!("HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n", body.len())
-        .into_bytes();
+    let mut out = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
     out.extend_from_slice(body);
     out
 }
@@ -104,9 +115,11 @@ where
             filled += n;
         };
         let head = &buf[..head_end];
-        let chunked = header_in(head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case(b"chunked"));
-        let length: usize =
-            header_in(head, "content-length").and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0);
+        let chunked = header_in(head, "transfer-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"chunked"));
+        let length: usize = header_in(head, "content-length")
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+            .unwrap_or(0);
         let close = header_in(head, "connection").is_some_and(|v| v.eq_ignore_ascii_case(b"close"));
         let consumed;
         let reply;
@@ -121,8 +134,13 @@ where
                     }
                     read_more(&mut stream, &mut buf, &mut filled)?;
                 };
-                let size_text = std::str::from_utf8(&buf[pos..line_end]).unwrap_or("").split(';').next().unwrap_or("");
-                let size = usize::from_str_radix(size_text.trim(), 16).map_err(|_| io::ErrorKind::InvalidData)?;
+                let size_text = std::str::from_utf8(&buf[pos..line_end])
+                    .unwrap_or("")
+                    .split(';')
+                    .next()
+                    .unwrap_or("");
+                let size = usize::from_str_radix(size_text.trim(), 16)
+                    .map_err(|_| io::ErrorKind::InvalidData)?;
                 pos = line_end + 2;
                 if size == 0 {
                     // Trailers (none expected) end with an empty line.
@@ -139,7 +157,10 @@ where
                 pos += size + 2;
             }
             consumed = pos;
-            reply = handler(&Request { head: &buf[..head_end], body: &chunked_body });
+            reply = handler(&Request {
+                head: &buf[..head_end],
+                body: &chunked_body,
+            });
         } else {
             let end = head_end + length;
             if buf.len() < end {
@@ -153,7 +174,10 @@ where
                 filled += n;
             }
             consumed = end;
-            reply = handler(&Request { head: &buf[..head_end], body: &buf[head_end..end] });
+            reply = handler(&Request {
+                head: &buf[..head_end],
+                body: &buf[head_end..end],
+            });
         }
         stream.write_all(reply)?;
         if close {

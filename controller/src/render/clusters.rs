@@ -12,17 +12,26 @@ impl Ctx<'_> {
     pub(super) fn cluster(&self, upstream: &Upstream) -> Value {
         let name = upstream.cluster_name();
         let (host, port, tls_sni) = match upstream {
-            Upstream::Service { namespace, name, port } => {
+            Upstream::Service {
+                namespace,
+                name,
+                port,
+            } => {
                 let (h, p) = self.resolved(name, namespace, *port);
                 (h, p, None)
             }
-            Upstream::XBackend { namespace, target: BackendTarget::Service { name, port }, .. } => {
+            Upstream::XBackend {
+                namespace,
+                target: BackendTarget::Service { name, port },
+                ..
+            } => {
                 let (h, p) = self.resolved(name, namespace, *port);
                 (h, p, None)
             }
-            Upstream::XBackend { target: BackendTarget::Hostname { host, port }, .. } => {
-                (host.clone(), *port, Some(host.clone()))
-            }
+            Upstream::XBackend {
+                target: BackendTarget::Hostname { host, port },
+                ..
+            } => (host.clone(), *port, Some(host.clone())),
             // Only under Istio naming (topology::resolve_backend); plain DNS as Istio does by default.
             Upstream::Host { host, port } => (host.clone(), *port, None),
         };
@@ -56,7 +65,10 @@ impl Ctx<'_> {
     /// The cluster of an ExternalAuth authorizer (a Service): HTTP/2 for gRPC, HTTP/1.1 otherwise.
     pub(super) fn authorizer_cluster(&self, authorizer: &AuthorizerPlan) -> Result<Value, Failure> {
         let Some((namespace, name, port)) = parse_authorizer_cluster(&authorizer.cluster) else {
-            eprintln!("error: authorizer cluster {:?} is not one render makes", authorizer.cluster);
+            eprintln!(
+                "error: authorizer cluster {:?} is not one render makes",
+                authorizer.cluster
+            );
             return Err(Failure::Invalid);
         };
         let (host, port) = self.resolved(name, namespace, port);

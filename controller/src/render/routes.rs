@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use gateway_api::apis::standard::httproutes::{
-    HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesMatchesQueryParamsType,
+    HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatchesHeadersType,
+    HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType,
 };
 use serde_json::{json, Value};
 
@@ -13,7 +13,13 @@ use crate::model::{self, Listener, RouteMatch, UrlRewrite};
 use crate::topology::{path_of, Precedence, RouteOut, Upstream};
 
 impl Ctx<'_> {
-    pub(super) fn route_config(&self, id: &str, listener: &Listener, routes: &[RouteOut], removed: &[String]) -> Value {
+    pub(super) fn route_config(
+        &self,
+        id: &str,
+        listener: &Listener,
+        routes: &[RouteOut],
+        removed: &[String],
+    ) -> Value {
         // One virtual host per distinct hostname set; routes without hostnames take the listener's.
         let mut vhosts: BTreeMap<Vec<String>, Vec<(Precedence, Value)>> = BTreeMap::new();
         for route in routes {
@@ -25,7 +31,11 @@ impl Ctx<'_> {
             domains.sort();
             let entries = vhosts.entry(domains).or_default();
             for (r, rule) in route.rules.iter().enumerate() {
-                let matches = if rule.matches.is_empty() { vec![RouteMatch::default()] } else { rule.matches.clone() };
+                let matches = if rule.matches.is_empty() {
+                    vec![RouteMatch::default()]
+                } else {
+                    rule.matches.clone()
+                };
                 for m in &matches {
                     entries.push((
                         Precedence::of(m, entries.len()),
@@ -58,7 +68,8 @@ impl Ctx<'_> {
         // cluster and a route to it could have its listener update rejected ("unknown cluster") when the
         // listeners arrive first, and never applied. Without the check the listener is taken at once; a
         // request routed to a cluster not there yet gets Envoy's 503 until it is.
-        let mut config = json!({ "name": id, "virtual_hosts": virtual_hosts, "validate_clusters": false });
+        let mut config =
+            json!({ "name": id, "virtual_hosts": virtual_hosts, "validate_clusters": false });
         if !removed.is_empty() {
             // Token headers jwt_authn kept for the filter (docs/semantics.md §6b), not forwarded.
             config["request_headers_to_remove"] = json!(removed);
@@ -79,9 +90,13 @@ fn route_match(m: &RouteMatch) -> Value {
     let (kind, value) = path_of(m);
     let mut out = match kind {
         HttpRouteRulesMatchesPathType::Exact => json!({ "path": value }),
-        HttpRouteRulesMatchesPathType::RegularExpression => json!({ "safe_regex": { "regex": value } }),
+        HttpRouteRulesMatchesPathType::RegularExpression => {
+            json!({ "safe_regex": { "regex": value } })
+        }
         HttpRouteRulesMatchesPathType::PathPrefix if value == "/" => json!({ "prefix": "/" }),
-        HttpRouteRulesMatchesPathType::PathPrefix => json!({ "path_separated_prefix": value.trim_end_matches('/') }),
+        HttpRouteRulesMatchesPathType::PathPrefix => {
+            json!({ "path_separated_prefix": value.trim_end_matches('/') })
+        }
     };
     let mut headers: Vec<Value> = m
         .headers
@@ -93,7 +108,9 @@ fn route_match(m: &RouteMatch) -> Value {
         })
         .collect();
     if let Some(method) = &m.method {
-        headers.push(json!({ "name": ":method", "string_match": { "exact": model::method_name(method) } }));
+        headers.push(
+            json!({ "name": ":method", "string_match": { "exact": model::method_name(method) } }),
+        );
     }
     if !headers.is_empty() {
         out["headers"] = json!(headers);
@@ -102,7 +119,8 @@ fn route_match(m: &RouteMatch) -> Value {
         out["query_parameters"] = json!(query_params
             .iter()
             .map(|q| {
-                let regex = q.r#type == Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression);
+                let regex =
+                    q.r#type == Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression);
                 json!({ "name": q.name, "string_match": string_match(regex, &q.value) })
             })
             .collect::<Vec<_>>());
@@ -135,7 +153,12 @@ pub(super) fn envoy_duration(gateway_api: &str) -> Option<String> {
     Some(format!("{}.{:03}s", ms / 1000, ms % 1000))
 }
 
-fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstream, u32)], timeout: Option<&str>) -> Value {
+fn route_action(
+    rewrite: Option<&UrlRewrite>,
+    m: &RouteMatch,
+    backends: &[(Upstream, u32)],
+    timeout: Option<&str>,
+) -> Value {
     let mut action = match backends {
         [(u, _)] => json!({ "cluster": u.cluster_name() }),
         many => {
@@ -144,23 +167,29 @@ fn route_action(rewrite: Option<&UrlRewrite>, m: &RouteMatch, backends: &[(Upstr
     };
     // No request timeout unless the HTTPRoute gives one (docs/semantics.md §9.14): Envoy's default 15 s would cut
     // long tool calls and SSE streams; the connection manager's stream idle timeout applies instead.
-    action["timeout"] = json!(timeout.and_then(envoy_duration).unwrap_or_else(|| "0s".to_string()));
+    action["timeout"] = json!(timeout
+        .and_then(envoy_duration)
+        .unwrap_or_else(|| "0s".to_string()));
     if let Some(rw) = rewrite {
         if let Some(host) = &rw.hostname {
             action["host_rewrite_literal"] = json!(host);
         }
         if let Some(path) = &rw.path {
-            match (&path.r#type, &path.replace_full_path, &path.replace_prefix_match) {
+            match (
+                &path.r#type,
+                &path.replace_full_path,
+                &path.replace_prefix_match,
+            ) {
                 (HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath, Some(full), _) => {
-                    action["regex_rewrite"] = json!({ "pattern": { "regex": "^/.*$" }, "substitution": full });
+                    action["regex_rewrite"] =
+                        json!({ "pattern": { "regex": "^/.*$" }, "substitution": full });
                 }
                 (HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch, _, Some(prefix)) => {
                     let (_, matched) = path_of(m);
                     if matched == "/" || matched.trim_end_matches('/').is_empty() {
                         // Every path matches "/": put the new prefix in front of the whole path.
                         let prefix = prefix.trim_end_matches('/');
-                        action["regex_rewrite"] =
-                            json!({ "pattern": { "regex": "^/(.*)$" }, "substitution": format!("{prefix}/\\1") });
+                        action["regex_rewrite"] = json!({ "pattern": { "regex": "^/(.*)$" }, "substitution": format!("{prefix}/\\1") });
                     } else {
                         action["prefix_rewrite"] = json!(prefix);
                     }

@@ -11,24 +11,44 @@ use crate::model::{self, CaRef, Listener};
 use crate::topology::GatewayOut;
 
 impl Ctx<'_> {
-    pub(super) fn downstream_tls(&self, gw: &GatewayOut, listener: &Listener) -> Result<Value, Failure> {
+    pub(super) fn downstream_tls(
+        &self,
+        gw: &GatewayOut,
+        listener: &Listener,
+    ) -> Result<Value, Failure> {
         let ns = &gw.gateway.namespace;
         let tls = listener.tls.as_ref();
         if let Some(GatewayListenersTlsMode::Passthrough) = tls.and_then(|t| t.mode.as_ref()) {
-            eprintln!("error: listener {}: TLS mode Passthrough is not supported (Terminate only)", listener.name);
+            eprintln!(
+                "error: listener {}: TLS mode Passthrough is not supported (Terminate only)",
+                listener.name
+            );
             return Err(Failure::Invalid);
         }
-        let cert_ref = tls.and_then(|t| t.certificate_refs.as_ref()).and_then(|refs| refs.first()).ok_or_else(|| {
-            eprintln!("error: listener {}: HTTPS needs tls.certificateRefs", listener.name);
-            Failure::Invalid
-        })?;
+        let cert_ref = tls
+            .and_then(|t| t.certificate_refs.as_ref())
+            .and_then(|refs| refs.first())
+            .ok_or_else(|| {
+                eprintln!(
+                    "error: listener {}: HTTPS needs tls.certificateRefs",
+                    listener.name
+                );
+                Failure::Invalid
+            })?;
         let secret_ns = cert_ref.namespace.as_deref().unwrap_or(ns);
         let secret = self.inv.secret(secret_ns, &cert_ref.name).ok_or_else(|| {
-            eprintln!("error: listener {}: Secret {secret_ns}/{} not found in the input", listener.name, cert_ref.name);
+            eprintln!(
+                "error: listener {}: Secret {secret_ns}/{} not found in the input",
+                listener.name, cert_ref.name
+            );
             Failure::Invalid
         })?;
-        let (Some(crt), Some(key)) = (secret.spec.get("tls.crt"), secret.spec.get("tls.key")) else {
-            eprintln!("error: Secret {secret_ns}/{}: needs tls.crt and tls.key", cert_ref.name);
+        let (Some(crt), Some(key)) = (secret.spec.get("tls.crt"), secret.spec.get("tls.key"))
+        else {
+            eprintln!(
+                "error: Secret {secret_ns}/{}: needs tls.crt and tls.key",
+                cert_ref.name
+            );
             return Err(Failure::Invalid);
         };
         let base = format!("{}-{}", listener.name, cert_ref.name);
@@ -47,13 +67,16 @@ impl Ctx<'_> {
         if let Some(ca) = ca {
             let ca_path = self.write_cert(&format!("{}-client-ca.crt", listener.name), &ca)?;
             context["require_client_certificate"] = json!(true);
-            context["common_tls_context"]["validation_context"] = json!({ "trusted_ca": { "filename": ca_path } });
+            context["common_tls_context"]["validation_context"] =
+                json!({ "trusted_ca": { "filename": ca_path } });
         }
-        context["@type"] = json!("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext");
+        context["@type"] = json!(
+            "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
+        );
         Ok(json!({ "name": "envoy.transport_sockets.tls", "typed_config": context }))
     }
 
-    fn client_ca_bundle(&self, ns: &str, refs: &[CaRef]) -> Result<String, Failure> {
+    fn client_ca_bundle(&self, ns: &str, refs: &[CaRef<'_>]) -> Result<String, Failure> {
         let mut bundle = String::new();
         for r in refs {
             let ref_ns = r.namespace.unwrap_or(ns);
@@ -64,7 +87,10 @@ impl Ctx<'_> {
                 _ => None,
             };
             let pem = data.and_then(|d| d.spec.get("ca.crt")).ok_or_else(|| {
-                eprintln!("error: client CA {kind} {ref_ns}/{} with key ca.crt not found in the input", r.name);
+                eprintln!(
+                    "error: client CA {kind} {ref_ns}/{} with key ca.crt not found in the input",
+                    r.name
+                );
                 Failure::Invalid
             })?;
             bundle.push_str(pem);

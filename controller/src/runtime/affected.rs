@@ -45,10 +45,18 @@ pub struct TargetKind {
     pub plural: &'static str,
 }
 
-pub const GATEWAY: TargetKind =
-    TargetKind { group: "gateway.networking.k8s.io", version: "v1", kind: "Gateway", plural: "gateways" };
-pub const XBACKEND: TargetKind =
-    TargetKind { group: "agentic.networking.x-k8s.io", version: "v0alpha0", kind: "XBackend", plural: "xbackends" };
+pub const GATEWAY: TargetKind = TargetKind {
+    group: "gateway.networking.k8s.io",
+    version: "v1",
+    kind: "Gateway",
+    plural: "gateways",
+};
+pub const XBACKEND: TargetKind = TargetKind {
+    group: "agentic.networking.x-k8s.io",
+    version: "v0alpha0",
+    kind: "XBackend",
+    plural: "xbackends",
+};
 
 impl TargetKind {
     pub fn api(&self) -> ApiResource {
@@ -75,10 +83,16 @@ enum State {
 /// generation is set by `update`). Policies and ancestors come from the topology's statuses with
 /// their Programmed conditions added; `conflicts` are the Gateways' outputs not written because their
 /// names are taken.
-pub fn conditions(statuses: &[PolicyStatus], conflicts: &Conflicts, now: &str) -> BTreeMap<TargetKey, Condition> {
+pub fn conditions(
+    statuses: &[PolicyStatus],
+    conflicts: &Conflicts,
+    now: &str,
+) -> BTreeMap<TargetKey, Condition> {
     let mut by_target: BTreeMap<TargetKey, Vec<(String, State)>> = BTreeMap::new();
     for (ns, gateway) in conflicts.keys() {
-        by_target.entry((GATEWAY.kind.to_string(), ns.clone(), gateway.clone())).or_default();
+        by_target
+            .entry((GATEWAY.kind.to_string(), ns.clone(), gateway.clone()))
+            .or_default();
     }
     for s in statuses {
         let policy_ns = s.policy.split_once('/').map_or("", |(ns, _)| ns);
@@ -92,7 +106,9 @@ pub fn conditions(statuses: &[PolicyStatus], conflicts: &Conflicts, now: &str) -
             let ns = r.namespace.as_deref().unwrap_or(policy_ns);
             let find = |t: &str| a.conditions.iter().find(|c| c.condition_type == t);
             let state = match (find("Accepted"), find(PROGRAMMED)) {
-                (Some(acc), Some(p)) if acc.status == "True" && p.reason == OUTPUT_CONFLICT => State::Conflict,
+                (Some(acc), Some(p)) if acc.status == "True" && p.reason == OUTPUT_CONFLICT => {
+                    State::Conflict
+                }
                 (Some(acc), Some(p)) if acc.status == "True" && p.status == "True" => {
                     if programmed::is_dry_run(acc) {
                         State::DryRun
@@ -101,13 +117,18 @@ pub fn conditions(statuses: &[PolicyStatus], conflicts: &Conflicts, now: &str) -
                     }
                 }
                 (Some(acc), _) if acc.status == "True" => State::Pending,
-                (acc, _) => State::NotAccepted(acc.map_or_else(|| "no Accepted condition".into(), |c| c.reason.clone())),
+                (acc, _) => State::NotAccepted(
+                    acc.map_or_else(|| "no Accepted condition".into(), |c| c.reason.clone()),
+                ),
             };
             let who = match &r.section_name {
                 Some(l) => format!("{} (listener {l})", s.policy),
                 None => s.policy.clone(),
             };
-            by_target.entry((kind.to_string(), ns.to_string(), r.name.clone())).or_default().push((who, state));
+            by_target
+                .entry((kind.to_string(), ns.to_string(), r.name.clone()))
+                .or_default()
+                .push((who, state));
         }
     }
     by_target
@@ -115,7 +136,11 @@ pub fn conditions(statuses: &[PolicyStatus], conflicts: &Conflicts, now: &str) -
         .map(|(key, mut policies)| {
             policies.sort_by(|a, b| a.0.cmp(&b.0));
             let any = |f: fn(&State) -> bool| policies.iter().any(|(_, s)| f(s));
-            let taken = if key.0 == GATEWAY.kind { conflicts.get(&(key.1.clone(), key.2.clone())) } else { None };
+            let taken = if key.0 == GATEWAY.kind {
+                conflicts.get(&(key.1.clone(), key.2.clone()))
+            } else {
+                None
+            };
             let (status, reason) = if taken.is_some() || any(|s| matches!(s, State::Conflict)) {
                 ("False", OUTPUT_CONFLICT)
             } else if any(|s| matches!(s, State::Enforced)) {
@@ -134,7 +159,9 @@ pub fn conditions(statuses: &[PolicyStatus], conflicts: &Conflicts, now: &str) -
                     State::Enforced => format!("{who}: enforced"),
                     State::DryRun => format!("{who}: in dry-run (not enforced)"),
                     State::Pending => format!("{who}: accepted, not Programmed yet"),
-                    State::Conflict => format!("{who}: accepted, not Programmed (an output's name is taken)"),
+                    State::Conflict => {
+                        format!("{who}: accepted, not Programmed (an output's name is taken)")
+                    }
                     State::NotAccepted(reason) => format!("{who}: not accepted ({reason})"),
                 })
                 .collect();
@@ -144,8 +171,15 @@ pub fn conditions(statuses: &[PolicyStatus], conflicts: &Conflicts, now: &str) -
             let mut message = taken.map_or_else(String::new, |t| {
                 let more = t.len().saturating_sub(MAX_NAMED);
                 let listed: Vec<&str> = t.iter().take(MAX_NAMED).map(String::as_str).collect();
-                let more = if more > 0 { format!("; and {more} more") } else { String::new() };
-                format!("outputs not written, their names taken: {}{more}", listed.join("; "))
+                let more = if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "outputs not written, their names taken: {}{more}",
+                    listed.join("; ")
+                )
             });
             if !named.is_empty() {
                 if !message.is_empty() {
@@ -169,17 +203,27 @@ pub fn conditions(statuses: &[PolicyStatus], conflicts: &Conflicts, now: &str) -
 /// What to apply to an object whose `status` is `existing` (its generation `generation`): the
 /// condition to write (`Some(Some(c))`, keeping its `lastTransitionTime` when status and reason did
 /// not change), its removal (`Some(None)`), or nothing (`None`: it has what it should).
-pub fn update(desired: Option<&Condition>, existing: Option<&Value>, generation: Option<i64>) -> Option<Option<Condition>> {
+pub fn update(
+    desired: Option<&Condition>,
+    existing: Option<&Value>,
+    generation: Option<i64>,
+) -> Option<Option<Condition>> {
     let current: Option<Condition> = existing
         .and_then(|s| s.get("conditions"))
         .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(AFFECTED)))
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(AFFECTED))
+        })
         .and_then(|c| serde_json::from_value(c.clone()).ok());
     match (desired, current) {
         (None, None) => None,
         (None, Some(_)) => Some(None),
         (Some(d), current) => {
-            let mut want = Condition { observed_generation: generation, ..d.clone() };
+            let mut want = Condition {
+                observed_generation: generation,
+                ..d.clone()
+            };
             if let Some(c) = &current {
                 if c.status == want.status && c.reason == want.reason {
                     want.last_transition_time = c.last_transition_time.clone();
@@ -205,16 +249,32 @@ pub(super) async fn sync(
     for (target, store) in [(&GATEWAY, &w.gateways), (&XBACKEND, &w.backends)] {
         let api_resource = target.api();
         for obj in store.state() {
-            let (Some(ns), Some(name)) = (obj.metadata.namespace.as_deref(), obj.metadata.name.as_deref()) else { continue };
-            let key = (format!("{}/status", target.kind), ns.to_string(), name.to_string());
+            let (Some(ns), Some(name)) = (
+                obj.metadata.namespace.as_deref(),
+                obj.metadata.name.as_deref(),
+            ) else {
+                continue;
+            };
+            let key = (
+                format!("{}/status", target.kind),
+                ns.to_string(),
+                name.to_string(),
+            );
             let wanted = desired.get(&(target.kind.to_string(), ns.to_string(), name.to_string()));
-            let Some(change) = update(wanted, obj.data.get("status"), obj.metadata.generation) else {
+            let Some(change) = update(wanted, obj.data.get("status"), obj.metadata.generation)
+            else {
                 ctx.written.clear(&key);
                 continue;
             };
-            let content = change.as_ref().map(|c| Condition { last_transition_time: String::new(), ..c.clone() });
+            let content = change.as_ref().map(|c| Condition {
+                last_transition_time: String::new(),
+                ..c.clone()
+            });
             let content = serde_json::to_value(content).unwrap_or(Value::Null);
-            if ctx.written.pending(&key, &content, obj.metadata.resource_version.as_deref()) {
+            if ctx
+                .written
+                .pending(&key, &content, obj.metadata.resource_version.as_deref())
+            {
                 continue;
             }
             let mut patch = json!({
@@ -225,10 +285,12 @@ pub(super) async fn sync(
             if let Some(c) = &change {
                 patch["status"] = json!({"conditions": [c]});
             }
-            let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &api_resource);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), ns, &api_resource);
             match api.patch_status(name, &apply, &Patch::Apply(&patch)).await {
                 Ok(_) => {
-                    ctx.written.record(key, content, obj.metadata.resource_version.clone());
+                    ctx.written
+                        .record(key, content, obj.metadata.resource_version.clone());
                     tracing::info!(kind = %target.kind, namespace = %ns, name = %name, "{AFFECTED} {}",
                         change.as_ref().map_or("removed", |c| c.status.as_str()));
                     writes += 1;
@@ -256,14 +318,19 @@ mod tests {
             apiVersion: agentic.networking.x-k8s.io/v0alpha0\nkind: XBackend\nmetadata: {{name: tools, namespace: ns}}\n\
             spec: {{mcp: {{serviceName: mcp, port: 8080}}}}\n---\n{extra}"
         );
-        let istio = toolgate_policy::compile::ClusterNaming::Istio { cluster_domain: "cluster.local".into() };
+        let istio = toolgate_policy::compile::ClusterNaming::Istio {
+            cluster_domain: "cluster.local".into(),
+        };
         crate::topology::topology_of(&yaml, istio)
     }
 
     fn policy(name: &str, target: &str, annotations: &str) -> String {
         let target = match target {
-            "tools" => "{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}".to_string(),
-            "gw/a" => "{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: a}".to_string(),
+            "tools" => {
+                "{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}".to_string()
+            }
+            "gw/a" => "{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: a}"
+                .to_string(),
             other => format!("{{group: gateway.networking.k8s.io, kind: Gateway, name: {other}}}"),
         };
         format!(
@@ -275,7 +342,12 @@ mod tests {
 
     /// The target conditions of a pass whose writes are all current except those `failing` names.
     fn pass(extra: &str, failing: &str) -> BTreeMap<TargetKey, Condition> {
-        pass_with(extra, failing, programmed::Failure::Refused("forbidden".into()), &Conflicts::new())
+        pass_with(
+            extra,
+            failing,
+            programmed::Failure::Refused("forbidden".into()),
+            &Conflicts::new(),
+        )
     }
 
     fn pass_with(
@@ -290,7 +362,13 @@ mod tests {
         for s in &mut statuses {
             carriers.add_programmed(
                 s,
-                |k| if !failing.is_empty() && k.2 == failing { Err(failure.clone()) } else { Ok(()) },
+                |k| {
+                    if !failing.is_empty() && k.2 == failing {
+                        Err(failure.clone())
+                    } else {
+                        Ok(())
+                    }
+                },
                 "t",
             );
         }
@@ -315,17 +393,31 @@ mod tests {
         );
         assert_eq!(all.len(), 2, "{all:?}");
         let gw = &all[&key("Gateway", "gw")];
-        assert_eq!((gw.condition_type.as_str(), summary(gw)), (AFFECTED, ("True", PROGRAMMED)));
-        assert_eq!(gw.message, "XAccessPolicy ns/on-gw: enforced; ns/on-listener (listener a): enforced");
+        assert_eq!(
+            (gw.condition_type.as_str(), summary(gw)),
+            (AFFECTED, ("True", PROGRAMMED))
+        );
+        assert_eq!(
+            gw.message,
+            "XAccessPolicy ns/on-gw: enforced; ns/on-listener (listener a): enforced"
+        );
         let tools = &all[&key("XBackend", "tools")];
         assert_eq!(summary(tools), ("True", "DryRun"));
-        assert_eq!(tools.message, "XAccessPolicy ns/shadow: in dry-run (not enforced)");
+        assert_eq!(
+            tools.message,
+            "XAccessPolicy ns/shadow: in dry-run (not enforced)"
+        );
 
         // An output that cannot be written: accepted, not Programmed.
         let failed = pass(&policy("on-gw", "gw", ""), "toolgate-gw");
         let gw = &failed[&key("Gateway", "gw")];
         assert_eq!(summary(gw), ("False", RECONCILING));
-        assert!(gw.message.contains("ns/on-gw: accepted, not Programmed yet"), "{}", gw.message);
+        assert!(
+            gw.message
+                .contains("ns/on-gw: accepted, not Programmed yet"),
+            "{}",
+            gw.message
+        );
 
         // Only a policy the Gateway does not accept (its target does not exist is another matter:
         // no object, nothing written).
@@ -335,7 +427,12 @@ mod tests {
         let rejected = pass(invalid, "");
         let gw = &rejected[&key("Gateway", "gw")];
         assert_eq!(summary(gw), ("False", "NotAccepted"), "{gw:?}");
-        assert!(gw.message.starts_with("XAccessPolicy ns/bad: not accepted ("), "{}", gw.message);
+        assert!(
+            gw.message
+                .starts_with("XAccessPolicy ns/bad: not accepted ("),
+            "{}",
+            gw.message
+        );
 
         // No policy: no condition for anything.
         assert!(pass("", "").is_empty());
@@ -344,28 +441,52 @@ mod tests {
     #[test]
     fn a_taken_output_name_is_on_the_gateway_and_the_policies() {
         let taken = "WasmPlugin ns/toolgate-gw-a: exists and is not Toolgate's".to_string();
-        let conflicts = Conflicts::from([(("ns".to_string(), "gw".to_string()), vec![taken.clone()])]);
+        let conflicts =
+            Conflicts::from([(("ns".to_string(), "gw".to_string()), vec![taken.clone()])]);
         let conflict = programmed::Failure::Conflict("exists and is not Toolgate's".into());
-        let all =
-            pass_with(&(policy("on-gw", "gw", "") + &policy("on-tools", "tools", "")), "toolgate-gw-a", conflict, &conflicts);
+        let all = pass_with(
+            &(policy("on-gw", "gw", "") + &policy("on-tools", "tools", "")),
+            "toolgate-gw-a",
+            conflict,
+            &conflicts,
+        );
         let gw = &all[&key("Gateway", "gw")];
         assert_eq!(summary(gw), ("False", OUTPUT_CONFLICT));
         assert!(
-            gw.message.starts_with(&format!("outputs not written, their names taken: {taken}. XAccessPolicy ")),
+            gw.message.starts_with(&format!(
+                "outputs not written, their names taken: {taken}. XAccessPolicy "
+            )),
             "{}",
             gw.message
         );
-        assert!(gw.message.contains("ns/on-gw: accepted, not Programmed (an output's name is taken)"), "{}", gw.message);
+        assert!(
+            gw.message
+                .contains("ns/on-gw: accepted, not Programmed (an output's name is taken)"),
+            "{}",
+            gw.message
+        );
         let tools = &all[&key("XBackend", "tools")];
-        assert_eq!(summary(tools), ("False", OUTPUT_CONFLICT), "{}", tools.message);
+        assert_eq!(
+            summary(tools),
+            ("False", OUTPUT_CONFLICT),
+            "{}",
+            tools.message
+        );
 
         // A Gateway whose outputs only XBackend policies bring still says so.
-        let only =
-            pass_with(&policy("on-tools", "tools", ""), "toolgate-gw-a", programmed::Failure::Conflict("x".into()), &conflicts);
+        let only = pass_with(
+            &policy("on-tools", "tools", ""),
+            "toolgate-gw-a",
+            programmed::Failure::Conflict("x".into()),
+            &conflicts,
+        );
         let gw = &only[&key("Gateway", "gw")];
         assert_eq!(
             (summary(gw), gw.message.as_str()),
-            (("False", OUTPUT_CONFLICT), format!("outputs not written, their names taken: {taken}").as_str())
+            (
+                ("False", OUTPUT_CONFLICT),
+                format!("outputs not written, their names taken: {taken}").as_str()
+            )
         );
     }
 
@@ -378,27 +499,49 @@ mod tests {
 
         // Missing: written, with the object's generation.
         let status = json!({"conditions": [theirs]});
-        let Some(Some(c)) = update(Some(want), Some(&status), Some(3)) else { panic!("no write") };
-        assert_eq!((c.observed_generation, c.last_transition_time.as_str()), (Some(3), "t"));
+        let Some(Some(c)) = update(Some(want), Some(&status), Some(3)) else {
+            panic!("no write")
+        };
+        assert_eq!(
+            (c.observed_generation, c.last_transition_time.as_str()),
+            (Some(3), "t")
+        );
 
         // Present and the same (another time stamp, as a later pass has): nothing to do.
-        let written =
-            serde_json::to_value(Condition { last_transition_time: "2026-01-02T00:00:00Z".into(), ..c.clone() }).unwrap();
+        let written = serde_json::to_value(Condition {
+            last_transition_time: "2026-01-02T00:00:00Z".into(),
+            ..c.clone()
+        })
+        .unwrap();
         let status = json!({"conditions": [theirs, written]});
         assert_eq!(update(Some(want), Some(&status), Some(3)), None);
 
         // The object's spec changed (a new generation): written again, the transition time kept.
-        let Some(Some(c)) = update(Some(want), Some(&status), Some(4)) else { panic!("no write") };
-        assert_eq!((c.observed_generation, c.last_transition_time.as_str()), (Some(4), "2026-01-02T00:00:00Z"));
+        let Some(Some(c)) = update(Some(want), Some(&status), Some(4)) else {
+            panic!("no write")
+        };
+        assert_eq!(
+            (c.observed_generation, c.last_transition_time.as_str()),
+            (Some(4), "2026-01-02T00:00:00Z")
+        );
 
         // Its status changed: a new transition time.
-        let pending = Condition { status: "False".into(), reason: RECONCILING.into(), ..want.clone() };
-        let Some(Some(c)) = update(Some(&pending), Some(&status), Some(3)) else { panic!("no write") };
+        let pending = Condition {
+            status: "False".into(),
+            reason: RECONCILING.into(),
+            ..want.clone()
+        };
+        let Some(Some(c)) = update(Some(&pending), Some(&status), Some(3)) else {
+            panic!("no write")
+        };
         assert_eq!(c.last_transition_time, "t");
 
         // No policy targets it any more: removed; never there: nothing.
         assert_eq!(update(None, Some(&status), Some(3)), Some(None));
-        assert_eq!(update(None, Some(&json!({"conditions": [theirs]})), Some(3)), None);
+        assert_eq!(
+            update(None, Some(&json!({"conditions": [theirs]})), Some(3)),
+            None
+        );
         assert_eq!(update(None, None, None), None);
     }
 }

@@ -56,17 +56,25 @@ impl LeaseConfig {
             return Err(LeaseError::Identity);
         }
         if self.renew_deadline >= self.lease_duration {
-            return Err(LeaseError::RenewDeadline { renew: self.renew_deadline, lease: self.lease_duration });
+            return Err(LeaseError::RenewDeadline {
+                renew: self.renew_deadline,
+                lease: self.lease_duration,
+            });
         }
         if self.retry_period >= self.renew_deadline {
-            return Err(LeaseError::RetryPeriod { retry: self.retry_period, renew: self.renew_deadline });
+            return Err(LeaseError::RetryPeriod {
+                retry: self.retry_period,
+                renew: self.renew_deadline,
+            });
         }
         Ok(())
     }
 
     /// `leaseDurationSeconds` as written: whole seconds, rounded up.
     fn duration_seconds(&self) -> i32 {
-        i32::try_from(self.lease_duration.as_millis().div_ceil(1000)).unwrap_or(i32::MAX).max(1)
+        i32::try_from(self.lease_duration.as_millis().div_ceil(1000))
+            .unwrap_or(i32::MAX)
+            .max(1)
     }
 }
 
@@ -97,7 +105,13 @@ fn holder(spec: &LeaseSpec) -> Option<&str> {
 
 /// The next step for `identity` given the Lease's record. `expired`: the record has not changed for
 /// its lease duration (see [`Observer`]).
-pub fn decide(current: &LeaseSpec, identity: &str, expired: bool, now: Timestamp, duration_seconds: i32) -> Decision {
+pub fn decide(
+    current: &LeaseSpec,
+    identity: &str,
+    expired: bool,
+    now: Timestamp,
+    duration_seconds: i32,
+) -> Decision {
     match holder(current) {
         Some(h) if h == identity => Decision::Take(LeaseSpec {
             renew_time: Some(MicroTime(now)),
@@ -105,7 +119,9 @@ pub fn decide(current: &LeaseSpec, identity: &str, expired: bool, now: Timestamp
             acquire_time: current.acquire_time.clone().or(Some(MicroTime(now))),
             ..current.clone()
         }),
-        Some(h) if !expired => Decision::Follow { holder: h.to_string() },
+        Some(h) if !expired => Decision::Follow {
+            holder: h.to_string(),
+        },
         _ => Decision::Take(LeaseSpec {
             holder_identity: Some(identity.to_string()),
             acquire_time: Some(MicroTime(now)),
@@ -132,11 +148,16 @@ impl Observer {
     }
 
     pub fn expired(&self, now: Instant, default: Duration) -> bool {
-        let Some((spec, since)) = &self.record else { return true };
+        let Some((spec, since)) = &self.record else {
+            return true;
+        };
         if holder(spec).is_none() {
             return true;
         }
-        let duration = spec.lease_duration_seconds.filter(|s| *s > 0).map_or(default, |s| Duration::from_secs(s as u64));
+        let duration = spec
+            .lease_duration_seconds
+            .filter(|s| *s > 0)
+            .map_or(default, |s| Duration::from_secs(s as u64));
         now.duration_since(*since) >= duration
     }
 }
@@ -162,7 +183,11 @@ pub struct Elector {
 impl Elector {
     pub fn new(client: Client, config: LeaseConfig) -> Self {
         let api = Api::namespaced(client, &config.namespace);
-        Self { api, config, observer: Observer::default() }
+        Self {
+            api,
+            config,
+            observer: Observer::default(),
+        }
     }
 
     /// Takes or renews the Lease: true when this replica holds it now.
@@ -170,7 +195,13 @@ impl Elector {
         let (now, stamp) = (Instant::now(), Timestamp::now());
         let duration = self.config.duration_seconds();
         let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
-            let spec = match decide(&LeaseSpec::default(), &self.config.identity, true, stamp, duration) {
+            let spec = match decide(
+                &LeaseSpec::default(),
+                &self.config.identity,
+                true,
+                stamp,
+                duration,
+            ) {
                 Decision::Take(spec) => spec,
                 Decision::Follow { .. } => return Ok(false),
             };
@@ -199,7 +230,11 @@ impl Elector {
             Decision::Take(spec) => {
                 lease.spec = Some(spec.clone());
                 // The resourceVersion read is sent back: if anyone wrote in between, 409.
-                match self.api.replace(&self.config.name, &PostParams::default(), &lease).await {
+                match self
+                    .api
+                    .replace(&self.config.name, &PostParams::default(), &lease)
+                    .await
+                {
                     Ok(_) => {
                         self.observer.observe(&spec, now);
                         Ok(true)
@@ -213,25 +248,34 @@ impl Elector {
 
     /// Clears the holder when it is this replica.
     pub async fn release(&mut self) -> Result<bool, kube::Error> {
-        let Some(mut lease) = self.api.get_opt(&self.config.name).await? else { return Ok(false) };
+        let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
+            return Ok(false);
+        };
         let current = lease.spec.clone().unwrap_or_default();
         if holder(&current) != Some(self.config.identity.as_str()) {
             return Ok(false);
         }
         lease.spec = Some(released(&current, Timestamp::now()));
-        self.api.replace(&self.config.name, &PostParams::default(), &lease).await?;
+        self.api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await?;
         Ok(true)
     }
 
     /// Runs the candidate until `stop` fires, publishing whether this replica leads on `leading`;
     /// then releases the Lease if it leads.
     pub async fn run(mut self, leading: watch::Sender<bool>, mut stop: oneshot::Receiver<()>) {
-        let (name, ns, id) = (self.config.name.clone(), self.config.namespace.clone(), self.config.identity.clone());
+        let (name, ns, id) = (
+            self.config.name.clone(),
+            self.config.namespace.clone(),
+            self.config.identity.clone(),
+        );
         tracing::info!(lease_namespace = %ns, lease = %name, identity = %id, "leader election: Lease {ns}/{name}, identity {id}");
         let mut last_renewal: Option<Instant> = None;
         loop {
             let attempt = Instant::now();
-            let result = tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew()).await;
+            let result =
+                tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew()).await;
             let is_leader = *leading.borrow();
             match result {
                 Ok(Ok(true)) => {
@@ -247,12 +291,16 @@ impl Elector {
                         leading.send_replace(false);
                     }
                 }
-                Ok(Err(e)) => tracing::warn!(lease_namespace = %ns, lease = %name, "Lease {ns}/{name}: {e}"),
+                Ok(Err(e)) => {
+                    tracing::warn!(lease_namespace = %ns, lease = %name, "Lease {ns}/{name}: {e}")
+                }
                 Err(_) => {
                     tracing::warn!(lease_namespace = %ns, lease = %name, "Lease {ns}/{name}: no answer within the renew deadline")
                 }
             }
-            if *leading.borrow() && last_renewal.is_none_or(|t| t.elapsed() >= self.config.renew_deadline) {
+            if *leading.borrow()
+                && last_renewal.is_none_or(|t| t.elapsed() >= self.config.renew_deadline)
+            {
                 tracing::warn!(lease_namespace = %ns, lease = %name, "no longer leading: Lease {ns}/{name} not renewed within the renew deadline");
                 leading.send_replace(false);
             }
@@ -267,9 +315,13 @@ impl Elector {
         if *leading.borrow() {
             leading.send_replace(false);
             match self.release().await {
-                Ok(true) => tracing::info!(lease_namespace = %ns, lease = %name, "released Lease {ns}/{name}"),
+                Ok(true) => {
+                    tracing::info!(lease_namespace = %ns, lease = %name, "released Lease {ns}/{name}")
+                }
                 Ok(false) => {}
-                Err(e) => tracing::warn!(lease_namespace = %ns, lease = %name, "releasing Lease {ns}/{name}: {e}"),
+                Err(e) => {
+                    tracing::warn!(lease_namespace = %ns, lease = %name, "releasing Lease {ns}/{name}: {e}")
+                }
             }
         }
     }
@@ -296,25 +348,47 @@ mod tests {
 
     #[test]
     fn a_free_lease_is_taken() {
-        let Decision::Take(spec) = decide(&LeaseSpec::default(), "a", false, t(5), 15) else { panic!("not taken") };
+        let Decision::Take(spec) = decide(&LeaseSpec::default(), "a", false, t(5), 15) else {
+            panic!("not taken")
+        };
         assert_eq!(spec.holder_identity.as_deref(), Some("a"));
         assert_eq!(spec.lease_duration_seconds, Some(15));
-        assert_eq!((spec.acquire_time, spec.renew_time), (Some(MicroTime(t(5))), Some(MicroTime(t(5)))));
+        assert_eq!(
+            (spec.acquire_time, spec.renew_time),
+            (Some(MicroTime(t(5))), Some(MicroTime(t(5))))
+        );
         // A released lease (holder cleared, or empty) is free even though it is not expired.
         for holder in [None, Some(String::new())] {
-            let released = LeaseSpec { holder_identity: holder, ..released(&held("b", 0, 3), t(1)) };
-            let Decision::Take(spec) = decide(&released, "a", false, t(2), 15) else { panic!("not taken") };
-            assert_eq!((spec.holder_identity.as_deref(), spec.lease_transitions), (Some("a"), Some(4)));
+            let released = LeaseSpec {
+                holder_identity: holder,
+                ..released(&held("b", 0, 3), t(1))
+            };
+            let Decision::Take(spec) = decide(&released, "a", false, t(2), 15) else {
+                panic!("not taken")
+            };
+            assert_eq!(
+                (spec.holder_identity.as_deref(), spec.lease_transitions),
+                (Some("a"), Some(4))
+            );
         }
     }
 
     #[test]
     fn another_holder_is_followed_until_its_lease_expires() {
         let lease = held("b", 0, 2);
-        assert_eq!(decide(&lease, "a", false, t(100), 15), Decision::Follow { holder: "b".into() });
-        let Decision::Take(spec) = decide(&lease, "a", true, t(100), 15) else { panic!("expired lease not taken") };
+        assert_eq!(
+            decide(&lease, "a", false, t(100), 15),
+            Decision::Follow { holder: "b".into() }
+        );
+        let Decision::Take(spec) = decide(&lease, "a", true, t(100), 15) else {
+            panic!("expired lease not taken")
+        };
         assert_eq!(spec.holder_identity.as_deref(), Some("a"));
-        assert_eq!(spec.lease_transitions, Some(3), "a change of holder is a transition");
+        assert_eq!(
+            spec.lease_transitions,
+            Some(3),
+            "a change of holder is a transition"
+        );
         assert_eq!(spec.acquire_time, Some(MicroTime(t(100))));
     }
 
@@ -323,7 +397,9 @@ mod tests {
         let lease = held("a", 0, 7);
         // Even when the record looks expired to us: it is ours.
         for expired in [false, true] {
-            let Decision::Take(spec) = decide(&lease, "a", expired, t(9), 15) else { panic!("not renewed") };
+            let Decision::Take(spec) = decide(&lease, "a", expired, t(9), 15) else {
+                panic!("not renewed")
+            };
             assert_eq!(spec.renew_time, Some(MicroTime(t(9))));
             assert_eq!(spec.acquire_time, Some(MicroTime(t(0))));
             assert_eq!(spec.lease_transitions, Some(7));
@@ -334,7 +410,10 @@ mod tests {
     fn expiry_is_measured_from_the_last_change_seen_on_the_local_clock() {
         let start = Instant::now();
         let mut o = Observer::default();
-        assert!(o.expired(start, Duration::from_secs(15)), "nothing seen yet");
+        assert!(
+            o.expired(start, Duration::from_secs(15)),
+            "nothing seen yet"
+        );
         let lease = held("b", 0, 1);
         o.observe(&lease, start);
         assert!(!o.expired(start + Duration::from_secs(14), Duration::from_secs(99)));
@@ -343,7 +422,10 @@ mod tests {
         assert!(o.expired(start + Duration::from_secs(15), Duration::from_secs(99)));
         // A renewal (a new record) restarts it, whatever the timestamps in the record say (a skewed
         // clock on the holder's machine does not matter).
-        let renewed = LeaseSpec { renew_time: Some(MicroTime(t(-3600))), ..lease.clone() };
+        let renewed = LeaseSpec {
+            renew_time: Some(MicroTime(t(-3600))),
+            ..lease.clone()
+        };
         o.observe(&renewed, start + Duration::from_secs(15));
         assert!(!o.expired(start + Duration::from_secs(29), Duration::from_secs(99)));
         assert!(o.expired(start + Duration::from_secs(30), Duration::from_secs(99)));
@@ -372,11 +454,23 @@ mod tests {
         };
         assert!(ok.validate().is_ok());
         assert_eq!(ok.duration_seconds(), 2, "whole seconds, rounded up");
-        let c = LeaseConfig { renew_deadline: ok.lease_duration, ..ok.clone() };
-        assert!(matches!(c.validate(), Err(LeaseError::RenewDeadline { .. })));
-        let c = LeaseConfig { retry_period: ok.renew_deadline, ..ok.clone() };
+        let c = LeaseConfig {
+            renew_deadline: ok.lease_duration,
+            ..ok.clone()
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(LeaseError::RenewDeadline { .. })
+        ));
+        let c = LeaseConfig {
+            retry_period: ok.renew_deadline,
+            ..ok.clone()
+        };
         assert!(matches!(c.validate(), Err(LeaseError::RetryPeriod { .. })));
-        let c = LeaseConfig { identity: String::new(), ..ok };
+        let c = LeaseConfig {
+            identity: String::new(),
+            ..ok
+        };
         assert!(matches!(c.validate(), Err(LeaseError::Identity)));
     }
 }

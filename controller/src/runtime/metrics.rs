@@ -66,12 +66,20 @@ impl std::fmt::Debug for Exported {
 }
 
 impl Collector for Exported {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let m = &self.0;
         let reconciles = m.reconciles.load(Ordering::Relaxed);
         for (name, help, value) in [
-            ("toolgate_controller_reconciles", "Reconcile passes.", reconciles),
-            ("toolgate_controller_writes", "API writes (applies, deletes, status).", m.writes.load(Ordering::Relaxed)),
+            (
+                "toolgate_controller_reconciles",
+                "Reconcile passes.",
+                reconciles,
+            ),
+            (
+                "toolgate_controller_writes",
+                "API writes (applies, deletes, status).",
+                m.writes.load(Ordering::Relaxed),
+            ),
             (
                 "toolgate_controller_plans_written",
                 "WasmPlugins/TrafficExtensions applied or deleted.",
@@ -79,7 +87,12 @@ impl Collector for Exported {
             ),
         ] {
             let counter = ConstCounter::new(value);
-            counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)?;
+            counter.encode(encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                counter.metric_type(),
+            )?)?;
         }
         let leader = ConstGauge::new(i64::from(m.leader.load(Ordering::Relaxed)));
         leader.encode(encoder.encode_descriptor(
@@ -98,18 +111,32 @@ impl Collector for Exported {
                 None,
                 MetricType::Histogram,
             )?
-            .encode_histogram::<NoLabelSet>(sum, reconciles, &[(f64::INFINITY, reconciles)], None)?;
+            .encode_histogram::<NoLabelSet>(
+                sum,
+                reconciles,
+                &[(f64::INFINITY, reconciles)],
+                None,
+            )?;
         let errors = m.errors.lock().map(|e| e.clone()).unwrap_or_default();
-        let mut family =
-            encoder.encode_descriptor("toolgate_controller_errors", "Failed passes by cause.", None, MetricType::Counter)?;
+        let mut family = encoder.encode_descriptor(
+            "toolgate_controller_errors",
+            "Failed passes by cause.",
+            None,
+            MetricType::Counter,
+        )?;
         for (label, n) in errors {
             ConstCounter::new(n).encode(family.encode_family(&[("error", label)])?)?;
         }
         let policies = m.policies.lock().map(|p| p.clone()).unwrap_or_default();
-        let mut family =
-            encoder.encode_descriptor("toolgate_controller_policies", "Policies by status reason.", None, MetricType::Gauge)?;
+        let mut family = encoder.encode_descriptor(
+            "toolgate_controller_policies",
+            "Policies by status reason.",
+            None,
+            MetricType::Gauge,
+        )?;
         for (reason, n) in policies {
-            ConstGauge::new(n as i64).encode(family.encode_family(&[("reason", reason.as_str())])?)?;
+            ConstGauge::new(n as i64)
+                .encode(family.encode_family(&[("reason", reason.as_str())])?)?;
         }
         Ok(())
     }
@@ -129,24 +156,32 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<(
                 async move {
                     let (status, body) = match req.uri().path() {
                         "/metrics" => {
-                            let mut response = Response::new(Full::new(Bytes::from(metrics.render())));
+                            let mut response =
+                                Response::new(Full::new(Bytes::from(metrics.render())));
                             response.headers_mut().insert(
                                 hyper::header::CONTENT_TYPE,
-                                hyper::header::HeaderValue::from_static(prometheus_text::CONTENT_TYPE),
+                                hyper::header::HeaderValue::from_static(
+                                    prometheus_text::CONTENT_TYPE,
+                                ),
                             );
                             return Ok::<_, Infallible>(response);
                         }
                         "/healthz" => (200, "ok\n".to_string()),
-                        "/readyz" if metrics.ready.load(Ordering::Relaxed) => (200, "ready\n".to_string()),
+                        "/readyz" if metrics.ready.load(Ordering::Relaxed) => {
+                            (200, "ready\n".to_string())
+                        }
                         "/readyz" => (503, "not ready\n".to_string()),
                         _ => (404, "not found\n".to_string()),
                     };
                     let mut response = Response::new(Full::new(Bytes::from(body)));
-                    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
+                    *response.status_mut() =
+                        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
                     Ok::<_, Infallible>(response)
                 }
             });
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         });
     }
 }
@@ -181,8 +216,14 @@ mod tests {
             "toolgate_controller_policies{reason=\"Accepted\"} 2",
             "toolgate_controller_policies{reason=\"TargetNotFound\"} 1",
         ] {
-            assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line:?} missing from\n{text}"
+            );
         }
-        assert!(!text.contains("_total_total") && !text.contains("# EOF"), "{text}");
+        assert!(
+            !text.contains("_total_total") && !text.contains("# EOF"),
+            "{text}"
+        );
     }
 }

@@ -31,7 +31,9 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::json;
 use tokio::sync::{oneshot, watch, Notify};
-use toolgate_policy::compile::{ClusterNaming, CompileOptions, DEFAULT_CLUSTER_DOMAIN, DEFAULT_TRUST_DOMAIN};
+use toolgate_policy::compile::{
+    ClusterNaming, CompileOptions, DEFAULT_CLUSTER_DOMAIN, DEFAULT_TRUST_DOMAIN,
+};
 use toolgate_policy::plan::PlanSettings;
 
 use crate::inputs::RawObject;
@@ -169,14 +171,27 @@ struct Context {
 /// not repeat a write of the same content while the cache shows the resourceVersion it showed when
 /// the write was made. Once the cache shows anything else, the entry no longer holds.
 #[derive(Default)]
-struct Written(std::sync::Mutex<std::collections::HashMap<WrittenKey, (serde_json::Value, Option<String>)>>);
+struct Written(
+    std::sync::Mutex<std::collections::HashMap<WrittenKey, (serde_json::Value, Option<String>)>>,
+);
 
 /// (kind, namespace, name).
 type WrittenKey = (String, String, String);
 
 impl Written {
-    fn pending(&self, key: &WrittenKey, content: &serde_json::Value, cached_version: Option<&str>) -> bool {
-        self.0.lock().map(|m| m.get(key).is_some_and(|(c, v)| c == content && v.as_deref() == cached_version)).unwrap_or(false)
+    fn pending(
+        &self,
+        key: &WrittenKey,
+        content: &serde_json::Value,
+        cached_version: Option<&str>,
+    ) -> bool {
+        self.0
+            .lock()
+            .map(|m| {
+                m.get(key)
+                    .is_some_and(|(c, v)| c == content && v.as_deref() == cached_version)
+            })
+            .unwrap_or(false)
     }
 
     fn record(&self, key: WrittenKey, content: serde_json::Value, cached_version: Option<String>) {
@@ -213,7 +228,11 @@ fn without_times(mut v: serde_json::Value) -> serde_json::Value {
 }
 
 pub fn run(args: &ControllerArgs) -> std::process::ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             tracing::error!("cannot start the runtime: {e}");
@@ -230,7 +249,12 @@ pub fn run(args: &ControllerArgs) -> std::process::ExitCode {
 }
 
 /// A store fed by a watcher; every event wakes the reconciler.
-fn watch(client: &Client, ar: ApiResource, changed: Arc<Notify>, selector: Option<&str>) -> Store<DynamicObject> {
+fn watch(
+    client: &Client,
+    ar: ApiResource,
+    changed: Arc<Notify>,
+    selector: Option<&str>,
+) -> Store<DynamicObject> {
     watch_with(client, ar, changed, selector, Arc::default())
 }
 
@@ -260,9 +284,9 @@ fn watch_with(
                     current.store(false, std::sync::atomic::Ordering::Relaxed);
                     tracing::warn!("watch: {e}");
                 }
-                Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
-                    current.store(true, std::sync::atomic::Ordering::Relaxed)
-                }
+                Ok(
+                    watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_),
+                ) => current.store(true, std::sync::atomic::Ordering::Relaxed),
                 Ok(_) => {}
             }
             changed.notify_one();
@@ -281,25 +305,57 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
     });
     let client = Client::try_default().await?;
     let changed = Arc::new(Notify::new());
-    let policy_api = gvk("agentic.networking.x-k8s.io", "v1alpha1", "XAccessPolicy", "xaccesspolicies");
-    let output_api = gvk(output::GROUP, output::VERSION, args.output.kind(), args.output.plural());
-    let hold_api = gvk(output::ENVOY_FILTER_GROUP, output::ENVOY_FILTER_VERSION, "EnvoyFilter", "envoyfilters");
+    let policy_api = gvk(
+        "agentic.networking.x-k8s.io",
+        "v1alpha1",
+        "XAccessPolicy",
+        "xaccesspolicies",
+    );
+    let output_api = gvk(
+        output::GROUP,
+        output::VERSION,
+        args.output.kind(),
+        args.output.plural(),
+    );
+    let hold_api = gvk(
+        output::ENVOY_FILTER_GROUP,
+        output::ENVOY_FILTER_VERSION,
+        "EnvoyFilter",
+        "envoyfilters",
+    );
     let managed = format!("{MANAGED_BY}={FIELD_MANAGER}");
     let watched = Watched {
         policies: watch(&client, policy_api.clone(), changed.clone(), None),
         backends: watch(&client, affected::XBACKEND.api(), changed.clone(), None),
         gateways: watch(&client, affected::GATEWAY.api(), changed.clone(), None),
-        routes: watch(&client, gvk("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"), changed.clone(), None),
-        grants: watch(
+        routes: watch(
             &client,
-            gvk("gateway.networking.k8s.io", "v1beta1", "ReferenceGrant", "referencegrants"),
+            gvk("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"),
             changed.clone(),
             None,
         ),
-        namespaces: watch(&client, gvk("", "v1", "Namespace", "namespaces"), changed.clone(), None),
+        grants: watch(
+            &client,
+            gvk(
+                "gateway.networking.k8s.io",
+                "v1beta1",
+                "ReferenceGrant",
+                "referencegrants",
+            ),
+            changed.clone(),
+            None,
+        ),
+        namespaces: watch(
+            &client,
+            gvk("", "v1", "Namespace", "namespaces"),
+            changed.clone(),
+            None,
+        ),
         outputs: write::Cache::watch(&client, output_api.clone(), changed.clone(), &managed),
         holds: write::Cache::watch(&client, hold_api.clone(), changed.clone(), &managed),
-        configmaps: args.plan_configmaps.then(|| write::Cache::watch(&client, configmap_api(), changed.clone(), &managed)),
+        configmaps: args
+            .plan_configmaps
+            .then(|| write::Cache::watch(&client, configmap_api(), changed.clone(), &managed)),
     };
     for (name, store) in [
         ("XAccessPolicy", &watched.policies),
@@ -331,19 +387,29 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
     if args.leader_elect {
         let config = lease_config(&args, &client)?;
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(lease::Elector::new(client.clone(), config).run(leading_tx, stopped));
+        let task =
+            tokio::spawn(lease::Elector::new(client.clone(), config).run(leading_tx, stopped));
         elector = Some((stop, task));
     } else {
         // Kept to the end: a dropped sender would end `leading.changed()` at once.
         _unused_sender = Some(leading_tx);
     }
-    let ctx = Context { metrics, client, args, policy_api, output_api, hold_api, written: Written::default() };
+    let ctx = Context {
+        metrics,
+        client,
+        args,
+        policy_api,
+        output_api,
+        hold_api,
+        written: Written::default(),
+    };
     let mut shutdown = Box::pin(shutdown_signal());
     let mut retry = retry::Retry::new(); // a failed pass runs again at the next change or when its retry is due
     loop {
         let is_leader = *leading.borrow_and_update();
         let m = &ctx.metrics;
-        m.leader.store(is_leader, std::sync::atomic::Ordering::Relaxed);
+        m.leader
+            .store(is_leader, std::sync::atomic::Ordering::Relaxed);
         if !is_leader {
             // A follower watches (its caches stay current) and writes nothing.
             m.ready.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -351,13 +417,18 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         } else {
             let started = Instant::now();
             let result = reconcile(&ctx, &watched).await;
-            m.reconciles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            m.duration_micros_sum.fetch_add(started.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+            m.reconciles
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            m.duration_micros_sum.fetch_add(
+                started.elapsed().as_micros() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
             match result {
                 Ok(writes) => {
                     retry.succeeded();
                     m.ready.store(true, std::sync::atomic::Ordering::Relaxed);
-                    m.writes.fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
+                    m.writes
+                        .fetch_add(writes as u64, std::sync::atomic::Ordering::Relaxed);
                     if writes > 0 {
                         tracing::info!(writes, elapsed = ?started.elapsed(), "pass: {writes} writes in {:?}", started.elapsed());
                     }
@@ -394,8 +465,14 @@ fn lease_config(args: &ControllerArgs, client: &Client) -> Result<lease::LeaseCo
     let ms = |v: u32| Duration::from_millis(u64::from(v));
     let config = lease::LeaseConfig {
         name: args.leader_elect_lease.clone(),
-        namespace: args.leader_elect_namespace.clone().unwrap_or_else(|| client.default_namespace().to_string()),
-        identity: args.leader_elect_identity.clone().unwrap_or_else(lease::default_identity),
+        namespace: args
+            .leader_elect_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string()),
+        identity: args
+            .leader_elect_identity
+            .clone()
+            .unwrap_or_else(lease::default_identity),
         lease_duration: ms(args.leader_elect_lease_duration),
         renew_deadline: ms(args.leader_elect_renew_deadline),
         retry_period: ms(args.leader_elect_retry_period),
@@ -432,7 +509,11 @@ fn raw(store: &Store<DynamicObject>, kind: &str, api_version: &str) -> Vec<RawOb
             }
             let name = o.metadata.name.clone().unwrap_or_default();
             let ns = o.metadata.namespace.clone().unwrap_or_default();
-            Some(RawObject { file: PathBuf::from(format!("cluster/{kind}/{ns}/{name}")), doc: 0, value })
+            Some(RawObject {
+                file: PathBuf::from(format!("cluster/{kind}/{ns}/{name}")),
+                doc: 0,
+                value,
+            })
         })
         .collect()
 }
@@ -445,10 +526,22 @@ fn configmap_api() -> ApiResource {
 async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     let mut objects = raw(&w.gateways, "Gateway", "gateway.networking.k8s.io/v1");
     objects.extend(raw(&w.routes, "HTTPRoute", "gateway.networking.k8s.io/v1"));
-    objects.extend(raw(&w.grants, "ReferenceGrant", "gateway.networking.k8s.io/v1beta1"));
+    objects.extend(raw(
+        &w.grants,
+        "ReferenceGrant",
+        "gateway.networking.k8s.io/v1beta1",
+    ));
     objects.extend(raw(&w.namespaces, "Namespace", "v1"));
-    objects.extend(raw(&w.backends, "XBackend", "agentic.networking.x-k8s.io/v0alpha0"));
-    objects.extend(raw(&w.policies, "XAccessPolicy", "agentic.networking.x-k8s.io/v1alpha1"));
+    objects.extend(raw(
+        &w.backends,
+        "XBackend",
+        "agentic.networking.x-k8s.io/v0alpha0",
+    ));
+    objects.extend(raw(
+        &w.policies,
+        "XAccessPolicy",
+        "agentic.networking.x-k8s.io/v1alpha1",
+    ));
     let (inv, errors) = Inventory::from_raw(objects, "default");
     for e in errors {
         tracing::warn!("{e}");
@@ -456,7 +549,9 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     let opts = TopologyOptions {
         compile: CompileOptions {
             trust_domain: ctx.args.trust_domain.clone(),
-            clusters: ClusterNaming::Istio { cluster_domain: ctx.args.cluster_domain.clone() },
+            clusters: ClusterNaming::Istio {
+                cluster_domain: ctx.args.cluster_domain.clone(),
+            },
         },
         settings: PlanSettings {
             authz_timeout_ms: ctx.args.authz_timeout,
@@ -470,7 +565,10 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     for e in &topo.errors {
         tracing::warn!("{e}");
     }
-    let module = Module { url: ctx.args.wasm_url.clone(), sha256: ctx.args.wasm_sha256.clone() };
+    let module = Module {
+        url: ctx.args.wasm_url.clone(),
+        sha256: ctx.args.wasm_sha256.clone(),
+    };
     let mut writes = 0;
 
     // Outputs: apply what is missing or different, delete what is no longer wanted.
@@ -478,35 +576,79 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         w.gateways
             .state()
             .iter()
-            .find(|g| g.metadata.namespace.as_deref() == Some(ns) && g.metadata.name.as_deref() == Some(name))
+            .find(|g| {
+                g.metadata.namespace.as_deref() == Some(ns)
+                    && g.metadata.name.as_deref() == Some(name)
+            })
             .and_then(|g| g.metadata.uid.clone())
     };
     let desired: Vec<Desired> = topo
         .gateways
         .iter()
         .flat_map(|gw| {
-            output::desired(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(), &module, ctx.args.output)
+            output::desired(
+                gw,
+                gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(),
+                &module,
+                ctx.args.output,
+            )
         })
         .collect();
     // The EnvoyFilters first: a Gateway holds requests before its filter starts deciding them.
     let holds: Vec<Desired> = topo
         .gateways
         .iter()
-        .filter_map(|gw| output::desired_hold(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref()))
+        .filter_map(|gw| {
+            output::desired_hold(
+                gw,
+                gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(),
+            )
+        })
         .collect();
     let mut failures = programmed::Failures::new();
-    writes += write::sync(ctx, &ctx.hold_api, "EnvoyFilter", &holds, &w.holds, &mut failures).await;
-    let plans = write::sync(ctx, &ctx.output_api, ctx.args.output.kind(), &desired, &w.outputs, &mut failures).await;
+    writes += write::sync(
+        ctx,
+        &ctx.hold_api,
+        "EnvoyFilter",
+        &holds,
+        &w.holds,
+        &mut failures,
+    )
+    .await;
+    let plans = write::sync(
+        ctx,
+        &ctx.output_api,
+        ctx.args.output.kind(),
+        &desired,
+        &w.outputs,
+        &mut failures,
+    )
+    .await;
     writes += plans;
-    ctx.metrics.plans_written.fetch_add(plans as u64, std::sync::atomic::Ordering::Relaxed);
+    ctx.metrics
+        .plans_written
+        .fetch_add(plans as u64, std::sync::atomic::Ordering::Relaxed);
     let mut maps: Vec<Desired> = Vec::new();
     if let Some(cache) = &w.configmaps {
         maps = topo
             .gateways
             .iter()
-            .flat_map(|gw| output::desired_configmaps(gw, gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref()))
+            .flat_map(|gw| {
+                output::desired_configmaps(
+                    gw,
+                    gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(),
+                )
+            })
             .collect();
-        writes += write::sync(ctx, &configmap_api(), "ConfigMap", &maps, cache, &mut failures).await;
+        writes += write::sync(
+            ctx,
+            &configmap_api(),
+            "ConfigMap",
+            &maps,
+            cache,
+            &mut failures,
+        )
+        .await;
     }
     let conflicts = write::conflicts(
         &failures,
@@ -519,14 +661,28 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     let apply = PatchParams::apply(FIELD_MANAGER).force();
 
     // Status of every policy, with its Programmed conditions, written only when it changes.
-    let carriers = programmed::Carriers::of(&topo, ctx.args.output.kind(), "EnvoyFilter", ctx.args.plan_configmaps);
+    let carriers = programmed::Carriers::of(
+        &topo,
+        ctx.args.output.kind(),
+        "EnvoyFilter",
+        ctx.args.plan_configmaps,
+    );
     let now = topology::now_rfc3339();
     let mut statuses = topo.statuses.clone();
     for status in &mut statuses {
-        carriers.add_programmed(status, |key| failures.get(key).map_or(Ok(()), |e| Err(e.clone())), &now);
+        carriers.add_programmed(
+            status,
+            |key| failures.get(key).map_or(Ok(()), |e| Err(e.clone())),
+            &now,
+        );
     }
     let mut by_reason: std::collections::BTreeMap<String, u64> = Default::default();
-    for c in statuses.iter().flat_map(|s| &s.ancestors).flat_map(|a| &a.conditions).filter(|c| c.condition_type == "Accepted") {
+    for c in statuses
+        .iter()
+        .flat_map(|s| &s.ancestors)
+        .flat_map(|a| &a.conditions)
+        .filter(|c| c.condition_type == "Accepted")
+    {
         *by_reason.entry(c.reason.clone()).or_default() += 1;
     }
     if let Ok(mut p) = ctx.metrics.policies.lock() {
@@ -534,19 +690,28 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     }
     let policies = w.policies.state();
     for status in &statuses {
-        let Some((ns, name)) = status.policy.split_once('/') else { continue };
-        let Some(obj) =
-            policies.iter().find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name))
-        else {
+        let Some((ns, name)) = status.policy.split_once('/') else {
             continue;
         };
-        let key = ("XAccessPolicy/status".to_string(), ns.to_string(), name.to_string());
+        let Some(obj) = policies.iter().find(|p| {
+            p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name)
+        }) else {
+            continue;
+        };
+        let key = (
+            "XAccessPolicy/status".to_string(),
+            ns.to_string(),
+            name.to_string(),
+        );
         let Some(new) = output::status_update(status, obj.data.get("status")) else {
             ctx.written.clear(&key);
             continue;
         };
         let content = without_times(new.clone());
-        if ctx.written.pending(&key, &content, obj.metadata.resource_version.as_deref()) {
+        if ctx
+            .written
+            .pending(&key, &content, obj.metadata.resource_version.as_deref())
+        {
             continue;
         }
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ctx.policy_api);
@@ -556,8 +721,10 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
             "metadata": {"name": name, "namespace": ns},
             "status": new,
         });
-        api.patch_status(name, &apply, &Patch::Apply(&patch)).await?;
-        ctx.written.record(key, content, obj.metadata.resource_version.clone());
+        api.patch_status(name, &apply, &Patch::Apply(&patch))
+            .await?;
+        ctx.written
+            .record(key, content, obj.metadata.resource_version.clone());
         tracing::info!(kind = %"XAccessPolicy", namespace = %ns, name = %name, "status written");
         writes += 1;
     }
@@ -571,7 +738,12 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
             .open(trace)
             .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
     }
-    match failures.into_iter().next().map(|((kind, ns, name), e)| format!("{kind} {ns}/{name}: {e}")).or(target_error) {
+    match failures
+        .into_iter()
+        .next()
+        .map(|((kind, ns, name), e)| format!("{kind} {ns}/{name}: {e}"))
+        .or(target_error)
+    {
         None => Ok(writes),
         Some(e) => Err(Error::Write(e)),
     }

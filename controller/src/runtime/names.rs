@@ -43,7 +43,12 @@ pub fn plan_configmap(namespace: &str, gateway: &str, listener: &str) -> String 
 
 /// The name of a Gateway's EnvoyFilter.
 pub fn hold_output(namespace: &str, gateway: &str) -> String {
-    bounded("toolgate-", gateway, true, &gateway_source(namespace, gateway))
+    bounded(
+        "toolgate-",
+        gateway,
+        true,
+        &gateway_source(namespace, gateway),
+    )
 }
 
 /// The `toolgate.dev/gateway` label value of a Gateway's outputs.
@@ -62,8 +67,16 @@ pub fn listener_source(namespace: &str, gateway: &str, listener: &str) -> String
 }
 
 fn listener_name(prefix: &str, namespace: &str, gateway: &str, listener: &str) -> String {
-    let splits_once = !listener.is_empty() && listener.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    bounded(prefix, &format!("{gateway}-{listener}"), splits_once, &listener_source(namespace, gateway, listener))
+    let splits_once = !listener.is_empty()
+        && listener
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    bounded(
+        prefix,
+        &format!("{gateway}-{listener}"),
+        splits_once,
+        &listener_source(namespace, gateway, listener),
+    )
 }
 
 /// `prefix + readable` where that is unambiguous (`splits_once`) and fits, else hashed.
@@ -72,10 +85,22 @@ fn bounded(prefix: &str, readable: &str, splits_once: bool, source: &str) -> Str
     if splits_once && whole.len() <= MAX_LEN && is_dns_label(&whole) && !looks_hashed(&whole) {
         return whole;
     }
-    let hex: String = Sha256::digest(source.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = Sha256::digest(source.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let room = MAX_LEN - prefix.len() - 1 - HASH_LEN;
-    let part: String =
-        readable.chars().map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' }).take(room).collect();
+    let part: String = readable
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(room)
+        .collect();
     let part = part.trim_matches('-');
     let hash = hex.get(..HASH_LEN).unwrap_or(&hex);
     match (prefix.is_empty(), part.is_empty()) {
@@ -89,7 +114,8 @@ fn is_dns_label(s: &str) -> bool {
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     edge(s.chars().next())
         && edge(s.chars().last())
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 /// Whether `s` ends as a hashed name does: `-` and `HASH_LEN` lower-case hex digits.
@@ -97,7 +123,9 @@ fn looks_hashed(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() > HASH_LEN
         && b[b.len() - HASH_LEN - 1] == b'-'
-        && b[b.len() - HASH_LEN..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+        && b[b.len() - HASH_LEN..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }
 
 #[cfg(test)]
@@ -110,16 +138,26 @@ mod tests {
         let b = plan_output("ns", "mcp-public", "https");
         assert_eq!(b, "toolgate-mcp-public-https", "unambiguous: readable");
         assert_ne!(a, b);
-        assert!(a.starts_with("toolgate-mcp-public-https-") && a.len() == "toolgate-mcp-public-https-".len() + HASH_LEN, "{a}");
+        assert!(
+            a.starts_with("toolgate-mcp-public-https-")
+                && a.len() == "toolgate-mcp-public-https-".len() + HASH_LEN,
+            "{a}"
+        );
         assert_eq!(a, plan_output("ns", "mcp", "public-https"), "deterministic");
-        assert_ne!(plan_configmap("ns", "mcp", "public-https"), plan_configmap("ns", "mcp-public", "https"));
+        assert_ne!(
+            plan_configmap("ns", "mcp", "public-https"),
+            plan_configmap("ns", "mcp-public", "https")
+        );
     }
 
     #[test]
     fn common_names_stay_as_they_were() {
         assert_eq!(plan_output("default", "gw", "http"), "toolgate-gw-http");
         assert_eq!(plan_output("default", "gw2", "http"), "toolgate-gw2-http");
-        assert_eq!(plan_output("default", "my-gateway", "https"), "toolgate-my-gateway-https");
+        assert_eq!(
+            plan_output("default", "my-gateway", "https"),
+            "toolgate-my-gateway-https"
+        );
         assert_eq!(hold_output("default", "gw"), "toolgate-gw");
         assert_eq!(plan_configmap("ns", "gw", "http"), "toolgate-plan-gw-http");
         assert_eq!(gateway_label("ns", "gw"), "gw");
@@ -129,17 +167,37 @@ mod tests {
     fn long_and_dotted_names_are_bounded() {
         let long = "g".repeat(253);
         let dotted = "mcp.example.com";
-        let hashed = |name: String| assert!(name.len() <= MAX_LEN && is_dns_label(&name) && looks_hashed(&name), "{name}");
+        let hashed = |name: String| {
+            assert!(
+                name.len() <= MAX_LEN && is_dns_label(&name) && looks_hashed(&name),
+                "{name}"
+            )
+        };
         for gw in [long.as_str(), dotted] {
-            [plan_output("ns", gw, "http"), plan_configmap("ns", gw, "http"), hold_output("ns", gw), gateway_label("ns", gw)]
+            [
+                plan_output("ns", gw, "http"),
+                plan_configmap("ns", gw, "http"),
+                hold_output("ns", gw),
+                gateway_label("ns", gw),
+            ]
+            .into_iter()
+            .for_each(hashed);
+        }
+        for l in ["a.b", &"l".repeat(253)] {
+            [plan_output("ns", "gw", l), plan_configmap("ns", "gw", l)]
                 .into_iter()
                 .for_each(hashed);
         }
-        for l in ["a.b", &"l".repeat(253)] {
-            [plan_output("ns", "gw", l), plan_configmap("ns", "gw", l)].into_iter().for_each(hashed);
-        }
-        assert_ne!(hold_output("ns", &long), hold_output("ns", &"g".repeat(252)), "cut to the same prefix, hashed apart");
-        assert_ne!(hold_output("a", "x.y"), hold_output("b", "x.y"), "the namespace is hashed too");
+        assert_ne!(
+            hold_output("ns", &long),
+            hold_output("ns", &"g".repeat(252)),
+            "cut to the same prefix, hashed apart"
+        );
+        assert_ne!(
+            hold_output("a", "x.y"),
+            hold_output("b", "x.y"),
+            "the namespace is hashed too"
+        );
     }
 
     #[test]
@@ -148,8 +206,16 @@ mod tests {
         let name = plan_output("ns", "gw", "0123456789");
         assert_ne!(name, "toolgate-gw-0123456789");
         assert!(looks_hashed(&name));
-        assert_ne!(hold_output("ns", "x-0123456789"), "toolgate-x-0123456789", "ends in - and 10 hex digits");
-        assert_eq!(hold_output("ns", "x-0123456789a"), "toolgate-x-0123456789a", "11 digits: not a hash");
+        assert_ne!(
+            hold_output("ns", "x-0123456789"),
+            "toolgate-x-0123456789",
+            "ends in - and 10 hex digits"
+        );
+        assert_eq!(
+            hold_output("ns", "x-0123456789a"),
+            "toolgate-x-0123456789a",
+            "11 digits: not a hash"
+        );
     }
 
     /// Every pair of short names over an alphabet that makes joins ambiguous: no two sources share a
@@ -164,7 +230,9 @@ mod tests {
                 if is_dns_label(&s) {
                     parts.push(s);
                 }
-                let Some(pos) = idx.iter().rposition(|&i| i < 3) else { break };
+                let Some(pos) = idx.iter().rposition(|&i| i < 3) else {
+                    break;
+                };
                 idx[pos] += 1;
                 idx.iter_mut().skip(pos + 1).for_each(|i| *i = 0);
             }

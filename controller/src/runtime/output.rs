@@ -61,7 +61,13 @@ pub struct Desired {
 
 /// The metadata of an output: its marks (`names`) and, when the Gateway's uid is known, the Gateway
 /// as its owner (the output goes with it).
-fn metadata(ns: &str, name: &str, gateway: &str, source: String, gateway_uid: Option<&str>) -> Value {
+fn metadata(
+    ns: &str,
+    name: &str,
+    gateway: &str,
+    source: String,
+    gateway_uid: Option<&str>,
+) -> Value {
     let mut metadata = json!({
         "name": name,
         "namespace": ns,
@@ -69,8 +75,7 @@ fn metadata(ns: &str, name: &str, gateway: &str, source: String, gateway_uid: Op
         "annotations": {names::SOURCE_ANNOTATION: source},
     });
     if let Some(uid) = gateway_uid {
-        metadata["ownerReferences"] =
-            json!([{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid}]);
+        metadata["ownerReferences"] = json!([{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gateway, "uid": uid}]);
     }
     metadata
 }
@@ -79,7 +84,12 @@ fn metadata(ns: &str, name: &str, gateway: &str, source: String, gateway_uid: Op
 /// port (Istio counts a gateway's listeners as CLIENT traffic, so no `mode`), the listener's plan as
 /// `pluginConfig` (scoped to its hostname where listeners share the port: see `shared_port`), owned
 /// by the Gateway (`gateway_uid`, when known).
-pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind: OutputKind) -> Vec<Desired> {
+pub fn desired(
+    gw: &GatewayOut,
+    gateway_uid: Option<&str>,
+    module: &Module,
+    kind: OutputKind,
+) -> Vec<Desired> {
     let (ns, gateway) = (&gw.gateway.namespace, &gw.gateway.name);
     enforced(gw)
         .map(|l| {
@@ -127,7 +137,9 @@ pub fn desired(gw: &GatewayOut, gateway_uid: Option<&str>, module: &Module, kind
 
 /// The listeners of a Gateway that get the filter: those whose plan has a policy.
 fn enforced(gw: &GatewayOut) -> impl Iterator<Item = &crate::topology::ListenerOut> {
-    gw.listeners.iter().filter(|l| l.plan.settings.default_deny || !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
+    gw.listeners.iter().filter(|l| {
+        l.plan.settings.default_deny || !(l.plan.gateway.is_empty() && l.plan.backends.is_empty())
+    })
 }
 
 /// Istio adds no buffer filter after a WasmPlugin and cannot set `allow_on_headers_stop_iteration`,
@@ -167,7 +179,13 @@ pub fn desired_hold(gw: &GatewayOut, gateway_uid: Option<&str>) -> Option<Desire
         })
         .collect();
     let name = names::hold_output(ns, gateway);
-    let metadata = metadata(ns, &name, gateway, names::gateway_source(ns, gateway), gateway_uid);
+    let metadata = metadata(
+        ns,
+        &name,
+        gateway,
+        names::gateway_source(ns, gateway),
+        gateway_uid,
+    );
     Some(Desired {
         namespace: ns.clone(),
         name,
@@ -205,8 +223,16 @@ pub fn desired_configmaps(gw: &GatewayOut, gateway_uid: Option<&str>) -> Vec<Des
 
 /// Whether an object in the cluster already is what `desired` asks for (the fields we own).
 pub fn up_to_date(existing: &Value, desired: &Value) -> bool {
-    let label = |v: &Value| v.pointer("/metadata/labels").and_then(|l| l.get(GATEWAY_LABEL)).cloned();
-    let source = |v: &Value| v.pointer("/metadata/annotations").and_then(|a| a.get(names::SOURCE_ANNOTATION)).cloned();
+    let label = |v: &Value| {
+        v.pointer("/metadata/labels")
+            .and_then(|l| l.get(GATEWAY_LABEL))
+            .cloned()
+    };
+    let source = |v: &Value| {
+        v.pointer("/metadata/annotations")
+            .and_then(|a| a.get(names::SOURCE_ANNOTATION))
+            .cloned()
+    };
     let owner = |v: &Value| v.pointer("/metadata/ownerReferences/0/uid").cloned();
     existing.get("spec") == desired.get("spec")
         && existing.get("data") == desired.get("data")
@@ -218,21 +244,34 @@ pub fn up_to_date(existing: &Value, desired: &Value) -> bool {
 /// Whether an object found in the cluster is the controller's: labelled as written by it. Such an
 /// object is adopted (rewritten, or deleted when nothing wants it); any other is never touched.
 pub fn is_managed(object: &Value) -> bool {
-    object.pointer("/metadata/labels").and_then(|l| l.get(MANAGED_BY)).and_then(Value::as_str) == Some(FIELD_MANAGER)
+    object
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(MANAGED_BY))
+        .and_then(Value::as_str)
+        == Some(FIELD_MANAGER)
 }
 
 /// The status to write for a policy, or None when the one it has is already it. Conditions whose
 /// status and reason did not change keep their `lastTransitionTime` (the topology stamps now).
 pub fn status_update(new: &PolicyStatus, existing_status: Option<&Value>) -> Option<Value> {
-    let old: Vec<PolicyAncestorStatus> =
-        existing_status.and_then(|s| s.get("ancestors")).and_then(|a| serde_json::from_value(a.clone()).ok()).unwrap_or_default();
+    let old: Vec<PolicyAncestorStatus> = existing_status
+        .and_then(|s| s.get("ancestors"))
+        .and_then(|a| serde_json::from_value(a.clone()).ok())
+        .unwrap_or_default();
     let mut ancestors = new.ancestors.clone();
     for a in &mut ancestors {
-        let Some(before) = old.iter().find(|o| o.ancestor_ref == a.ancestor_ref && o.controller_name == a.controller_name) else {
+        let Some(before) = old
+            .iter()
+            .find(|o| o.ancestor_ref == a.ancestor_ref && o.controller_name == a.controller_name)
+        else {
             continue;
         };
         for c in &mut a.conditions {
-            if let Some(b) = before.conditions.iter().find(|b| b.condition_type == c.condition_type) {
+            if let Some(b) = before
+                .conditions
+                .iter()
+                .find(|b| b.condition_type == c.condition_type)
+            {
                 if b.status == c.status && b.reason == c.reason {
                     c.last_transition_time = b.last_transition_time.clone();
                 }
@@ -240,7 +279,10 @@ pub fn status_update(new: &PolicyStatus, existing_status: Option<&Value>) -> Opt
         }
     }
     // Ancestors of other controllers are left alone (server-side apply merges by our field manager).
-    let ours: Vec<&PolicyAncestorStatus> = old.iter().filter(|o| o.controller_name == crate::topology::CONTROLLER_NAME).collect();
+    let ours: Vec<&PolicyAncestorStatus> = old
+        .iter()
+        .filter(|o| o.controller_name == crate::topology::CONTROLLER_NAME)
+        .collect();
     let unchanged = ours.len() == ancestors.len() && ancestors.iter().all(|a| ours.contains(&a));
     (!unchanged).then(|| json!({"ancestors": ancestors}))
 }
@@ -254,11 +296,19 @@ mod tests {
         PolicyStatus {
             policy: "default/p".into(),
             ancestors: vec![PolicyAncestorStatus {
-                ancestor_ref: ParentReference { name: "gw".into(), ..ParentReference::default() },
+                ancestor_ref: ParentReference {
+                    name: "gw".into(),
+                    ..ParentReference::default()
+                },
                 controller_name: crate::topology::CONTROLLER_NAME.into(),
                 conditions: vec![Condition {
                     condition_type: "Accepted".into(),
-                    status: if reason == "Accepted" { "True" } else { "False" }.into(),
+                    status: if reason == "Accepted" {
+                        "True"
+                    } else {
+                        "False"
+                    }
+                    .into(),
                     reason: reason.into(),
                     message: "m".into(),
                     observed_generation: Some(1),
@@ -276,9 +326,15 @@ mod tests {
         let maps = desired_configmaps(&topo.gateways[0], Some("uid-1"));
         assert_eq!(maps.len(), 1, "only the listener with a policy");
         let m = &maps[0];
-        assert_eq!((m.namespace.as_str(), m.name.as_str()), ("ns", "toolgate-plan-gw-http"));
+        assert_eq!(
+            (m.namespace.as_str(), m.name.as_str()),
+            ("ns", "toolgate-plan-gw-http")
+        );
         assert_eq!(m.object["metadata"]["ownerReferences"][0]["uid"], "uid-1");
-        let plan = toolgate_policy::eval::Evaluator::load(m.object["data"]["plan.json"].as_str().unwrap().as_bytes()).unwrap();
+        let plan = toolgate_policy::eval::Evaluator::load(
+            m.object["data"]["plan.json"].as_str().unwrap().as_bytes(),
+        )
+        .unwrap();
         assert_eq!(plan.plan().listener, "ns/gw/http");
         assert!(up_to_date(&m.object, &m.object));
         let mut changed = m.object.clone();
@@ -291,20 +347,37 @@ mod tests {
         let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\nspec: {gatewayClassName: istio, listeners: [{name: a, port: 8080, protocol: HTTP, hostname: a.example}, {name: b, port: 8080, protocol: HTTP, hostname: b.example}, {name: c, port: 8443, protocol: HTTP}, {name: idle, port: 9090, protocol: HTTP}]}\n---\napiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p, namespace: ns}\nspec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: a}, {group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: b}, {group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: c}], action: Allow}\n";
         let inv = crate::model::Inventory::from_yaml(yaml);
         let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
-        let hold = desired_hold(&topo.gateways[0], Some("uid-1")).expect("enforced listeners: an EnvoyFilter");
-        assert_eq!((hold.namespace.as_str(), hold.name.as_str()), ("ns", "toolgate-gw"));
+        let hold = desired_hold(&topo.gateways[0], Some("uid-1"))
+            .expect("enforced listeners: an EnvoyFilter");
+        assert_eq!(
+            (hold.namespace.as_str(), hold.name.as_str()),
+            ("ns", "toolgate-gw")
+        );
         let o = &hold.object;
         assert_eq!(o["kind"], "EnvoyFilter");
         assert_eq!(o["metadata"]["ownerReferences"][0]["uid"], "uid-1");
         assert_eq!(o["spec"]["targetRefs"][0]["name"], "gw");
         let patches = o["spec"]["configPatches"].as_array().unwrap();
-        let ports: Vec<i64> = patches.iter().map(|p| p["match"]["listener"]["portNumber"].as_i64().unwrap()).collect();
-        assert_eq!(ports, vec![8080, 8443], "one patch per enforced port, none for the idle listener");
+        let ports: Vec<i64> = patches
+            .iter()
+            .map(|p| p["match"]["listener"]["portNumber"].as_i64().unwrap())
+            .collect();
+        assert_eq!(
+            ports,
+            vec![8080, 8443],
+            "one patch per enforced port, none for the idle listener"
+        );
         for p in patches {
             assert_eq!(p["match"]["context"], "GATEWAY");
-            assert_eq!(p["match"]["listener"]["filterChain"]["filter"]["subFilter"]["name"], "envoy.filters.http.router");
+            assert_eq!(
+                p["match"]["listener"]["filterChain"]["filter"]["subFilter"]["name"],
+                "envoy.filters.http.router"
+            );
             assert_eq!(p["patch"]["operation"], "INSERT_BEFORE");
-            assert_eq!(p["patch"]["value"], crate::render::hold_filter(toolgate_policy::plan::DEFAULT_MAX_BODY_BYTES));
+            assert_eq!(
+                p["patch"]["value"],
+                crate::render::hold_filter(toolgate_policy::plan::DEFAULT_MAX_BODY_BYTES)
+            );
         }
     }
 
@@ -319,9 +392,14 @@ mod tests {
             apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {{name: p, namespace: ns}}\n\
             spec: {{targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: {gw}}}], action: Allow}}\n"
         );
-        let topo =
-            crate::topology::build(&crate::model::Inventory::from_yaml(&yaml), &crate::topology::TopologyOptions::default());
-        let module = Module { url: "oci://m".into(), sha256: None };
+        let topo = crate::topology::build(
+            &crate::model::Inventory::from_yaml(&yaml),
+            &crate::topology::TopologyOptions::default(),
+        );
+        let module = Module {
+            url: "oci://m".into(),
+            sha256: None,
+        };
         let g = &topo.gateways[0];
         let mut all = desired(g, None, &module, OutputKind::Wasmplugin);
         all.extend(desired_hold(g, None));
@@ -329,7 +407,11 @@ mod tests {
         assert_eq!(all.len(), 3);
         for d in &all {
             let m = &d.object["metadata"];
-            assert!(d.name.len() <= names::MAX_LEN && m["name"] == d.name.as_str(), "{}", d.name);
+            assert!(
+                d.name.len() <= names::MAX_LEN && m["name"] == d.name.as_str(),
+                "{}",
+                d.name
+            );
             for value in m["labels"].as_object().unwrap().values() {
                 assert!(value.as_str().unwrap().len() <= 63, "{value}");
             }
@@ -338,10 +420,17 @@ mod tests {
             assert_eq!(d.gateway, gw);
             assert!(is_managed(&d.object));
         }
-        assert_eq!(all[0].object["spec"]["targetRefs"][0]["name"], gw.as_str(), "the Gateway by its full name");
+        assert_eq!(
+            all[0].object["spec"]["targetRefs"][0]["name"],
+            gw.as_str(),
+            "the Gateway by its full name"
+        );
         let mut renamed = all[0].object.clone();
         renamed["metadata"]["annotations"][names::SOURCE_ANNOTATION] = json!("ns/other/http");
-        assert!(!up_to_date(&renamed, &all[0].object), "the annotation is kept current");
+        assert!(
+            !up_to_date(&renamed, &all[0].object),
+            "the annotation is kept current"
+        );
     }
 
     #[test]
@@ -354,11 +443,21 @@ mod tests {
         // Another reason: written, with the new time.
         let changed = status("TargetNotFound", "2026-03-03T00:00:00Z");
         let update = status_update(&changed, Some(&written)).unwrap();
-        assert_eq!(update.pointer("/ancestors/0/conditions/0/lastTransitionTime").unwrap(), "2026-03-03T00:00:00Z");
+        assert_eq!(
+            update
+                .pointer("/ancestors/0/conditions/0/lastTransitionTime")
+                .unwrap(),
+            "2026-03-03T00:00:00Z"
+        );
         // A new message but the same status and reason: written, the old time kept.
         let mut message = status("Accepted", "2026-04-04T00:00:00Z");
         message.ancestors[0].conditions[0].message = "other".into();
         let update = status_update(&message, Some(&written)).unwrap();
-        assert_eq!(update.pointer("/ancestors/0/conditions/0/lastTransitionTime").unwrap(), "2026-01-01T00:00:00Z");
+        assert_eq!(
+            update
+                .pointer("/ancestors/0/conditions/0/lastTransitionTime")
+                .unwrap(),
+            "2026-01-01T00:00:00Z"
+        );
     }
 }

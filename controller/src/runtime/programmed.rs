@@ -79,7 +79,12 @@ struct Carrier {
 }
 
 fn names(level: &toolgate_policy::plan::LevelPlan) -> Vec<String> {
-    level.external_auth.iter().map(|e| e.policy.clone()).chain(level.allow.iter().map(|p| p.name.clone())).collect()
+    level
+        .external_auth
+        .iter()
+        .map(|e| e.policy.clone())
+        .chain(level.allow.iter().map(|p| p.name.clone()))
+        .collect()
 }
 
 impl Carriers {
@@ -89,18 +94,40 @@ impl Carriers {
         let mut out = Vec::new();
         for gw in &topo.gateways {
             let (ns, name) = (&gw.gateway.namespace, &gw.gateway.name);
-            for l in gw.listeners.iter().filter(|l| !(l.plan.gateway.is_empty() && l.plan.backends.is_empty())) {
+            for l in gw
+                .listeners
+                .iter()
+                .filter(|l| !(l.plan.gateway.is_empty() && l.plan.backends.is_empty()))
+            {
                 // The listener's own plan (`shared_port` scoping adds no user's policy to it).
                 let backend_levels = l
                     .backend_targets
                     .iter()
-                    .map(|(target, key)| (target.clone(), l.plan.backends.get(key).map(names).unwrap_or_default()))
+                    .map(|(target, key)| {
+                        (
+                            target.clone(),
+                            l.plan.backends.get(key).map(names).unwrap_or_default(),
+                        )
+                    })
                     .collect();
                 out.push(Carrier {
-                    output: (plan_kind.to_string(), ns.clone(), names::plan_output(ns, name, &l.listener.name)),
-                    hold: (hold_kind.to_string(), ns.clone(), names::hold_output(ns, name)),
-                    configmap: configmaps
-                        .then(|| ("ConfigMap".to_string(), ns.clone(), names::plan_configmap(ns, name, &l.listener.name))),
+                    output: (
+                        plan_kind.to_string(),
+                        ns.clone(),
+                        names::plan_output(ns, name, &l.listener.name),
+                    ),
+                    hold: (
+                        hold_kind.to_string(),
+                        ns.clone(),
+                        names::hold_output(ns, name),
+                    ),
+                    configmap: configmaps.then(|| {
+                        (
+                            "ConfigMap".to_string(),
+                            ns.clone(),
+                            names::plan_configmap(ns, name, &l.listener.name),
+                        )
+                    }),
                     gateway: (ns.clone(), name.clone()),
                     listener: l.listener.name.clone(),
                     gateway_level: names(&l.plan.gateway),
@@ -113,7 +140,12 @@ impl Carriers {
 
     /// The outputs that carry `policy` for one ancestor: the listener outputs, then their Gateways'
     /// EnvoyFilters.
-    fn for_ancestor(&self, policy: &str, ns: &str, r: &toolgate_policy::api::ParentReference) -> Vec<OutputKey> {
+    fn for_ancestor(
+        &self,
+        policy: &str,
+        ns: &str,
+        r: &toolgate_policy::api::ParentReference,
+    ) -> Vec<OutputKey> {
         let target = (ns.to_string(), r.name.clone());
         let mut outputs: Vec<OutputKey> = Vec::new();
         let mut holds: Vec<OutputKey> = Vec::new();
@@ -123,7 +155,9 @@ impl Carriers {
                     && r.section_name.as_deref().is_none_or(|s| s == c.listener)
                     && c.gateway_level.iter().any(|p| p == policy)
             } else {
-                c.backend_levels.get(&target).is_some_and(|ps| ps.iter().any(|p| p == policy))
+                c.backend_levels
+                    .get(&target)
+                    .is_some_and(|ps| ps.iter().any(|p| p == policy))
             };
             if carries {
                 outputs.push(c.output.clone());
@@ -139,31 +173,60 @@ impl Carriers {
 
     /// The `Programmed` condition of each accepted ancestor of `status` is added to it (replacing
     /// one it had); ancestors that are not accepted get none.
-    pub fn add_programmed(&self, status: &mut PolicyStatus, outcome: impl Fn(&OutputKey) -> Outcome, now: &str) {
-        let policy_ns = status.policy.split_once('/').map_or("", |(ns, _)| ns).to_string();
+    pub fn add_programmed(
+        &self,
+        status: &mut PolicyStatus,
+        outcome: impl Fn(&OutputKey) -> Outcome,
+        now: &str,
+    ) {
+        let policy_ns = status
+            .policy
+            .split_once('/')
+            .map_or("", |(ns, _)| ns)
+            .to_string();
         for a in &mut status.ancestors {
             a.conditions.retain(|c| c.condition_type != PROGRAMMED);
-            let Some(accepted) = a.conditions.iter().find(|c| c.condition_type == "Accepted" && c.status == "True") else {
+            let Some(accepted) = a
+                .conditions
+                .iter()
+                .find(|c| c.condition_type == "Accepted" && c.status == "True")
+            else {
                 continue;
             };
             let (generation, dry_run) = (accepted.observed_generation, is_dry_run(accepted));
-            let ns = a.ancestor_ref.namespace.clone().unwrap_or_else(|| policy_ns.clone());
+            let ns = a
+                .ancestor_ref
+                .namespace
+                .clone()
+                .unwrap_or_else(|| policy_ns.clone());
             let carriers = self.for_ancestor(&status.policy, &ns, &a.ancestor_ref);
-            let failures: Vec<(&OutputKey, Failure)> =
-                carriers.iter().filter_map(|key| outcome(key).err().map(|e| (key, e))).collect();
-            let failed: Vec<String> = failures.iter().map(|((kind, ns, name), e)| format!("{kind} {ns}/{name}: {e}")).collect();
+            let failures: Vec<(&OutputKey, Failure)> = carriers
+                .iter()
+                .filter_map(|key| outcome(key).err().map(|e| (key, e)))
+                .collect();
+            let failed: Vec<String> = failures
+                .iter()
+                .map(|((kind, ns, name), e)| format!("{kind} {ns}/{name}: {e}"))
+                .collect();
             let conflict = failures.iter().any(|(_, e)| e.is_conflict());
             let (ok, message) = if carriers.is_empty() {
                 (false, "no Gateway listener's routes reach this target, so no output carries the policy".to_string())
             } else if !failed.is_empty() {
                 (false, format!("not written: {}", failed.join("; ")))
             } else {
-                let outputs: Vec<String> = carriers.iter().map(|(k, ns, n)| format!("{k} {ns}/{n}")).collect();
+                let outputs: Vec<String> = carriers
+                    .iter()
+                    .map(|(k, ns, n)| format!("{k} {ns}/{n}"))
+                    .collect();
                 (
                     true,
                     format!(
                         "{} by {}",
-                        if dry_run { "in dry-run (not enforced), carried" } else { "enforced" },
+                        if dry_run {
+                            "in dry-run (not enforced), carried"
+                        } else {
+                            "enforced"
+                        },
                         outputs.join(", ")
                     ),
                 )
@@ -207,7 +270,9 @@ mod tests {
             spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: b}], action: Allow}\n---\n\
             apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: on-tools, namespace: ns}\n\
             spec: {targetRefs: [{group: agentic.networking.x-k8s.io, kind: XBackend, name: tools}, {group: agentic.networking.x-k8s.io, kind: XBackend, name: unrouted}], action: Allow}\n";
-        let istio = toolgate_policy::compile::ClusterNaming::Istio { cluster_domain: "cluster.local".into() };
+        let istio = toolgate_policy::compile::ClusterNaming::Istio {
+            cluster_domain: "cluster.local".into(),
+        };
         crate::topology::topology_of(yaml, istio)
     }
 
@@ -216,7 +281,11 @@ mod tests {
             .ancestors
             .iter()
             .map(|a| {
-                let c = a.conditions.iter().find(|c| c.condition_type == PROGRAMMED).unwrap();
+                let c = a
+                    .conditions
+                    .iter()
+                    .find(|c| c.condition_type == PROGRAMMED)
+                    .unwrap();
                 (c.status.clone(), c.reason.clone(), c.message.clone())
             })
             .collect()
@@ -230,18 +299,36 @@ mod tests {
     fn programmed_once_every_carrier_is_current() {
         let topo = topology();
         let carriers = Carriers::of(&topo, "WasmPlugin", "EnvoyFilter", false);
-        let status = |name: &str| topo.statuses.iter().find(|s| s.policy == format!("ns/{name}")).unwrap().clone();
+        let status = |name: &str| {
+            topo.statuses
+                .iter()
+                .find(|s| s.policy == format!("ns/{name}"))
+                .unwrap()
+                .clone()
+        };
 
         let mut on_b = status("on-b");
         carriers.add_programmed(&mut on_b, |_| Ok(()), "t");
         let [(s, r, m)] = programmed(&on_b).try_into().unwrap();
         assert_eq!((s.as_str(), r.as_str()), ("True", PROGRAMMED));
-        assert!(m.contains("WasmPlugin ns/toolgate-gw-b") && m.contains("EnvoyFilter ns/toolgate-gw"), "{m}");
-        assert!(!m.contains("toolgate-gw-a"), "listener a does not carry a policy on b: {m}");
+        assert!(
+            m.contains("WasmPlugin ns/toolgate-gw-b") && m.contains("EnvoyFilter ns/toolgate-gw"),
+            "{m}"
+        );
+        assert!(
+            !m.contains("toolgate-gw-a"),
+            "listener a does not carry a policy on b: {m}"
+        );
 
         // The EnvoyFilter's write failed: not programmed, the error named.
         let mut on_b = status("on-b");
-        let failing = |k: &OutputKey| if k.0 == "EnvoyFilter" { Err(Failure::Refused("forbidden".into())) } else { Ok(()) };
+        let failing = |k: &OutputKey| {
+            if k.0 == "EnvoyFilter" {
+                Err(Failure::Refused("forbidden".into()))
+            } else {
+                Ok(())
+            }
+        };
         carriers.add_programmed(&mut on_b, failing, "t");
         let [(s, r, m)] = programmed(&on_b).try_into().unwrap();
         assert_eq!((s.as_str(), r.as_str()), ("False", RECONCILING));
@@ -259,13 +346,26 @@ mod tests {
         };
         carriers.add_programmed(&mut on_tools, taken, "t");
         let [tools, unrouted] = programmed(&on_tools).try_into().unwrap();
-        assert_eq!((tools.0.as_str(), tools.1.as_str()), ("False", OUTPUT_CONFLICT));
-        assert!(tools.2.contains("WasmPlugin ns/toolgate-gw-a: exists and is not Toolgate's"), "{}", tools.2);
+        assert_eq!(
+            (tools.0.as_str(), tools.1.as_str()),
+            ("False", OUTPUT_CONFLICT)
+        );
+        assert!(
+            tools
+                .2
+                .contains("WasmPlugin ns/toolgate-gw-a: exists and is not Toolgate's"),
+            "{}",
+            tools.2
+        );
         let mut on_tools = status("on-tools");
         carriers.add_programmed(&mut on_tools, |_| Ok(()), "t");
         let [tools, _] = programmed(&on_tools).try_into().unwrap();
         assert_eq!(tools.0, "True");
-        assert!(tools.2.contains("WasmPlugin ns/toolgate-gw-a") && !tools.2.contains("toolgate-gw-b"), "{}", tools.2);
+        assert!(
+            tools.2.contains("WasmPlugin ns/toolgate-gw-a") && !tools.2.contains("toolgate-gw-b"),
+            "{}",
+            tools.2
+        );
         assert_eq!(unrouted.0, "False");
         assert!(unrouted.2.contains("no Gateway listener"), "{}", unrouted.2);
     }
@@ -274,12 +374,23 @@ mod tests {
     fn plan_configmaps_carry_the_policy_when_written() {
         let topo = topology();
         let carriers = Carriers::of(&topo, "WasmPlugin", "EnvoyFilter", true);
-        let mut on_b = topo.statuses.iter().find(|s| s.policy == "ns/on-b").unwrap().clone();
+        let mut on_b = topo
+            .statuses
+            .iter()
+            .find(|s| s.policy == "ns/on-b")
+            .unwrap()
+            .clone();
         carriers.add_programmed(&mut on_b, |_| Ok(()), "t");
         let [(s, _, m)] = programmed(&on_b).try_into().unwrap();
         assert_eq!(s, "True");
         assert!(m.contains("ConfigMap ns/toolgate-plan-gw-b"), "{m}");
-        let taken = |k: &OutputKey| if k.0 == "ConfigMap" { Err(Failure::Conflict("taken".into())) } else { Ok(()) };
+        let taken = |k: &OutputKey| {
+            if k.0 == "ConfigMap" {
+                Err(Failure::Conflict("taken".into()))
+            } else {
+                Ok(())
+            }
+        };
         carriers.add_programmed(&mut on_b, taken, "t");
         let [(s, r, m)] = programmed(&on_b).try_into().unwrap();
         assert_eq!((s.as_str(), r.as_str()), ("False", OUTPUT_CONFLICT), "{m}");

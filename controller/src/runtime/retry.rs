@@ -39,8 +39,17 @@ impl Retry {
     }
 
     fn of(builder: ExponentialBuilder) -> Self {
-        let builder = builder.with_min_delay(FIRST).with_factor(2.0).with_max_delay(CAP / 2).with_jitter().without_max_times();
-        Self { builder, delays: builder.build(), due: None }
+        let builder = builder
+            .with_min_delay(FIRST)
+            .with_factor(2.0)
+            .with_max_delay(CAP / 2)
+            .with_jitter()
+            .without_max_times();
+        Self {
+            builder,
+            delays: builder.build(),
+            due: None,
+        }
     }
 
     /// A pass failed: its retry is due after the returned delay.
@@ -66,7 +75,10 @@ impl Retry {
 
     fn next_delay(&mut self) -> Duration {
         // Without a limit on the attempts the schedule never ends; below the cap whatever it yields.
-        self.delays.next().unwrap_or(CAP / 2).min(CAP - Duration::from_millis(1))
+        self.delays
+            .next()
+            .unwrap_or(CAP / 2)
+            .min(CAP - Duration::from_millis(1))
     }
 }
 
@@ -92,16 +104,28 @@ mod tests {
             let mut b = Retry::seeded(seed);
             let delays: Vec<Duration> = (0..12).map(|_| b.next_delay()).collect();
             for (step, d) in delays.iter().enumerate() {
-                assert!(in_step(*d, step as u32), "seed {seed}: delay {step} is {d:?}: {delays:?}");
+                assert!(
+                    in_step(*d, step as u32),
+                    "seed {seed}: delay {step} is {d:?}: {delays:?}"
+                );
                 assert!(*d < CAP, "seed {seed}: {delays:?}");
             }
             // Below the cap every delay is longer than the one before (the ranges [1,2), [2,4), [4,8),
             // [8,16) do not overlap); from then on each is between CAP / 2 and CAP.
-            assert!(delays[..4].windows(2).all(|w| w[0] < w[1]), "seed {seed}: {delays:?}");
-            assert!(delays[4..].iter().all(|d| *d >= CAP / 2), "seed {seed}: {delays:?}");
+            assert!(
+                delays[..4].windows(2).all(|w| w[0] < w[1]),
+                "seed {seed}: {delays:?}"
+            );
+            assert!(
+                delays[4..].iter().all(|d| *d >= CAP / 2),
+                "seed {seed}: {delays:?}"
+            );
             // A failure that lasts: the waits add up to about a retry every CAP / 2 to CAP, not every second.
             let total: Duration = delays.iter().sum();
-            assert!(total >= Duration::from_secs(1 + 2 + 4 + 8 + 15 * 8), "seed {seed}: {total:?}");
+            assert!(
+                total >= Duration::from_secs(1 + 2 + 4 + 8 + 15 * 8),
+                "seed {seed}: {total:?}"
+            );
         }
     }
 
@@ -118,11 +142,20 @@ mod tests {
 
         let mut b = Retry::seeded(7);
         let delays: Vec<Duration> = (0..7).map(|_| b.failed()).collect();
-        assert!(delays.iter().enumerate().all(|(step, d)| in_step(*d, step as u32)), "{delays:?}");
+        assert!(
+            delays
+                .iter()
+                .enumerate()
+                .all(|(step, d)| in_step(*d, step as u32)),
+            "{delays:?}"
+        );
         assert!(b.due.is_some());
         b.succeeded();
         assert!(b.due.is_none(), "nothing to retry after a success");
         let again: Vec<Duration> = (0..2).map(|_| b.failed()).collect();
-        assert!(in_step(again[0], 0) && in_step(again[1], 1), "after a success the schedule starts over: {again:?}");
+        assert!(
+            in_step(again[0], 0) && in_step(again[1], 1),
+            "after a success the schedule starts over: {again:?}"
+        );
     }
 }

@@ -40,8 +40,12 @@ pub fn bypass_policy_name(port: u16) -> String {
 /// The plan to write for `listener` of `gw` when Istio selects plans by port: its own plan when no
 /// other listener of the Gateway has its port, else that plan scoped to its hostname (module doc).
 pub fn plan_for(gw: &GatewayOut, listener: &Listener, plan: &CompiledPlan) -> CompiledPlan {
-    let others: Vec<&Listener> =
-        gw.listeners.iter().map(|l| &l.listener).filter(|l| l.port == listener.port && l.name != listener.name).collect();
+    let others: Vec<&Listener> = gw
+        .listeners
+        .iter()
+        .map(|l| &l.listener)
+        .filter(|l| l.port == listener.port && l.name != listener.name)
+        .collect();
     if others.is_empty() {
         return plan.clone();
     }
@@ -81,9 +85,19 @@ fn by_server_name(listener: &Listener) -> bool {
     listener.protocol.eq_ignore_ascii_case("HTTPS")
 }
 
-fn scope_level(level: &mut LevelPlan, own: &Hostname, bypass: &[HostMatch], port: u16, by_sni: bool) {
+fn scope_level(
+    level: &mut LevelPlan,
+    own: &Hostname,
+    bypass: &[HostMatch],
+    port: u16,
+    by_sni: bool,
+) {
     if let Some(ea) = &mut level.external_auth {
-        ea.rules = ea.rules.drain(..).filter_map(|r| narrow_rule(r, own)).collect();
+        ea.rules = ea
+            .rules
+            .drain(..)
+            .filter_map(|r| narrow_rule(r, own))
+            .collect();
         if ea.rules.is_empty() {
             // None of its rules can match a request for this listener: it never calls here.
             level.external_auth = None;
@@ -98,9 +112,15 @@ fn scope_level(level: &mut LevelPlan, own: &Hostname, bypass: &[HostMatch], port
             rules: vec![RulePlan {
                 name: "hostnames of the other listeners".into(),
                 http: if by_sni {
-                    HttpMatch { server_names: bypass.to_vec(), ..HttpMatch::default() }
+                    HttpMatch {
+                        server_names: bypass.to_vec(),
+                        ..HttpMatch::default()
+                    }
                 } else {
-                    HttpMatch { hosts: bypass.to_vec(), ..HttpMatch::default() }
+                    HttpMatch {
+                        hosts: bypass.to_vec(),
+                        ..HttpMatch::default()
+                    }
                 },
                 ..RulePlan::default()
             }],
@@ -157,16 +177,23 @@ mod tests {
         let raw: Vec<RawObject> = docs
             .iter()
             .enumerate()
-            .map(|(doc, text)| RawObject { file: "t".into(), doc, value: yaml_serde::from_str(text).unwrap() })
+            .map(|(doc, text)| RawObject {
+                file: "t".into(),
+                doc,
+                value: yaml_serde::from_str(text).unwrap(),
+            })
             .collect();
-        let (inv, errors) = crate::model::Inventory::from_raw(raw, "default");
+        let (inv, errors) = model::Inventory::from_raw(raw, "default");
         assert!(errors.is_empty(), "{errors:?}");
         let topo = crate::topology::build(&inv, &crate::topology::TopologyOptions::default());
         for s in &topo.statuses {
             assert!(s.problems().is_empty(), "{s:?}");
         }
         let gw = &topo.gateways[0];
-        gw.listeners.iter().map(|l| (l.listener.name.clone(), plan_for(gw, &l.listener, &l.plan))).collect()
+        gw.listeners
+            .iter()
+            .map(|l| (l.listener.name.clone(), plan_for(gw, &l.listener, &l.plan)))
+            .collect()
     }
 
     fn plan<'p>(plans: &'p [(String, CompiledPlan)], name: &str) -> &'p CompiledPlan {
@@ -182,8 +209,14 @@ mod tests {
     /// The same on a TLS connection that asked for `sni`.
     fn allows_sni(plan: &CompiledPlan, sni: Option<&str>, host: &str, tool: &str) -> bool {
         let e = Evaluator::from_plan(plan.clone()).expect("the filter loads the scoped plan");
-        let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}"}}}}"#);
-        let mcp = toolgate_policy::mcp::read_body(body.as_bytes(), toolgate_policy::mcp::ReadOptions::default()).unwrap();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}"}}}}"#
+        );
+        let mcp = toolgate_policy::mcp::read_body(
+            body.as_bytes(),
+            toolgate_policy::mcp::ReadOptions::default(),
+        )
+        .unwrap();
         let req = HttpRequest {
             method: "POST",
             path: "/mcp",
@@ -205,8 +238,11 @@ mod tests {
     fn on_https_the_other_listeners_are_told_apart_by_sni_not_by_host() {
         let p = plans(HTTPS_OVERLAPPING, &[policy("pw", "wild", "sum")]);
         let wild = plan(&p, "wild");
-        let passes =
-            |sni: Option<&str>, host: &str, tool: &str| ["a", "wild"].iter().all(|l| allows_sni(plan(&p, l), sni, host, tool));
+        let passes = |sni: Option<&str>, host: &str, tool: &str| {
+            ["a", "wild"]
+                .iter()
+                .all(|l| allows_sni(plan(&p, l), sni, host, tool))
+        };
         // On the wildcard's chain (SNI x.example.com) a Host naming the other listener is routed by
         // the wildcard's routes: its plan decides, whatever the Host says.
         assert!(!passes(Some("x.example.com"), "a.example.com", "env"));
@@ -215,20 +251,49 @@ mod tests {
         assert!(!passes(None, "a.example.com", "env"));
         // On a.example.com's chain the wildcard's plan lets the request through; a's plan decides.
         assert!(passes(Some("a.example.com"), "a.example.com", "env"));
-        assert!(allows_sni(wild, Some("A.example.com"), "a.example.com", "env"), "server names compare without case");
-        let rule = &wild.gateway.allow.iter().find(|x| x.name == bypass_policy_name(443)).unwrap().rules[0];
-        assert!(rule.http.hosts.is_empty() && !rule.http.server_names.is_empty(), "{rule:?}");
+        assert!(
+            allows_sni(wild, Some("A.example.com"), "a.example.com", "env"),
+            "server names compare without case"
+        );
+        let rule = &wild
+            .gateway
+            .allow
+            .iter()
+            .find(|x| x.name == bypass_policy_name(443))
+            .unwrap()
+            .rules[0];
+        assert!(
+            rule.http.hosts.is_empty() && !rule.http.server_names.is_empty(),
+            "{rule:?}"
+        );
     }
 
     #[test]
     fn every_request_is_decided_by_its_own_listeners_plan() {
-        let p = plans(DISJOINT, &[policy("pa", "a", "sum"), policy("pb", "b", "echo"), policy("pc", "c", "env")]);
+        let p = plans(
+            DISJOINT,
+            &[
+                policy("pa", "a", "sum"),
+                policy("pb", "b", "echo"),
+                policy("pc", "c", "env"),
+            ],
+        );
         // Every WasmPlugin on port 443 runs for every request on it: a request passes when all allow.
-        let passes = |host: &str, tool: &str| ["a", "b", "c"].iter().all(|l| allows(plan(&p, l), host, tool));
+        let passes = |host: &str, tool: &str| {
+            ["a", "b", "c"]
+                .iter()
+                .all(|l| allows(plan(&p, l), host, tool))
+        };
         assert!(passes("a.example.com", "sum"));
         assert!(!passes("a.example.com", "echo") && !passes("a.example.com", "env"));
-        assert!(passes("b.example.com:443", "echo"), "the port of :authority is not part of the host");
-        assert!(passes("B.Example.Com", "echo"), "host names compare without case");
+        assert!(
+            passes("b.example.com:443", "echo"),
+            "the port of :authority is not part of the host"
+        );
+        assert!(
+            passes("B.Example.Com", "echo"),
+            "host names compare without case"
+        );
         assert!(!passes("b.example.com", "sum") && !passes("b.example.com", "env"));
         assert!(passes("x.c.example.com", "env"));
         assert!(!passes("x.c.example.com", "sum") && !passes("x.c.example.com", "echo"));
@@ -237,7 +302,12 @@ mod tests {
         // A listener alone on its port keeps its plan as compiled.
         let alone = plans(DISJOINT, &[policy("p8080", "alone", "sum")]);
         let compiled = alone.iter().find(|(n, _)| n == "alone").unwrap();
-        assert!(compiled.1.gateway.allow.iter().all(|x| x.name != bypass_policy_name(8080)));
+        assert!(compiled
+            .1
+            .gateway
+            .allow
+            .iter()
+            .all(|x| x.name != bypass_policy_name(8080)));
     }
 
     /// docs/semantics.md §6a: a deny-by-default listener without policy judges only its own requests.
@@ -248,10 +318,20 @@ mod tests {
             "metadata: {name: gw, namespace: ns, annotations: {toolgate.dev/default: deny}}",
         );
         let p = plans(&gateway, &[policy("pa", "a", "sum")]);
-        let passes = |host: &str, tool: &str| ["a", "b", "c"].iter().all(|l| allows(plan(&p, l), host, tool));
-        assert!(passes("a.example.com", "sum"), "b's and c's default deny let a's requests through");
+        let passes = |host: &str, tool: &str| {
+            ["a", "b", "c"]
+                .iter()
+                .all(|l| allows(plan(&p, l), host, tool))
+        };
+        assert!(
+            passes("a.example.com", "sum"),
+            "b's and c's default deny let a's requests through"
+        );
         assert!(!passes("a.example.com", "echo"));
-        assert!(!passes("b.example.com", "echo") && !passes("x.c.example.com", "sum"), "denied by default by their own plans");
+        assert!(
+            !passes("b.example.com", "echo") && !passes("x.c.example.com", "sum"),
+            "denied by default by their own plans"
+        );
         assert!(!allows(plan(&p, "b"), "b.example.com", "echo"));
         assert!(allows(plan(&p, "b"), "a.example.com", "sum"));
         assert_eq!(plan(&p, "b").settings.default_deny_except_hosts.len(), 2);
@@ -267,15 +347,29 @@ mod tests {
         assert_eq!(bypass.name, "(other listeners on port 443)");
         assert_eq!(
             bypass.rules[0].http.hosts,
-            vec![HostMatch::Exact("b.example.com".into()), HostMatch::Suffix(".c.example.com".into())]
+            vec![
+                HostMatch::Exact("b.example.com".into()),
+                HostMatch::Suffix(".c.example.com".into())
+            ]
         );
         assert_eq!(plan(&p, "a").hash, plan(&p, "a").content_hash(), "resealed");
     }
 
     #[test]
     fn overlapping_hostnames_never_let_a_request_through_fewer_plans_than_its_own() {
-        let p = plans(OVERLAPPING, &[policy("pa", "a", "sum"), policy("pw", "wild", "env"), policy("po", "open", "echo")]);
-        let passes = |host: &str, tool: &str| ["a", "wild", "open"].iter().all(|l| allows(plan(&p, l), host, tool));
+        let p = plans(
+            OVERLAPPING,
+            &[
+                policy("pa", "a", "sum"),
+                policy("pw", "wild", "env"),
+                policy("po", "open", "echo"),
+            ],
+        );
+        let passes = |host: &str, tool: &str| {
+            ["a", "wild", "open"]
+                .iter()
+                .all(|l| allows(plan(&p, l), host, tool))
+        };
         // Which listener a host selects: the most specific hostname that matches it.
         let own = |host: &str| match host {
             "a.example.com" => "a",
@@ -285,7 +379,10 @@ mod tests {
         for host in ["a.example.com", "x.example.com", "example.com", "other.org"] {
             for tool in ["sum", "env", "echo"] {
                 if passes(host, tool) {
-                    assert!(allows(plan(&p, own(host)), host, tool), "{host} {tool} passed without its own plan allowing it");
+                    assert!(
+                        allows(plan(&p, own(host)), host, tool),
+                        "{host} {tool} passed without its own plan allowing it"
+                    );
                 }
             }
         }
@@ -301,13 +398,20 @@ mod tests {
         let p = plans(DISJOINT, &[ext_auth("ea", "b")]);
         let ea = plan(&p, "b").gateway.external_auth.as_ref().unwrap();
         assert_eq!(ea.rules.len(), 1);
-        assert_eq!(ea.rules[0].http.hosts, vec![HostMatch::Exact("b.example.com".into())]);
+        assert_eq!(
+            ea.rules[0].http.hosts,
+            vec![HostMatch::Exact("b.example.com".into())]
+        );
         let p = plans(OVERLAPPING, &[ext_auth("ew", "wild")]);
         let ew = plan(&p, "wild").gateway.external_auth.as_ref().unwrap();
-        assert_eq!(ew.rules[0].http.hosts, vec![HostMatch::Suffix(".example.com".into())]);
+        assert_eq!(
+            ew.rules[0].http.hosts,
+            vec![HostMatch::Suffix(".example.com".into())]
+        );
         // A rule for hosts that are never this listener's is dropped, and so is the policy then.
         let mut level = plans(DISJOINT, &[ext_auth("ea", "b")]).remove(1).1.gateway;
-        level.external_auth.as_mut().unwrap().rules[0].http.hosts = vec![HostMatch::Exact("a.example.com".into())];
+        level.external_auth.as_mut().unwrap().rules[0].http.hosts =
+            vec![HostMatch::Exact("a.example.com".into())];
         scope_level(&mut level, &h("b.example.com"), &[], 443, false);
         assert!(level.external_auth.is_none());
     }

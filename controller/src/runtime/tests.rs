@@ -9,13 +9,25 @@ fn a_write_is_not_repeated_while_the_cache_has_not_seen_it() {
     let v1 = json!({"spec": 1});
     assert!(!w.pending(&key, &v1, Some("7")), "nothing written yet");
     w.record(key.clone(), v1.clone(), Some("7".into()));
-    assert!(w.pending(&key, &v1, Some("7")), "the cache still shows version 7: the write is in flight");
-    assert!(!w.pending(&key, &json!({"spec": 2}), Some("7")), "other content is written");
-    assert!(!w.pending(&key, &v1, Some("9")), "someone changed it since: written again");
+    assert!(
+        w.pending(&key, &v1, Some("7")),
+        "the cache still shows version 7: the write is in flight"
+    );
+    assert!(
+        !w.pending(&key, &json!({"spec": 2}), Some("7")),
+        "other content is written"
+    );
+    assert!(
+        !w.pending(&key, &v1, Some("9")),
+        "someone changed it since: written again"
+    );
     w.record(key.clone(), v1.clone(), None);
     assert!(w.pending(&key, &v1, None), "created, not seen yet");
     w.clear(&key);
-    assert!(!w.pending(&key, &v1, None), "seen, then deleted: created again");
+    assert!(
+        !w.pending(&key, &v1, None),
+        "seen, then deleted: created again"
+    );
 }
 
 #[test]

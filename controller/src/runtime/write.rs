@@ -41,7 +41,10 @@ pub(super) struct Cache {
 impl Cache {
     pub fn watch(client: &Client, ar: ApiResource, changed: Arc<Notify>, selector: &str) -> Self {
         let current = Arc::new(AtomicBool::new(false));
-        Cache { store: super::watch_with(client, ar, changed, Some(selector), current.clone()), current }
+        Cache {
+            store: super::watch_with(client, ar, changed, Some(selector), current.clone()),
+            current,
+        }
     }
 
     fn trusted(&self) -> bool {
@@ -67,28 +70,47 @@ pub(super) async fn sync(
     for d in desired {
         let key = (kind.to_string(), d.namespace.clone(), d.name.clone());
         if let Some(first) = claimed.insert((&d.namespace, &d.name), d) {
-            let message = format!("the outputs of Gateways {} and {} have this name", first.gateway, d.gateway);
+            let message = format!(
+                "the outputs of Gateways {} and {} have this name",
+                first.gateway, d.gateway
+            );
             failures.insert(key, Failure::Conflict(message));
             continue;
         }
         let find = |o: &&Arc<DynamicObject>| {
-            o.metadata.namespace.as_deref() == Some(&d.namespace) && o.metadata.name.as_deref() == Some(&d.name)
+            o.metadata.namespace.as_deref() == Some(&d.namespace)
+                && o.metadata.name.as_deref() == Some(&d.name)
         };
-        let current = if trusted { existing.iter().find(find) } else { None };
-        if current.and_then(|c| serde_json::to_value(c.as_ref()).ok()).is_some_and(|c| output::up_to_date(&c, &d.object)) {
+        let current = if trusted {
+            existing.iter().find(find)
+        } else {
+            None
+        };
+        if current
+            .and_then(|c| serde_json::to_value(c.as_ref()).ok())
+            .is_some_and(|c| output::up_to_date(&c, &d.object))
+        {
             ctx.written.clear(&key);
             continue;
         }
         let cached_version = current.and_then(|c| c.metadata.resource_version.clone());
         // A write in flight is one the cache has not shown yet: only a current cache can say so.
-        if trusted && ctx.written.pending(&key, &d.object, cached_version.as_deref()) {
+        if trusted
+            && ctx
+                .written
+                .pending(&key, &d.object, cached_version.as_deref())
+        {
             continue;
         }
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, ar);
         // Not in a current cache of the controller's objects: what has the name?
         let owned = match current {
             Some(_) => true,
-            None => match api.get_opt(&d.name).await.map(|o| o.and_then(|o| serde_json::to_value(&o).ok())) {
+            None => match api
+                .get_opt(&d.name)
+                .await
+                .map(|o| o.and_then(|o| serde_json::to_value(&o).ok()))
+            {
                 Ok(None) => false,
                 Ok(Some(found)) if !output::is_managed(&found) => {
                     let what = format!("exists and is not Toolgate's (no label {MANAGED_BY}={FIELD_MANAGER}); not overwritten");
@@ -109,7 +131,11 @@ pub(super) async fn sync(
             },
         };
         // Ours: force (another manager's edits to our fields are undone). New: no force.
-        let params = if owned { PatchParams::apply(FIELD_MANAGER).force() } else { PatchParams::apply(FIELD_MANAGER) };
+        let params = if owned {
+            PatchParams::apply(FIELD_MANAGER).force()
+        } else {
+            PatchParams::apply(FIELD_MANAGER)
+        };
         match api.patch(&d.name, &params, &Patch::Apply(&d.object)).await {
             Ok(_) => {
                 ctx.written.record(key, d.object.clone(), cached_version);
@@ -117,7 +143,10 @@ pub(super) async fn sync(
                 writes += 1;
             }
             Err(kube::Error::Api(e)) if !owned && e.code == 409 => {
-                let what = format!("created by someone else meanwhile; not overwritten ({})", e.message);
+                let what = format!(
+                    "created by someone else meanwhile; not overwritten ({})",
+                    e.message
+                );
                 tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "{what}");
                 failures.insert(key, Failure::Conflict(what));
             }
@@ -127,11 +156,17 @@ pub(super) async fn sync(
             }
         }
     }
-    let wanted: BTreeSet<(String, String)> = desired.iter().map(|d| (d.namespace.clone(), d.name.clone())).collect();
+    let wanted: BTreeSet<(String, String)> = desired
+        .iter()
+        .map(|d| (d.namespace.clone(), d.name.clone()))
+        .collect();
     for o in existing.iter() {
-        let (Some(ns), Some(name)) = (o.metadata.namespace.clone(), o.metadata.name.clone()) else { continue };
+        let (Some(ns), Some(name)) = (o.metadata.namespace.clone(), o.metadata.name.clone()) else {
+            continue;
+        };
         if !wanted.contains(&(ns.clone(), name.clone())) {
-            ctx.written.clear(&(kind.to_string(), ns.clone(), name.clone()));
+            ctx.written
+                .clear(&(kind.to_string(), ns.clone(), name.clone()));
             let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, ar);
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {
@@ -141,7 +176,10 @@ pub(super) async fn sync(
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => {
                     tracing::warn!(kind = %kind, namespace = %ns, name = %name, "delete failed: {e}");
-                    failures.insert((kind.to_string(), ns, name), Failure::Refused(e.to_string()));
+                    failures.insert(
+                        (kind.to_string(), ns, name),
+                        Failure::Refused(e.to_string()),
+                    );
                 }
             }
         }
@@ -150,13 +188,18 @@ pub(super) async fn sync(
 }
 
 /// The outputs not written because their names are taken, by the Gateway they are for.
-pub(super) fn conflicts<'a>(failures: &Failures, desired: impl IntoIterator<Item = (&'a str, &'a Desired)>) -> Conflicts {
+pub(super) fn conflicts<'a>(
+    failures: &Failures,
+    desired: impl IntoIterator<Item = (&'a str, &'a Desired)>,
+) -> Conflicts {
     let mut out = Conflicts::new();
     for (kind, d) in desired {
         let key = (kind.to_string(), d.namespace.clone(), d.name.clone());
         if let Some(failure @ Failure::Conflict(_)) = failures.get(&key) {
             let line = format!("{kind} {}/{}: {failure}", d.namespace, d.name);
-            let lines = out.entry((d.namespace.clone(), d.gateway.clone())).or_default();
+            let lines = out
+                .entry((d.namespace.clone(), d.gateway.clone()))
+                .or_default();
             if !lines.contains(&line) {
                 lines.push(line);
             }
@@ -170,19 +213,40 @@ mod tests {
     use super::*;
 
     fn desired(gateway: &str, name: &str) -> Desired {
-        Desired { namespace: "ns".into(), name: name.into(), gateway: gateway.into(), object: serde_json::json!({}) }
+        Desired {
+            namespace: "ns".into(),
+            name: name.into(),
+            gateway: gateway.into(),
+            object: serde_json::json!({}),
+        }
     }
 
     #[test]
     fn conflicts_are_reported_by_gateway() {
-        let (a, b, c) = (desired("a", "toolgate-a-http"), desired("b", "toolgate-b"), desired("c", "toolgate-c"));
+        let (a, b, c) = (
+            desired("a", "toolgate-a-http"),
+            desired("b", "toolgate-b"),
+            desired("c", "toolgate-c"),
+        );
         let mut failures = Failures::new();
-        failures.insert(("WasmPlugin".into(), "ns".into(), "toolgate-a-http".into()), Failure::Conflict("taken".into()));
-        failures.insert(("EnvoyFilter".into(), "ns".into(), "toolgate-b".into()), Failure::Refused("forbidden".into()));
-        let found = conflicts(&failures, [("WasmPlugin", &a), ("EnvoyFilter", &b), ("EnvoyFilter", &c)]);
+        failures.insert(
+            ("WasmPlugin".into(), "ns".into(), "toolgate-a-http".into()),
+            Failure::Conflict("taken".into()),
+        );
+        failures.insert(
+            ("EnvoyFilter".into(), "ns".into(), "toolgate-b".into()),
+            Failure::Refused("forbidden".into()),
+        );
+        let found = conflicts(
+            &failures,
+            [("WasmPlugin", &a), ("EnvoyFilter", &b), ("EnvoyFilter", &c)],
+        );
         assert_eq!(
             found,
-            Conflicts::from([(("ns".into(), "a".into()), vec!["WasmPlugin ns/toolgate-a-http: taken".to_string()])])
+            Conflicts::from([(
+                ("ns".into(), "a".into()),
+                vec!["WasmPlugin ns/toolgate-a-http: taken".to_string()]
+            )])
         );
     }
 

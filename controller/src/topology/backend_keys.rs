@@ -67,9 +67,13 @@ impl BackendKeys {
         }
         let mut claims: BTreeMap<String, Vec<&Object<BackendSpec>>> = BTreeMap::new();
         for xb in &inv.backends {
-            let Some(cluster) = cluster_of(xb, naming) else { continue };
+            let Some(cluster) = cluster_of(xb, naming) else {
+                continue;
+            };
             let host = cluster.rsplit("||").next().unwrap_or("");
-            if let Some(owner) = service_namespace(host, naming).filter(|owner| *owner != xb.namespace) {
+            if let Some(owner) =
+                service_namespace(host, naming).filter(|owner| *owner != xb.namespace)
+            {
                 keys.refused.insert(
                     (xb.namespace.clone(), xb.name.clone()),
                     Refusal {
@@ -87,30 +91,52 @@ impl BackendKeys {
         }
         for (cluster, mut claimants) in claims {
             claimants.sort_by(|a, b| {
-                (a.creation_timestamp.as_deref().unwrap_or(""), &a.namespace, &a.name).cmp(&(
-                    b.creation_timestamp.as_deref().unwrap_or(""),
-                    &b.namespace,
-                    &b.name,
-                ))
+                (
+                    a.creation_timestamp.as_deref().unwrap_or(""),
+                    &a.namespace,
+                    &a.name,
+                )
+                    .cmp(&(
+                        b.creation_timestamp.as_deref().unwrap_or(""),
+                        &b.namespace,
+                        &b.name,
+                    ))
             });
             claimants.dedup_by(|a, b| a.namespace == b.namespace && a.name == b.name);
             let names: Vec<String> = claimants.iter().map(|x| x.key()).collect();
-            let one_namespace = claimants.iter().all(|x| x.namespace == claimants[0].namespace);
+            let one_namespace = claimants
+                .iter()
+                .all(|x| x.namespace == claimants[0].namespace);
             for (i, xb) in claimants.iter().enumerate() {
                 let id = (xb.namespace.clone(), xb.name.clone());
                 if one_namespace && i == 0 {
                     keys.keyed.insert(id, cluster.clone());
                 } else if one_namespace {
-                    let message =
-                        format!("XBackend {} names {cluster}, which the older XBackend {} keys", xb.key(), claimants[0].key());
-                    keys.refused.insert(id, Refusal { reason: "Conflicted", message });
+                    let message = format!(
+                        "XBackend {} names {cluster}, which the older XBackend {} keys",
+                        xb.key(),
+                        claimants[0].key()
+                    );
+                    keys.refused.insert(
+                        id,
+                        Refusal {
+                            reason: "Conflicted",
+                            message,
+                        },
+                    );
                 } else {
                     let message = format!(
                         "XBackends of several namespaces name {cluster} ({}): none of them keys it, and every request \
                          to it is denied",
                         names.join(", ")
                     );
-                    keys.refused.insert(id, Refusal { reason: "Conflicted", message });
+                    keys.refused.insert(
+                        id,
+                        Refusal {
+                            reason: "Conflicted",
+                            message,
+                        },
+                    );
                 }
             }
             if !one_namespace {
@@ -126,24 +152,37 @@ impl BackendKeys {
 
     /// The cluster this XBackend keys, if it keys one.
     pub fn key(&self, namespace: &str, name: &str) -> Option<&str> {
-        self.keyed.get(&(namespace.to_string(), name.to_string())).map(String::as_str)
+        self.keyed
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(String::as_str)
     }
 
     /// The contested cluster this XBackend names, if any.
-    pub fn contested_cluster(&self, xb: &Object<BackendSpec>, naming: &ClusterNaming) -> Option<String> {
+    pub fn contested_cluster(
+        &self,
+        xb: &Object<BackendSpec>,
+        naming: &ClusterNaming,
+    ) -> Option<String> {
         cluster_of(xb, naming).filter(|c| self.contested.contains_key(c))
     }
 
     /// The level that denies every request to a contested cluster, naming why.
     pub fn contested_level(&self, cluster: &str) -> LevelPlan {
-        let names = self.contested.get(cluster).map(|n| n.join(", ")).unwrap_or_default();
+        let names = self
+            .contested
+            .get(cluster)
+            .map(|n| n.join(", "))
+            .unwrap_or_default();
         LevelPlan {
             allow: vec![PolicyPlan {
                 name: format!("(contested: {names})"),
                 // A request's port is its listener's, never 0: the rule matches no request.
                 rules: vec![RulePlan {
                     name: "(no request: XBackends of several namespaces name this cluster)".into(),
-                    http: HttpMatch { ports: vec![0], ..HttpMatch::default() },
+                    http: HttpMatch {
+                        ports: vec![0],
+                        ..HttpMatch::default()
+                    },
                     ..RulePlan::default()
                 }],
                 dry_run: false,

@@ -3,7 +3,8 @@
 //! matches themselves. `explain` and the tests use it; `render` orders routes by [`Precedence`].
 
 use gateway_api::apis::standard::httproutes::{
-    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType,
+    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
+    HttpRouteRulesMatchesQueryParamsType,
 };
 
 use super::{ListenerOut, RouteRuleOut};
@@ -40,14 +41,26 @@ impl Precedence {
 pub fn path_of(m: &RouteMatch) -> (&HttpRouteRulesMatchesPathType, &str) {
     static PATH_PREFIX: HttpRouteRulesMatchesPathType = HttpRouteRulesMatchesPathType::PathPrefix;
     let p = m.path.as_ref();
-    (p.and_then(|p| p.r#type.as_ref()).unwrap_or(&PATH_PREFIX), p.and_then(|p| p.value.as_deref()).unwrap_or("/"))
+    (
+        p.and_then(|p| p.r#type.as_ref()).unwrap_or(&PATH_PREFIX),
+        p.and_then(|p| p.value.as_deref()).unwrap_or("/"),
+    )
 }
 
 impl ListenerOut {
     /// The route rule a request takes, as Envoy would choose it from the rendered configuration
     /// (host, path, method, header and query parameter matches).
-    pub fn select_route(&self, host: &str, path: &str, method: &str, headers: &[(String, String)]) -> Option<&RouteRuleOut> {
-        let host = host.rsplit_once(':').map_or(host, |(h, _)| h).to_ascii_lowercase();
+    pub fn select_route(
+        &self,
+        host: &str,
+        path: &str,
+        method: &str,
+        headers: &[(String, String)],
+    ) -> Option<&RouteRuleOut> {
+        let host = host
+            .rsplit_once(':')
+            .map_or(host, |(h, _)| h)
+            .to_ascii_lowercase();
         let (url_path, query) = path.split_once('?').unwrap_or((path, ""));
         let query = query_params(query);
         let mut candidates: Vec<(Precedence, &RouteRuleOut)> = Vec::new();
@@ -61,7 +74,11 @@ impl ListenerOut {
                 continue;
             }
             for rule in &route.rules {
-                let matches = if rule.matches.is_empty() { vec![RouteMatch::default()] } else { rule.matches.clone() };
+                let matches = if rule.matches.is_empty() {
+                    vec![RouteMatch::default()]
+                } else {
+                    rule.matches.clone()
+                };
                 for m in &matches {
                     if route_match_holds(m, url_path, method, headers, &query) {
                         candidates.push((Precedence::of(m, candidates.len()), rule));
@@ -89,18 +106,33 @@ fn query_params(query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn route_match_holds(m: &RouteMatch, path: &str, method: &str, headers: &[(String, String)], query: &[(String, String)]) -> bool {
+fn route_match_holds(
+    m: &RouteMatch,
+    path: &str,
+    method: &str,
+    headers: &[(String, String)],
+    query: &[(String, String)],
+) -> bool {
     let (kind, value) = path_of(m);
     let path_ok = match kind {
         HttpRouteRulesMatchesPathType::Exact => path == value,
         HttpRouteRulesMatchesPathType::RegularExpression => {
             toolgate_policy::eval::full_match_regex(value).is_ok_and(|r| r.is_match(path))
         }
-        HttpRouteRulesMatchesPathType::PathPrefix => toolgate_policy::eval::path_prefix_matches(value, path),
+        HttpRouteRulesMatchesPathType::PathPrefix => {
+            toolgate_policy::eval::path_prefix_matches(value, path)
+        }
     };
-    let header = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
     path_ok
-        && m.method.as_ref().is_none_or(|x| model::method_name(x) == method)
+        && m.method
+            .as_ref()
+            .is_none_or(|x| model::method_name(x) == method)
         && m.headers.iter().flatten().all(|h| {
             header(&h.name).is_some_and(|v| match h.r#type {
                 Some(HttpRouteRulesMatchesHeadersType::RegularExpression) => {
@@ -111,11 +143,15 @@ fn route_match_holds(m: &RouteMatch, path: &str, method: &str, headers: &[(Strin
         })
         && m.query_params.iter().flatten().all(|q| {
             // Envoy matches the parameter's first value.
-            query.iter().find(|(n, _)| n == &q.name).is_some_and(|(_, v)| match q.r#type {
-                Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression) => {
-                    toolgate_policy::eval::full_match_regex(&q.value).is_ok_and(|r| r.is_match(v))
-                }
-                _ => v == &q.value,
-            })
+            query
+                .iter()
+                .find(|(n, _)| n == &q.name)
+                .is_some_and(|(_, v)| match q.r#type {
+                    Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression) => {
+                        toolgate_policy::eval::full_match_regex(&q.value)
+                            .is_ok_and(|r| r.is_match(v))
+                    }
+                    _ => v == &q.value,
+                })
         })
 }

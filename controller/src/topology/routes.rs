@@ -20,7 +20,8 @@ impl<'a> XBackends<'a> {
     pub(super) fn new(inv: &'a Inventory) -> Self {
         let mut map = HashMap::with_capacity(inv.backends.len());
         for b in &inv.backends {
-            map.entry((b.namespace.as_str(), b.name.as_str())).or_insert(b);
+            map.entry((b.namespace.as_str(), b.name.as_str()))
+                .or_insert(b);
         }
         XBackends(map)
     }
@@ -33,7 +34,7 @@ impl<'a> XBackends<'a> {
 /// HTTPRoutes attached to a listener, with their backends resolved to upstreams.
 pub(super) fn attached_routes(
     inv: &Inventory,
-    xbackends: &XBackends,
+    xbackends: &XBackends<'_>,
     gw: &Object<GatewaySpec>,
     listener: &Listener,
     naming: &ClusterNaming,
@@ -51,12 +52,22 @@ pub(super) fn attached_routes(
                     && p.namespace.as_deref().unwrap_or(&route.namespace) == gw.namespace
                     && p.section_name.as_deref().is_none_or(|s| s == listener.name)
                     && p.port.is_none_or(|port| port == listener.port)
-            }) && match model::admits_routes_from(listener, &gw.namespace, &route.namespace, &inv.namespaces) {
+            }) && match model::admits_routes_from(
+                listener,
+                &gw.namespace,
+                &route.namespace,
+                &inv.namespaces,
+            ) {
                 Ok(admitted) => admitted,
                 Err(e) => {
                     // Undecided: counted as attached, so that its backends' policies are in the plan
                     // (under Istio that only adds enforcement); the CLI fails on the error instead.
-                    errors.push(format!("Gateway {} listener {}: HTTPRoute {}: {e}", gw.key(), listener.name, route.key()));
+                    errors.push(format!(
+                        "Gateway {} listener {}: HTTPRoute {}: {e}",
+                        gw.key(),
+                        listener.name,
+                        route.key()
+                    ));
                     true
                 }
             }
@@ -88,17 +99,25 @@ pub(super) fn attached_routes(
                         .flatten()
                         .find(|f| f.r#type == HttpRouteRulesFiltersType::UrlRewrite)
                         .and_then(|f| f.url_rewrite.clone()),
-                    timeout: rule.timeouts.as_ref().and_then(|t| t.request.clone().or_else(|| t.backend_request.clone())),
+                    timeout: rule
+                        .timeouts
+                        .as_ref()
+                        .and_then(|t| t.request.clone().or_else(|| t.backend_request.clone())),
                     backends: rule
                         .backend_refs
                         .iter()
                         .flatten()
-                        .filter_map(|b| match resolve_backend(inv, xbackends, naming, &route.namespace, b) {
-                            // Weights are checked not to be negative on reading.
-                            Ok(u) => Some((u, b.weight.and_then(|w| u32::try_from(w).ok()).unwrap_or(1))),
-                            Err(e) => {
-                                warnings.push(format!("HTTPRoute {}: {e}", route.key()));
-                                None
+                        .filter_map(|b| {
+                            match resolve_backend(inv, xbackends, naming, &route.namespace, b) {
+                                // Weights are checked not to be negative on reading.
+                                Ok(u) => Some((
+                                    u,
+                                    b.weight.and_then(|w| u32::try_from(w).ok()).unwrap_or(1),
+                                )),
+                                Err(e) => {
+                                    warnings.push(format!("HTTPRoute {}: {e}", route.key()));
+                                    None
+                                }
                             }
                         })
                         .collect(),
@@ -117,27 +136,50 @@ pub(super) fn reachable_xbackends<'a>(
     routes: &[RouteOut],
     naming: &ClusterNaming,
 ) -> Vec<&'a Object<BackendSpec>> {
-    let upstreams: Vec<&Upstream> = routes.iter().flat_map(|r| &r.rules).flat_map(|r| &r.backends).map(|(u, _)| u).collect();
-    let clusters: Vec<Option<String>> = inv.backends.iter().map(|xb| backend_keys::cluster_of(xb, naming)).collect();
+    let upstreams: Vec<&Upstream> = routes
+        .iter()
+        .flat_map(|r| &r.rules)
+        .flat_map(|r| &r.backends)
+        .map(|(u, _)| u)
+        .collect();
+    let clusters: Vec<Option<String>> = inv
+        .backends
+        .iter()
+        .map(|xb| backend_keys::cluster_of(xb, naming))
+        .collect();
     let named: Vec<bool> = inv
         .backends
         .iter()
         .zip(&clusters)
         .map(|(xb, cluster)| {
             upstreams.iter().any(|u| match u {
-                Upstream::XBackend { namespace, name, .. } => namespace == &xb.namespace && name == &xb.name,
-                Upstream::Service { namespace, name, .. } => {
-                    namespace == &xb.namespace && xb.spec.mcp.service_name.as_deref() == Some(name.as_str())
+                Upstream::XBackend {
+                    namespace, name, ..
+                } => namespace == &xb.namespace && name == &xb.name,
+                Upstream::Service {
+                    namespace, name, ..
+                } => {
+                    namespace == &xb.namespace
+                        && xb.spec.mcp.service_name.as_deref() == Some(name.as_str())
                 }
-                Upstream::Host { host, port } => cluster.as_deref() == Some(istio_cluster(host, *port).as_str()),
+                Upstream::Host { host, port } => {
+                    cluster.as_deref() == Some(istio_cluster(host, *port).as_str())
+                }
             })
         })
         .collect();
-    let reached: HashSet<&str> = clusters.iter().zip(&named).filter(|(_, n)| **n).filter_map(|(c, _)| c.as_deref()).collect();
+    let reached: HashSet<&str> = clusters
+        .iter()
+        .zip(&named)
+        .filter(|(_, n)| **n)
+        .filter_map(|(c, _)| c.as_deref())
+        .collect();
     inv.backends
         .iter()
         .zip(clusters.iter().zip(&named))
-        .filter(|(_, (cluster, named))| **named || cluster.as_deref().is_some_and(|c| reached.contains(c)))
+        .filter(|(_, (cluster, named))| {
+            **named || cluster.as_deref().is_some_and(|c| reached.contains(c))
+        })
         .map(|(xb, _)| xb)
         .collect()
 }
@@ -147,39 +189,72 @@ const ISTIO_HOSTNAME: (&str, &str) = ("networking.istio.io", "Hostname");
 
 fn resolve_backend(
     inv: &Inventory,
-    xbackends: &XBackends,
+    xbackends: &XBackends<'_>,
     naming: &ClusterNaming,
     route_ns: &str,
     b: &BackendRef,
 ) -> Result<Upstream, String> {
     let namespace = b.namespace.clone().unwrap_or_else(|| route_ns.to_string());
-    let kind = if model::is_xbackend(b) { grants::XBACKEND } else { grants::SERVICE };
+    let kind = if model::is_xbackend(b) {
+        grants::XBACKEND
+    } else {
+        grants::SERVICE
+    };
     if (model::is_xbackend(b) || model::is_service(b))
         && !grants::permits(inv, grants::HTTP_ROUTE, route_ns, kind, &namespace, &b.name)
     {
-        return Err(format!("backendRef: {}", grants::not_permitted(grants::HTTP_ROUTE, route_ns, kind, &namespace, &b.name)));
+        return Err(format!(
+            "backendRef: {}",
+            grants::not_permitted(grants::HTTP_ROUTE, route_ns, kind, &namespace, &b.name)
+        ));
     }
     if model::is_xbackend(b) {
-        let xb =
-            xbackends.get(&namespace, &b.name).ok_or_else(|| format!("backendRef XBackend {namespace}/{} not found", b.name))?;
+        let xb = xbackends
+            .get(&namespace, &b.name)
+            .ok_or_else(|| format!("backendRef XBackend {namespace}/{} not found", b.name))?;
         let mcp = &xb.spec.mcp;
         let target = match (&mcp.service_name, &mcp.hostname) {
-            (Some(name), None) => BackendTarget::Service { name: name.clone(), port: mcp.port },
-            (None, Some(host)) => BackendTarget::Hostname { host: host.clone(), port: mcp.port },
-            _ => return Err(format!("XBackend {namespace}/{}: exactly one of serviceName or hostname must be set", b.name)),
+            (Some(name), None) => BackendTarget::Service {
+                name: name.clone(),
+                port: mcp.port,
+            },
+            (None, Some(host)) => BackendTarget::Hostname {
+                host: host.clone(),
+                port: mcp.port,
+            },
+            _ => {
+                return Err(format!(
+                    "XBackend {namespace}/{}: exactly one of serviceName or hostname must be set",
+                    b.name
+                ))
+            }
         };
-        Ok(Upstream::XBackend { namespace, name: b.name.clone(), target, path: mcp.path_or_default().to_string() })
-    } else if (b.group.as_deref(), b.kind.as_deref()) == (Some(ISTIO_HOSTNAME.0), Some(ISTIO_HOSTNAME.1))
+        Ok(Upstream::XBackend {
+            namespace,
+            name: b.name.clone(),
+            target,
+            path: mcp.path_or_default().to_string(),
+        })
+    } else if (b.group.as_deref(), b.kind.as_deref())
+        == (Some(ISTIO_HOSTNAME.0), Some(ISTIO_HOSTNAME.1))
         && matches!(naming, ClusterNaming::Istio { .. })
     {
         let port = b.port.and_then(|p| u16::try_from(p).ok());
         let port = port.ok_or_else(|| format!("backendRef Hostname {} has no port", b.name))?;
-        Ok(Upstream::Host { host: b.name.trim_end_matches('.').to_ascii_lowercase(), port })
+        Ok(Upstream::Host {
+            host: b.name.trim_end_matches('.').to_ascii_lowercase(),
+            port,
+        })
     } else if model::is_service(b) {
         // Ports are checked to fit on reading.
         let port = b.port.and_then(|p| u16::try_from(p).ok());
-        let port = port.ok_or_else(|| format!("backendRef Service {namespace}/{} has no port", b.name))?;
-        Ok(Upstream::Service { namespace, name: b.name.clone(), port })
+        let port =
+            port.ok_or_else(|| format!("backendRef Service {namespace}/{} has no port", b.name))?;
+        Ok(Upstream::Service {
+            namespace,
+            name: b.name.clone(),
+            port,
+        })
     } else {
         Err(format!(
             "backendRef {}/{} {} is not supported",

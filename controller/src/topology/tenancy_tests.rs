@@ -4,7 +4,9 @@
 use super::*;
 
 fn istio() -> ClusterNaming {
-    ClusterNaming::Istio { cluster_domain: "cluster.local".into() }
+    ClusterNaming::Istio {
+        cluster_domain: "cluster.local".into(),
+    }
 }
 
 const VICTIM_KEY: &str = "outbound|8080||mcp.v.svc.cluster.local";
@@ -58,7 +60,11 @@ fn plan(topo: &Topology) -> &CompiledPlan {
 }
 
 fn status(topo: &Topology, policy: &str) -> (String, String) {
-    let s = topo.statuses.iter().find(|s| s.policy == policy).unwrap_or_else(|| panic!("{policy}: {:?}", topo.statuses));
+    let s = topo
+        .statuses
+        .iter()
+        .find(|s| s.policy == policy)
+        .unwrap_or_else(|| panic!("{policy}: {:?}", topo.statuses));
     let c = &s.ancestors[0].conditions[0];
     (c.reason.clone(), c.message.clone())
 }
@@ -72,17 +78,32 @@ fn victim_level(topo: &Topology) -> Option<&LevelPlan> {
 fn a_hostname_xbackend_cannot_claim_another_namespaces_service() {
     let base = topology_of(&shared_gateway_and_victim(), istio());
     let expected = victim_level(&base).expect("the victim's level").clone();
-    for host in ["mcp.v.svc.cluster.local", "MCP.v.svc.cluster.local.", "mcp.V.SVC.cluster.local"] {
+    for host in [
+        "mcp.v.svc.cluster.local",
+        "MCP.v.svc.cluster.local.",
+        "mcp.V.SVC.cluster.local",
+    ] {
         let tenant = [
-            xbackend("t", "steal", &format!("hostname: {host}, port: 8080"), "2020-01-01T00:00:00Z"),
-            route("t", "r", "group: agentic.networking.x-k8s.io, kind: XBackend, name: steal"),
+            xbackend(
+                "t",
+                "steal",
+                &format!("hostname: {host}, port: 8080"),
+                "2020-01-01T00:00:00Z",
+            ),
+            route(
+                "t",
+                "r",
+                "group: agentic.networking.x-k8s.io, kind: XBackend, name: steal",
+            ),
             allow_all("t", "everything", "steal"),
             external_auth("t", "listen", "steal"),
         ]
         .concat();
         // Both input orders: older or first, the tenant never keys the victim's cluster.
-        for yaml in [format!("{tenant}---\n{}", shared_gateway_and_victim()), format!("{}{tenant}", shared_gateway_and_victim())]
-        {
+        for yaml in [
+            format!("{tenant}---\n{}", shared_gateway_and_victim()),
+            format!("{}{tenant}", shared_gateway_and_victim()),
+        ] {
             let topo = topology_of(&yaml, istio());
             assert_eq!(victim_level(&topo), Some(&expected), "{host}");
             for policy in ["t/everything", "t/listen"] {
@@ -97,7 +118,12 @@ fn a_hostname_xbackend_cannot_claim_another_namespaces_service() {
 
 #[test]
 fn of_one_namespaces_xbackends_naming_one_cluster_the_oldest_keys_it_whatever_the_input_order() {
-    let older = xbackend("v", "older", "hostname: mcp.v.svc.cluster.local, port: 8080", "2025-01-01T00:00:00Z");
+    let older = xbackend(
+        "v",
+        "older",
+        "hostname: mcp.v.svc.cluster.local, port: 8080",
+        "2025-01-01T00:00:00Z",
+    );
     let policy = allow_all("v", "via-older", "older");
     for yaml in [
         format!("{}{older}{policy}", shared_gateway_and_victim()),
@@ -105,7 +131,14 @@ fn of_one_namespaces_xbackends_naming_one_cluster_the_oldest_keys_it_whatever_th
     ] {
         let topo = topology_of(&yaml, istio());
         let level = victim_level(&topo).unwrap();
-        assert_eq!(level.allow.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["v/via-older"]);
+        assert_eq!(
+            level
+                .allow
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>(),
+            ["v/via-older"]
+        );
         let (reason, message) = status(&topo, "v/sum-only");
         assert_eq!(reason, "Conflicted");
         assert!(message.contains("older XBackend v/older"), "{message}");
@@ -117,7 +150,11 @@ fn an_external_host_named_from_several_namespaces_is_denied_and_no_one_judges_it
     let external = |ns: &str, created: &str| {
         [
             xbackend(ns, "api", "hostname: api.example.com, port: 443", created),
-            route(ns, "r", "group: networking.istio.io, kind: Hostname, name: api.example.com, port: 443"),
+            route(
+                ns,
+                "r",
+                "group: networking.istio.io, kind: Hostname, name: api.example.com, port: 443",
+            ),
             external_auth(ns, "authz", "api"),
         ]
         .concat()
@@ -129,21 +166,49 @@ fn an_external_host_named_from_several_namespaces_is_denied_and_no_one_judges_it
         external("b", "2021-01-01T00:00:00Z")
     );
     let topo = topology_of(&yaml, istio());
-    let level = plan(&topo).backends.get("outbound|443||api.example.com").expect("the contested cluster is keyed");
-    assert!(level.external_auth.is_none(), "no namespace's authorizer sees the requests");
+    let level = plan(&topo)
+        .backends
+        .get("outbound|443||api.example.com")
+        .expect("the contested cluster is keyed");
+    assert!(
+        level.external_auth.is_none(),
+        "no namespace's authorizer sees the requests"
+    );
     assert_eq!(level.allow.len(), 1);
-    assert!(level.allow[0].name.contains("a/api") && level.allow[0].name.contains("b/api"), "{level:?}");
-    assert_eq!(level.allow[0].rules[0].http.ports, [0], "a rule no request matches");
+    assert!(
+        level.allow[0].name.contains("a/api") && level.allow[0].name.contains("b/api"),
+        "{level:?}"
+    );
+    assert_eq!(
+        level.allow[0].rules[0].http.ports,
+        [0],
+        "a rule no request matches"
+    );
     for p in ["a/authz", "b/authz"] {
         assert_eq!(status(&topo, p).0, "Conflicted");
     }
     // One namespace alone: its XBackend keys the host reached through Istio's Hostname kind.
-    let yaml = format!("{}{}", shared_gateway_and_victim(), external("a", "2020-01-01T00:00:00Z"));
+    let yaml = format!(
+        "{}{}",
+        shared_gateway_and_victim(),
+        external("a", "2020-01-01T00:00:00Z")
+    );
     let topo = topology_of(&yaml, istio());
-    assert!(plan(&topo).backends.get("outbound|443||api.example.com").unwrap().external_auth.is_some());
+    assert!(plan(&topo)
+        .backends
+        .get("outbound|443||api.example.com")
+        .unwrap()
+        .external_auth
+        .is_some());
     // `render` has no Hostname kind: the route's backend is refused, with a warning.
     let topo = topology_of(&yaml, ClusterNaming::Rendered);
-    assert!(topo.warnings.iter().any(|w| w.contains("HTTPRoute a/r") && w.contains("Hostname")), "{:?}", topo.warnings);
+    assert!(
+        topo.warnings
+            .iter()
+            .any(|w| w.contains("HTTPRoute a/r") && w.contains("Hostname")),
+        "{:?}",
+        topo.warnings
+    );
 }
 
 fn selector_gateway(selector: &str) -> String {
@@ -158,7 +223,9 @@ fn selector_gateway(selector: &str) -> String {
 }
 
 fn namespace(name: &str, labels: &str) -> String {
-    format!("---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{{labels}}}}}\n")
+    format!(
+        "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{{labels}}}}}\n"
+    )
 }
 
 #[test]
@@ -166,22 +233,51 @@ fn routes_attach_by_namespace_selector_as_gateway_api_says() {
     let cases = [
         ("matchLabels: {team: mcp}", "team: mcp", true),
         ("matchLabels: {team: mcp}", "team: web", false),
-        ("matchExpressions: [{key: team, operator: In, values: [mcp, ai]}]", "team: ai", true),
-        ("matchExpressions: [{key: team, operator: NotIn, values: [mcp]}]", "team: mcp", false),
-        ("matchExpressions: [{key: team, operator: Exists}]", "other: x", false),
-        ("matchExpressions: [{key: team, operator: DoesNotExist}]", "other: x", true),
+        (
+            "matchExpressions: [{key: team, operator: In, values: [mcp, ai]}]",
+            "team: ai",
+            true,
+        ),
+        (
+            "matchExpressions: [{key: team, operator: NotIn, values: [mcp]}]",
+            "team: mcp",
+            false,
+        ),
+        (
+            "matchExpressions: [{key: team, operator: Exists}]",
+            "other: x",
+            false,
+        ),
+        (
+            "matchExpressions: [{key: team, operator: DoesNotExist}]",
+            "other: x",
+            true,
+        ),
         // The API server labels every Namespace with its name.
         ("matchLabels: {kubernetes.io/metadata.name: v}", "", true),
     ];
     for (selector, labels, attached) in cases {
-        let topo = topology_of(&format!("{}{}", selector_gateway(selector), namespace("v", labels)), istio());
+        let topo = topology_of(
+            &format!("{}{}", selector_gateway(selector), namespace("v", labels)),
+            istio(),
+        );
         assert!(topo.errors.is_empty(), "{:?}", topo.errors);
-        assert_eq!(plan(&topo).backends.contains_key(VICTIM_KEY), attached, "{selector} on {{{labels}}}");
+        assert_eq!(
+            plan(&topo).backends.contains_key(VICTIM_KEY),
+            attached,
+            "{selector} on {{{labels}}}"
+        );
     }
     // Without the Namespace the attachment cannot be decided: an error, and the route's backends are
     // enforced meanwhile.
     let topo = topology_of(&selector_gateway("matchLabels: {team: mcp}"), istio());
-    assert!(topo.errors.iter().any(|e| e.contains("HTTPRoute v/r") && e.contains("Namespace \"v\"")), "{:?}", topo.errors);
+    assert!(
+        topo.errors
+            .iter()
+            .any(|e| e.contains("HTTPRoute v/r") && e.contains("Namespace \"v\"")),
+        "{:?}",
+        topo.errors
+    );
     assert!(plan(&topo).backends.contains_key(VICTIM_KEY));
 }
 
@@ -204,7 +300,10 @@ impl Rng {
 fn random_tenant(rng: &mut Rng, ns: &str) -> String {
     let mut out = String::new();
     if rng.below(2) == 0 {
-        out += &namespace(ns, rng.pick(&["team: mcp", "team: v", "kubernetes.io/metadata.name: v", ""]));
+        out += &namespace(
+            ns,
+            rng.pick(&["team: mcp", "team: v", "kubernetes.io/metadata.name: v", ""]),
+        );
     }
     for i in 0..1 + rng.below(3) {
         let name = format!("x{i}");
@@ -248,7 +347,9 @@ fn random_tenants_beside_the_victim_change_nothing_of_its_enforcement() {
     let expected = victim_level(&base).expect("the victim's level").clone();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for case in 0..300 {
-        let tenants: String = (0..1 + rng.below(3)).map(|t| random_tenant(&mut rng, &format!("t{t}"))).collect();
+        let tenants: String = (0..1 + rng.below(3))
+            .map(|t| random_tenant(&mut rng, &format!("t{t}")))
+            .collect();
         let yaml = if rng.below(2) == 0 {
             format!("{}{tenants}", shared_gateway_and_victim())
         } else {
@@ -256,6 +357,10 @@ fn random_tenants_beside_the_victim_change_nothing_of_its_enforcement() {
         };
         let topo = topology_of(&yaml, istio());
         assert_eq!(victim_level(&topo), Some(&expected), "case {case}:\n{yaml}");
-        assert_eq!(status(&topo, "v/sum-only").0, "Accepted", "case {case}:\n{yaml}");
+        assert_eq!(
+            status(&topo, "v/sum-only").0,
+            "Accepted",
+            "case {case}:\n{yaml}"
+        );
     }
 }

@@ -3,7 +3,9 @@
 use super::*;
 
 fn istio() -> ClusterNaming {
-    ClusterNaming::Istio { cluster_domain: "cluster.local".into() }
+    ClusterNaming::Istio {
+        cluster_domain: "cluster.local".into(),
+    }
 }
 
 /// A tenant: a Gateway, a route to its Service, an XBackend naming the Service, a policy on it.
@@ -21,7 +23,11 @@ fn tenant(ns: &str) -> String {
 }
 
 fn keys(topo: &Topology, ns: &str) -> Vec<String> {
-    let gw = topo.gateways.iter().find(|g| g.gateway.namespace == ns).unwrap();
+    let gw = topo
+        .gateways
+        .iter()
+        .find(|g| g.gateway.namespace == ns)
+        .unwrap();
     gw.listeners[0].plan.backends.keys().cloned().collect()
 }
 
@@ -30,14 +36,21 @@ fn a_gateways_plan_keys_only_the_backends_its_routes_reach() {
     let yaml = ["a", "b", "c"].map(tenant).join("---\n");
     let topo = topology_of(&yaml, istio());
     for ns in ["a", "b", "c"] {
-        assert_eq!(keys(&topo, ns), vec![format!("outbound|8080||mcp.{ns}.svc.cluster.local")], "{ns}");
+        assert_eq!(
+            keys(&topo, ns),
+            vec![format!("outbound|8080||mcp.{ns}.svc.cluster.local")],
+            "{ns}"
+        );
     }
     // A Gateway whose routes reach no backend with policies: an empty plan (no outputs).
     let lonely = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: d}\n\
                   spec: {gatewayClassName: istio, listeners: [{name: http, port: 8080, protocol: HTTP}]}\n";
     let topo = topology_of(&format!("{}---\n{lonely}", tenant("a")), istio());
     assert!(keys(&topo, "d").is_empty());
-    assert!(crate::runtime::output::desired_hold(&topo.gateways[1], None).is_none(), "nothing enforced: no EnvoyFilter");
+    assert!(
+        crate::runtime::output::desired_hold(&topo.gateways[1], None).is_none(),
+        "nothing enforced: no EnvoyFilter"
+    );
 }
 
 fn cross_namespace_route(grant: &str) -> String {
@@ -57,18 +70,57 @@ const GRANT_ROUTES: &str =
 #[test]
 fn a_route_into_another_namespace_needs_a_reference_grant() {
     let topo = topology_of(&cross_namespace_route(""), istio());
-    assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local"], "b's backend level stays out of a's plan");
-    let rule = &topo.gateways[0].listeners[0].routes.iter().find(|r| r.name == "a/x").unwrap().rules[0];
-    assert!(rule.backends.is_empty(), "the rule has no usable backend (500)");
-    assert!(topo.warnings.iter().any(|w| w.contains("HTTPRoute a/x") && w.contains("RefNotPermitted")), "{:?}", topo.warnings);
+    assert_eq!(
+        keys(&topo, "a"),
+        vec!["outbound|8080||mcp.a.svc.cluster.local"],
+        "b's backend level stays out of a's plan"
+    );
+    let rule = &topo.gateways[0].listeners[0]
+        .routes
+        .iter()
+        .find(|r| r.name == "a/x")
+        .unwrap()
+        .rules[0];
+    assert!(
+        rule.backends.is_empty(),
+        "the rule has no usable backend (500)"
+    );
+    assert!(
+        topo.warnings
+            .iter()
+            .any(|w| w.contains("HTTPRoute a/x") && w.contains("RefNotPermitted")),
+        "{:?}",
+        topo.warnings
+    );
 
     let topo = topology_of(&cross_namespace_route(GRANT_ROUTES), istio());
-    assert_eq!(keys(&topo, "a"), vec!["outbound|8080||mcp.a.svc.cluster.local", "outbound|8080||mcp.b.svc.cluster.local"]);
+    assert_eq!(
+        keys(&topo, "a"),
+        vec![
+            "outbound|8080||mcp.a.svc.cluster.local",
+            "outbound|8080||mcp.b.svc.cluster.local"
+        ]
+    );
     assert!(topo.warnings.is_empty(), "{:?}", topo.warnings);
     // Rendered (plain Envoy): the granted rule routes to b's Service.
-    let topo = topology_of(&cross_namespace_route(GRANT_ROUTES), ClusterNaming::Rendered);
-    let rule = &topo.gateways[0].listeners[0].routes.iter().find(|r| r.name == "a/x").unwrap().rules[0];
-    assert_eq!(rule.backends[0].0, Upstream::Service { namespace: "b".into(), name: "mcp".into(), port: 8080 });
+    let topo = topology_of(
+        &cross_namespace_route(GRANT_ROUTES),
+        ClusterNaming::Rendered,
+    );
+    let rule = &topo.gateways[0].listeners[0]
+        .routes
+        .iter()
+        .find(|r| r.name == "a/x")
+        .unwrap()
+        .rules[0];
+    assert_eq!(
+        rule.backends[0].0,
+        Upstream::Service {
+            namespace: "b".into(),
+            name: "mcp".into(),
+            port: 8080
+        }
+    );
 }
 
 fn external_auth(grant: &str) -> String {
@@ -84,13 +136,26 @@ fn external_auth(grant: &str) -> String {
 fn an_authorizer_in_another_namespace_needs_a_reference_grant() {
     let reason = |topo: &Topology| {
         let s = topo.statuses.iter().find(|s| s.policy == "a/ea").unwrap();
-        (s.ancestors[0].conditions[0].reason.clone(), s.ancestors[0].conditions[0].message.clone())
+        (
+            s.ancestors[0].conditions[0].reason.clone(),
+            s.ancestors[0].conditions[0].message.clone(),
+        )
     };
     let topo = topology_of(&external_auth(""), istio());
     let (r, message) = reason(&topo);
     assert_eq!(r, "Invalid");
-    assert!(message.contains("Service security/authz") && message.contains("ReferenceGrant"), "{message}");
-    assert!(topo.gateways[0].listeners[0].plan.gateway.external_auth.is_none(), "not accepted: not in the plan");
+    assert!(
+        message.contains("Service security/authz") && message.contains("ReferenceGrant"),
+        "{message}"
+    );
+    assert!(
+        topo.gateways[0].listeners[0]
+            .plan
+            .gateway
+            .external_auth
+            .is_none(),
+        "not accepted: not in the plan"
+    );
 
     let grant = |from_kind: &str| {
         format!(
@@ -100,9 +165,17 @@ fn an_authorizer_in_another_namespace_needs_a_reference_grant() {
     };
     let topo = topology_of(&external_auth(&grant("XAccessPolicy")), istio());
     assert_eq!(reason(&topo).0, "Accepted");
-    assert!(topo.gateways[0].listeners[0].plan.gateway.external_auth.is_some());
+    assert!(topo.gateways[0].listeners[0]
+        .plan
+        .gateway
+        .external_auth
+        .is_some());
     let topo = topology_of(&external_auth(&grant("XBackend")), istio());
-    assert_eq!(reason(&topo).0, "Invalid", "a grant for another kind does not count");
+    assert_eq!(
+        reason(&topo).0,
+        "Invalid",
+        "a grant for another kind does not count"
+    );
 }
 
 #[test]
@@ -115,7 +188,12 @@ fn route_selection_honours_query_parameter_matches() {
         \x20 - matches: [{path: {value: /mcp}}]\n    backendRefs: [{name: one, port: 80}]\n";
     let topo = topology_of(yaml, ClusterNaming::Rendered);
     let listener = &topo.gateways[0].listeners[0];
-    let to = |path: &str| match &listener.select_route("h", path, "POST", &[]).unwrap().backends[0].0 {
+    let to = |path: &str| match &listener
+        .select_route("h", path, "POST", &[])
+        .unwrap()
+        .backends[0]
+        .0
+    {
         Upstream::Service { name, .. } => name.clone(),
         other => panic!("{other:?}"),
     };
@@ -131,7 +209,10 @@ fn route_selection_honours_query_parameter_matches() {
 fn transition_times_are_whole_utc_seconds() {
     let now = now_rfc3339();
     assert_eq!(now.len(), "2026-01-02T03:04:05Z".len(), "{now}");
-    assert!(now.parse::<jiff::Timestamp>().is_ok() && now.ends_with('Z'), "{now}");
+    assert!(
+        now.parse::<jiff::Timestamp>().is_ok() && now.ends_with('Z'),
+        "{now}"
+    );
 }
 
 /// A Gateway with two HTTPS listeners whose client validation is the frontend `default` (mode `mode`)
@@ -151,7 +232,16 @@ fn frontend_validation(mode: &str) -> String {
 }
 
 fn unverified(topo: &Topology) -> Vec<(String, bool)> {
-    topo.gateways[0].listeners.iter().map(|l| (l.listener.name.clone(), l.plan.settings.unverified_client_certificates)).collect()
+    topo.gateways[0]
+        .listeners
+        .iter()
+        .map(|l| {
+            (
+                l.listener.name.clone(),
+                l.plan.settings.unverified_client_certificates,
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -159,19 +249,47 @@ fn under_istio_a_listener_that_accepts_unverified_certificates_reads_no_identity
     // istiod makes AllowInsecureFallback a TLS server that accepts untrusted chains: the plan says so
     // (the filter then reads no caller identity there), with a warning; perPort AllowValidOnly wins.
     let topo = topology_of(&frontend_validation("AllowInsecureFallback"), istio());
-    assert_eq!(unverified(&topo), vec![("fallback".into(), true), ("strict".into(), false)]);
-    let warned: Vec<_> = topo.warnings.iter().filter(|w| w.contains("AllowInsecureFallback")).collect();
+    assert_eq!(
+        unverified(&topo),
+        vec![("fallback".into(), true), ("strict".into(), false)]
+    );
+    let warned: Vec<_> = topo
+        .warnings
+        .iter()
+        .filter(|w| w.contains("AllowInsecureFallback"))
+        .collect();
     assert_eq!(warned.len(), 1, "{:?}", topo.warnings);
-    assert!(warned[0].contains("a/gw/fallback") && warned[0].contains("rules with a source match no one"), "{warned:?}");
+    assert!(
+        warned[0].contains("a/gw/fallback")
+            && warned[0].contains("rules with a source match no one"),
+        "{warned:?}"
+    );
     // AllowValidOnly: verified certificates, identities read.
     let topo = topology_of(&frontend_validation("AllowValidOnly"), istio());
-    assert_eq!(unverified(&topo), vec![("fallback".into(), false), ("strict".into(), false)]);
-    assert!(topo.warnings.iter().all(|w| !w.contains("AllowInsecureFallback")), "{:?}", topo.warnings);
-    // `render` always verifies the certificate (its listener requires one its CA signed), and says so.
-    let topo = topology_of(&frontend_validation("AllowInsecureFallback"), ClusterNaming::Rendered);
-    assert_eq!(unverified(&topo), vec![("fallback".into(), false), ("strict".into(), false)]);
+    assert_eq!(
+        unverified(&topo),
+        vec![("fallback".into(), false), ("strict".into(), false)]
+    );
     assert!(
-        topo.warnings.iter().any(|w| w.contains("a/gw/fallback") && w.contains("not honoured by render")),
+        topo.warnings
+            .iter()
+            .all(|w| !w.contains("AllowInsecureFallback")),
+        "{:?}",
+        topo.warnings
+    );
+    // `render` always verifies the certificate (its listener requires one its CA signed), and says so.
+    let topo = topology_of(
+        &frontend_validation("AllowInsecureFallback"),
+        ClusterNaming::Rendered,
+    );
+    assert_eq!(
+        unverified(&topo),
+        vec![("fallback".into(), false), ("strict".into(), false)]
+    );
+    assert!(
+        topo.warnings
+            .iter()
+            .any(|w| w.contains("a/gw/fallback") && w.contains("not honoured by render")),
         "{:?}",
         topo.warnings
     );

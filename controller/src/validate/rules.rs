@@ -49,11 +49,17 @@ pub fn to_value(v: &Json, schema: &Json) -> Value {
         }
         Json::Object(m) => {
             let props = schema.get("properties").and_then(Json::as_object);
-            let extra = schema.get("additionalProperties").filter(|s| s.is_object()).unwrap_or(&Json::Null);
+            let extra = schema
+                .get("additionalProperties")
+                .filter(|s| s.is_object())
+                .unwrap_or(&Json::Null);
             let map: HashMap<Key, Value> = m
                 .iter()
                 .map(|(k, x)| match props {
-                    Some(p) => (Key::String(Arc::new(escape(k))), to_value(x, p.get(k).unwrap_or(&Json::Null))),
+                    Some(p) => (
+                        Key::String(Arc::new(escape(k))),
+                        to_value(x, p.get(k).unwrap_or(&Json::Null)),
+                    ),
                     None => (Key::String(Arc::new(k.clone())), to_value(x, extra)),
                 })
                 .collect();
@@ -130,7 +136,7 @@ fn escape(name: &str) -> String {
 }
 
 /// CEL's `size()`: strings count code points (`cel` 0.13 counts bytes), lists and maps their entries.
-fn size(ftx: &FunctionContext, This(this): This<Value>) -> Result<i64, ExecutionError> {
+fn size(ftx: &FunctionContext<'_, '_>, This(this): This<Value>) -> Result<i64, ExecutionError> {
     let n = match &this {
         Value::String(s) => s.chars().count(),
         Value::List(l) => l.len(),
@@ -173,18 +179,25 @@ pub fn compile(source: &str) -> Result<Rc<Program>, String> {
         if let Some(p) = cache.borrow().get(source) {
             return p.clone();
         }
-        let p = Program::compile(source).map(Rc::new).map_err(|e| e.to_string().trim().to_string());
+        let p = Program::compile(source)
+            .map(Rc::new)
+            .map_err(|e| e.to_string().trim().to_string());
         cache.borrow_mut().insert(source.to_string(), p.clone());
         p
     })
 }
 
 /// Evaluates every rule of `sources` with `self` = `this` (bound once for them all), in order.
-pub fn eval_all<'s>(sources: impl Iterator<Item = &'s str>, this: &Value) -> Vec<Result<Value, String>> {
+pub fn eval_all<'s>(
+    sources: impl Iterator<Item = &'s str>,
+    this: &Value,
+) -> Vec<Result<Value, String>> {
     ENV.with(|env| {
         let mut scope = env.new_inner_scope();
         scope.add_variable_from_value("self", this.clone());
-        sources.map(|source| compile(source).and_then(|p| p.execute(&scope).map_err(|e| describe(&e)))).collect()
+        sources
+            .map(|source| compile(source).and_then(|p| p.execute(&scope).map_err(|e| describe(&e))))
+            .collect()
     })
 }
 
@@ -215,15 +228,36 @@ mod tests {
     #[test]
     fn evaluates_the_rule_shapes_of_our_crds() {
         let refs = json!([{"kind": "Gateway"}, {"kind": "XBackend"}]);
-        assert_eq!(run("self.all(ref, ref.kind == self[0].kind)", refs), Ok(Value::Bool(false)));
-        assert_eq!(run("self.all(ref, ref.kind == self[0].kind)", json!([])), Ok(Value::Bool(true)));
-        let rules = json!([{"name": "a"}, {"name": "a"}]);
-        assert_eq!(run("self.all(r, self.filter(x, x.name == r.name).size() == 1)", rules), Ok(Value::Bool(false)));
         assert_eq!(
-            run("[has(self.serviceName),has(self.hostname)].filter(x,x==true).size() == 1", json!({"hostname": "h"})),
+            run("self.all(ref, ref.kind == self[0].kind)", refs),
+            Ok(Value::Bool(false))
+        );
+        assert_eq!(
+            run("self.all(ref, ref.kind == self[0].kind)", json!([])),
             Ok(Value::Bool(true))
         );
-        assert_eq!(run("self.type == 'CEL' ? has(self.cel) : true", json!({"type": "CEL"})), Ok(Value::Bool(false)));
+        let rules = json!([{"name": "a"}, {"name": "a"}]);
+        assert_eq!(
+            run(
+                "self.all(r, self.filter(x, x.name == r.name).size() == 1)",
+                rules
+            ),
+            Ok(Value::Bool(false))
+        );
+        assert_eq!(
+            run(
+                "[has(self.serviceName),has(self.hostname)].filter(x,x==true).size() == 1",
+                json!({"hostname": "h"})
+            ),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            run(
+                "self.type == 'CEL' ? has(self.cel) : true",
+                json!({"type": "CEL"})
+            ),
+            Ok(Value::Bool(false))
+        );
         assert_eq!(
             run(
                 "has(self.params) && self.params.size() > 0 ? self.name in ['prompts/get', 'tools/call'] : true",
@@ -232,7 +266,10 @@ mod tests {
             Ok(Value::Bool(false))
         );
         assert_eq!(
-            run(r#"self.value.matches(r"""^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$""")"#, json!({"value": "/a b"})),
+            run(
+                r#"self.value.matches(r"""^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$""")"#,
+                json!({"value": "/a b"})
+            ),
             Ok(Value::Bool(false))
         );
         assert_eq!(
@@ -243,11 +280,26 @@ mod tests {
             Ok(Value::Bool(false))
         );
         // error absorption
-        assert_eq!(run("false && self.missing", json!({})), Ok(Value::Bool(false)));
-        assert_eq!(run("self.missing || true", json!({})), Ok(Value::Bool(true)));
-        assert_eq!(run("self.missing == 1", json!({})), Err("no such key: missing".into()));
-        assert_eq!(run("self[1] == 1", json!([1])), Err("index out of bounds: 1".into()));
-        assert_eq!(run("'a' != 1 && 1 == 1 && 2u == 2u", json!({})), Ok(Value::Bool(true)));
+        assert_eq!(
+            run("false && self.missing", json!({})),
+            Ok(Value::Bool(false))
+        );
+        assert_eq!(
+            run("self.missing || true", json!({})),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            run("self.missing == 1", json!({})),
+            Err("no such key: missing".into())
+        );
+        assert_eq!(
+            run("self[1] == 1", json!([1])),
+            Err("index out of bounds: 1".into())
+        );
+        assert_eq!(
+            run("'a' != 1 && 1 == 1 && 2u == 2u", json!({})),
+            Ok(Value::Bool(true))
+        );
     }
 
     /// A known difference (docs/cli.md, "The CRDs"): `cel` 0.13 has no heterogeneous numeric
@@ -255,29 +307,66 @@ mod tests {
     /// comparisons in CRD rules except on `dyn` values, and no rule of ours compares numbers of two types.
     #[test]
     fn mixed_numeric_equality_is_false() {
-        assert_eq!(run("1 == 1.0 || 2u == 2 || 1 in [1.0]", json!({})), Ok(Value::Bool(false)));
+        assert_eq!(
+            run("1 == 1.0 || 2u == 2 || 1 in [1.0]", json!({})),
+            Ok(Value::Bool(false))
+        );
         assert_eq!(run("1 < 2.5 && 2u < 3", json!({})), Ok(Value::Bool(true)));
     }
 
     #[test]
     fn sizes_count_code_points() {
-        assert_eq!(run("size(self.s) == 2 && self.s.size() == 2", json!({"s": "éé"})), Ok(Value::Bool(true)));
+        assert_eq!(
+            run(
+                "size(self.s) == 2 && self.s.size() == 2",
+                json!({"s": "éé"})
+            ),
+            Ok(Value::Bool(true))
+        );
     }
 
     #[test]
     fn kubernetes_libraries_are_there() {
-        assert_eq!(run("'a,b'.split(',') == ['a', 'b'] && [1, 2].isSorted()", json!({})), Ok(Value::Bool(true)));
-        assert_eq!(run("quantity('1Gi').isGreaterThan(quantity('500Mi'))", json!({})), Ok(Value::Bool(true)));
-        assert_eq!(run("isURL('https://a.example/x') && ip('10.0.0.1').family() == 4", json!({})), Ok(Value::Bool(true)));
+        assert_eq!(
+            run(
+                "'a,b'.split(',') == ['a', 'b'] && [1, 2].isSorted()",
+                json!({})
+            ),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            run(
+                "quantity('1Gi').isGreaterThan(quantity('500Mi'))",
+                json!({})
+            ),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            run(
+                "isURL('https://a.example/x') && ip('10.0.0.1').family() == 4",
+                json!({})
+            ),
+            Ok(Value::Bool(true))
+        );
     }
 
     #[test]
     fn properties_are_escaped_as_the_api_server_does() {
         let schema = json!({"properties": {"namespace": {}, "a-b": {}, "labels": {"additionalProperties": {"type": "string"}}}});
-        let this = to_value(&json!({"namespace": "n", "a-b": 1, "labels": {"x-y": "z"}}), &schema);
-        let r =
-            eval_all(std::iter::once("self.__namespace__ == 'n' && self.a__dash__b == 1 && self.labels['x-y'] == 'z'"), &this);
+        let this = to_value(
+            &json!({"namespace": "n", "a-b": 1, "labels": {"x-y": "z"}}),
+            &schema,
+        );
+        let r = eval_all(
+            std::iter::once(
+                "self.__namespace__ == 'n' && self.a__dash__b == 1 && self.labels['x-y'] == 'z'",
+            ),
+            &this,
+        );
         assert_eq!(r[0], Ok(Value::Bool(true)));
-        assert_eq!(field(&this, "namespace"), Some(&Value::String(Arc::new("n".into()))));
+        assert_eq!(
+            field(&this, "namespace"),
+            Some(&Value::String(Arc::new("n".into())))
+        );
     }
 }

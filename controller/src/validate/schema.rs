@@ -60,7 +60,9 @@ pub(super) fn go_quote(s: &str) -> String {
             '\x08' => out.push_str("\\b"),
             '\x0c' => out.push_str("\\f"),
             '\x0b' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -107,7 +109,13 @@ pub(super) struct Err {
 }
 
 pub(super) fn push(errs: &mut Vec<Err>, path: impl fmt::Display, message: String, blocking: bool) {
-    errs.push(Err { error: FieldError { path: path.to_string(), message }, blocking });
+    errs.push(Err {
+        error: FieldError {
+            path: path.to_string(),
+            message,
+        },
+        blocking,
+    });
 }
 
 fn props(schema: &Value) -> Option<&Map<String, Value>> {
@@ -135,7 +143,12 @@ const OBJECT_META_FIELDS: &[&str] = &[
     "managedFields",
 ];
 
-pub(super) fn unknown_fields(v: &Value, schema: &Value, path: &FieldPath, out: &mut Vec<String>) {
+pub(super) fn unknown_fields(
+    v: &Value,
+    schema: &Value,
+    path: &FieldPath<'_>,
+    out: &mut Vec<String>,
+) {
     match v {
         Value::Object(m) => {
             if path.is_metadata() {
@@ -175,9 +188,14 @@ pub(super) fn prune_nulls_and_default(v: &mut Value, schema: &Value) {
     match v {
         Value::Object(m) => {
             let Some(p) = props(schema) else { return };
-            let nulls: Vec<String> = m.iter().filter(|(_, x)| x.is_null()).map(|(k, _)| k.clone()).collect();
+            let nulls: Vec<String> = m
+                .iter()
+                .filter(|(_, x)| x.is_null())
+                .map(|(k, _)| k.clone())
+                .collect();
             for k in nulls {
-                let nullable = p.get(&k).and_then(|s| s.get("nullable")) == Some(&Value::Bool(true));
+                let nullable =
+                    p.get(&k).and_then(|s| s.get("nullable")) == Some(&Value::Bool(true));
                 if !nullable {
                     m.remove(&k);
                 }
@@ -209,7 +227,12 @@ pub(super) fn prune_nulls_and_default(v: &mut Value, schema: &Value) {
 // ---------------------------------------------------------------------------------------------
 // 4. OpenAPI schema
 
-pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs: &mut Vec<Err>) {
+pub(super) fn validate_schema(
+    v: &Value,
+    schema: &Value,
+    path: &FieldPath<'_>,
+    errs: &mut Vec<Err>,
+) {
     if path.is_metadata() {
         return; // ObjectMeta is validated by validate_metadata
     }
@@ -221,7 +244,11 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
             push(
                 errs,
                 path,
-                format!("Invalid value: {}: {path} in body must be of type {ty}: {}", go_quote(actual), go_quote(actual)),
+                format!(
+                    "Invalid value: {}: {path} in body must be of type {ty}: {}",
+                    go_quote(actual),
+                    go_quote(actual)
+                ),
                 true,
             );
             return;
@@ -230,7 +257,16 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
     if let Some(Value::Array(allowed)) = schema.get("enum") {
         if !allowed.contains(v) {
             let list: Vec<String> = allowed.iter().map(show).collect();
-            push(errs, path, format!("Unsupported value: {}: supported values: {}", show(v), list.join(", ")), true);
+            push(
+                errs,
+                path,
+                format!(
+                    "Unsupported value: {}: supported values: {}",
+                    show(v),
+                    list.join(", ")
+                ),
+                true,
+            );
         }
     }
     match v {
@@ -239,7 +275,12 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
             let n = s.chars().count();
             if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
                 if n as u64 > max {
-                    push(errs, path, format!("Too long: may not be more than {max} bytes"), true);
+                    push(
+                        errs,
+                        path,
+                        format!("Too long: may not be more than {max} bytes"),
+                        true,
+                    );
                     return;
                 }
             }
@@ -248,7 +289,10 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
                     push(
                         errs,
                         path,
-                        format!("Invalid value: {}: {path} in body should be at least {min} chars long", go_quote(s)),
+                        format!(
+                            "Invalid value: {}: {path} in body should be at least {min} chars long",
+                            go_quote(s)
+                        ),
                         false,
                     );
                     return;
@@ -257,7 +301,15 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
             if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
                 match cached_regex(p) {
                     Some(re) if re.is_match(s) => {}
-                    _ => push(errs, path, format!("Invalid value: {}: {path} in body should match '{p}'", go_quote(s)), false),
+                    _ => push(
+                        errs,
+                        path,
+                        format!(
+                            "Invalid value: {}: {path} in body should match '{p}'",
+                            go_quote(s)
+                        ),
+                        false,
+                    ),
                 }
             }
         }
@@ -282,7 +334,11 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
                     push(
                         errs,
                         path,
-                        format!("Invalid value: {}: {path} in body should be less than or equal to {}", show(v), show_bound(max)),
+                        format!(
+                            "Invalid value: {}: {path} in body should be less than or equal to {}",
+                            show(v),
+                            show_bound(max)
+                        ),
                         false,
                     );
                 }
@@ -291,7 +347,12 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
         Value::Array(items) => {
             if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
                 if items.len() as u64 > max {
-                    push(errs, path, format!("Too many: {}: must have at most {max} items", items.len()), true);
+                    push(
+                        errs,
+                        path,
+                        format!("Too many: {}: must have at most {max} items", items.len()),
+                        true,
+                    );
                 }
             }
             if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
@@ -299,7 +360,10 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
                     push(
                         errs,
                         path,
-                        format!("Invalid value: {}: {path} in body should have at least {min} items", items.len()),
+                        format!(
+                            "Invalid value: {}: {path} in body should have at least {min} items",
+                            items.len()
+                        ),
                         false,
                     );
                 }
@@ -311,7 +375,12 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
             }
         }
         Value::Object(m) => {
-            for req in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+            for req in schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 if let Some(r) = req.as_str() {
                     if !m.contains_key(r) {
                         push(errs, path.field(r), "Required value".into(), true);
@@ -331,13 +400,23 @@ pub(super) fn validate_schema(v: &Value, schema: &Value, path: &FieldPath, errs:
 }
 
 /// `x-kubernetes-list-type: set` and `map` uniqueness.
-pub(super) fn validate_list_types(v: &Value, schema: &Value, path: &FieldPath, errs: &mut Vec<Err>) {
+pub(super) fn validate_list_types(
+    v: &Value,
+    schema: &Value,
+    path: &FieldPath<'_>,
+    errs: &mut Vec<Err>,
+) {
     match v {
         Value::Array(items) => {
             match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
                 Some("set") => {
                     for i in repeated(items.iter().map(Hashed)) {
-                        push(errs, path.index(i), format!("Duplicate value: {}", show(&items[i])), false);
+                        push(
+                            errs,
+                            path.index(i),
+                            format!("Duplicate value: {}", show(&items[i])),
+                            false,
+                        );
                     }
                 }
                 Some("map") => {
@@ -349,11 +428,20 @@ pub(super) fn validate_list_types(v: &Value, schema: &Value, path: &FieldPath, e
                         .filter_map(Value::as_str)
                         .collect();
                     let key_of = |item: &Value| -> Value {
-                        Value::Object(keys.iter().filter_map(|k| item.get(*k).map(|x| (k.to_string(), x.clone()))).collect())
+                        Value::Object(
+                            keys.iter()
+                                .filter_map(|k| item.get(*k).map(|x| (k.to_string(), x.clone())))
+                                .collect(),
+                        )
                     };
                     let item_keys: Vec<Value> = items.iter().map(key_of).collect();
                     for i in repeated(item_keys.iter().map(Hashed)) {
-                        push(errs, path.index(i), format!("Duplicate value: {}", item_keys[i]), false);
+                        push(
+                            errs,
+                            path.index(i),
+                            format!("Duplicate value: {}", item_keys[i]),
+                            false,
+                        );
                     }
                 }
                 _ => {}
@@ -382,7 +470,10 @@ pub(super) fn validate_list_types(v: &Value, schema: &Value, path: &FieldPath, e
 /// `maxItems` refuses, but only beside this check).
 pub(super) fn repeated<K: Hash + Eq>(keys: impl IntoIterator<Item = K>) -> Vec<usize> {
     let mut seen = HashSet::new();
-    keys.into_iter().enumerate().filter_map(|(i, key)| (!seen.insert(key)).then_some(i)).collect()
+    keys.into_iter()
+        .enumerate()
+        .filter_map(|(i, key)| (!seen.insert(key)).then_some(i))
+        .collect()
 }
 
 /// A JSON value hashed consistently with `Value`'s equality.
@@ -442,13 +533,15 @@ pub(super) fn validate_rules(
     v: &Value,
     this: Option<&rules::Value>,
     schema: &Value,
-    path: &FieldPath,
+    path: &FieldPath<'_>,
     out: &mut Vec<FieldError>,
 ) {
     if path.is_metadata() {
         return;
     }
-    let rules = schema.get("x-kubernetes-validations").and_then(Value::as_array);
+    let rules = schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array);
     let converted;
     let this = match (this, rules) {
         (None, Some(_)) => {
@@ -484,15 +577,24 @@ pub(super) fn validate_rules(
 }
 
 /// Evaluates a node's `x-kubernetes-validations` with `self` = `this`.
-fn eval_rules(node_rules: &[Value], this: &rules::Value, path: &FieldPath, out: &mut Vec<FieldError>) {
+fn eval_rules(
+    node_rules: &[Value],
+    this: &rules::Value,
+    path: &FieldPath<'_>,
+    out: &mut Vec<FieldError>,
+) {
     fn source_of(rule: &Value) -> &str {
         rule.get("rule").and_then(Value::as_str).unwrap_or("")
     }
     let results = rules::eval_all(node_rules.iter().map(source_of), this);
     for (rule, result) in node_rules.iter().zip(results) {
         let source = source_of(rule);
-        let message =
-            rule.get("message").and_then(Value::as_str).map(str::trim).filter(|m| !m.is_empty()).unwrap_or(source.trim());
+        let message = rule
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .unwrap_or(source.trim());
         match result {
             Ok(rules::Value::Bool(true)) => {}
             Ok(rules::Value::Bool(false)) => {

@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 #[derive(Debug, Clone)]
@@ -46,14 +49,24 @@ pub fn cases() -> Vec<Case> {
         .collect();
     files.sort();
     let cases: Vec<Case> = files.into_iter().map(parse_case).collect();
-    assert!(cases.len() >= 30, "expected the CRD cases in {}", dir.display());
+    assert!(
+        cases.len() >= 30,
+        "expected the CRD cases in {}",
+        dir.display()
+    );
     cases
 }
 
 fn parse_case(file: PathBuf) -> Case {
     let text = std::fs::read_to_string(&file).unwrap();
-    let mut case =
-        Case { file: file.clone(), title: String::new(), accepted: false, messages: vec![], read_as: None, fields: vec![] };
+    let mut case = Case {
+        file: file.clone(),
+        title: String::new(),
+        accepted: false,
+        messages: vec![],
+        read_as: None,
+        fields: vec![],
+    };
     let mut expect = None;
     for line in text.lines().take_while(|l| l.starts_with('#')) {
         let line = line.trim_start_matches('#').trim();
@@ -66,16 +79,25 @@ fn parse_case(file: PathBuf) -> Case {
         } else if let Some(v) = line.strip_prefix("read-as:") {
             case.read_as = Some(v.trim().to_string());
         } else if let Some(v) = line.strip_prefix("expect-field:") {
-            let (pointer, value) =
-                v.split_once(" = ").unwrap_or_else(|| panic!("{}: expect-field: <pointer> = <json>", file.display()));
-            let value = serde_json::from_str(value.trim()).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let (pointer, value) = v
+                .split_once(" = ")
+                .unwrap_or_else(|| panic!("{}: expect-field: <pointer> = <json>", file.display()));
+            let value = serde_json::from_str(value.trim())
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             case.fields.push((pointer.trim().to_string(), value));
         }
     }
     match expect.as_deref() {
         Some("accepted") => case.accepted = true,
-        Some("rejected") => assert!(!case.messages.is_empty(), "{}: a rejected case needs a message", file.display()),
-        other => panic!("{}: expect must be accepted or rejected, not {other:?}", file.display()),
+        Some("rejected") => assert!(
+            !case.messages.is_empty(),
+            "{}: a rejected case needs a message",
+            file.display()
+        ),
+        other => panic!(
+            "{}: expect must be accepted or rejected, not {other:?}",
+            file.display()
+        ),
     }
     case
 }
@@ -102,7 +124,12 @@ impl ValidateOutput {
 }
 
 pub fn toolgate_validate(file: &Path) -> ValidateOutput {
-    let out = Command::new(env!("CARGO_BIN_EXE_toolgate")).arg("validate").arg("-f").arg(file).output().expect("runs toolgate");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("validate")
+        .arg("-f")
+        .arg(file)
+        .output()
+        .expect("runs toolgate");
     ValidateOutput {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).to_string(),
@@ -134,7 +161,11 @@ pub fn check_validate(case: &Case, out: &ValidateOutput) -> Vec<String> {
         }
         for m in &case.messages {
             if !out.stdout.contains(m.as_str()) {
-                failures.push(format!("{}: toolgate validate output lacks {m:?}:\n{}", case.name(), out.stdout));
+                failures.push(format!(
+                    "{}: toolgate validate output lacks {m:?}:\n{}",
+                    case.name(),
+                    out.stdout
+                ));
             }
         }
     }

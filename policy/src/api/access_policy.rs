@@ -69,10 +69,16 @@ pub struct AccessPolicySpec {
 #[serde(rename_all = "camelCase")]
 pub struct PolicyTargetRef {
     /// Group of the target: `gateway.networking.k8s.io` (Gateway) or `agentic.networking.x-k8s.io` (XBackend).
-    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(GROUP_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = 253), pattern(GROUP_PATTERN))
+    )]
     pub group: String,
     /// Kind of the target: `Gateway` or `XBackend`.
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 63), pattern(KIND_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(KIND_PATTERN))
+    )]
     pub kind: String,
     /// Name of the target.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
@@ -80,7 +86,10 @@ pub struct PolicyTargetRef {
     /// SectionName selects part of the target: for a Gateway, the listener of that name. Without it
     /// the policy applies to the whole target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN_PATTERN))
+    )]
     pub section_name: Option<String>,
 }
 
@@ -108,7 +117,10 @@ pub enum PolicyAction {
 #[serde(rename_all = "camelCase")]
 pub struct AccessRule {
     /// Name of the rule, unique within the policy (a DNS subdomain of at most 63 characters).
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 63), pattern(DNS_SUBDOMAIN_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(DNS_SUBDOMAIN_PATTERN))
+    )]
     pub name: String,
     /// Source is the caller the rule matches. Omitted (or empty) = any caller, including
     /// unauthenticated ones.

@@ -47,12 +47,21 @@ pub struct AuthorizationRule {
     /// Hosts match the request authority without its port; one of them must match. `*.example.com`
     /// matches any name below example.com. Empty = any host.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(feature = "schema", schemars(length(max = 10), inner(length(min = 1, max = 253), pattern(HOSTNAME_PATTERN))))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(max = 10),
+            inner(length(min = 1, max = 253), pattern(HOSTNAME_PATTERN))
+        )
+    )]
     #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "set")))]
     pub hosts: Vec<String>,
     /// Ports are listener ports; the request must arrive on one of them. Empty = any port.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(feature = "schema", schemars(length(max = 10), inner(range(min = 1, max = 65535))))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = 10), inner(range(min = 1, max = 65535)))
+    )]
     #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "set")))]
     pub ports: Vec<u16>,
     /// MCP matches the JSON-RPC messages of MCP requests. Omitted = no MCP condition.
@@ -136,7 +145,10 @@ pub struct HttpHeaderMatch {
     #[cfg_attr(feature = "schema", schemars(extend("default" = "Exact")))]
     pub match_type: Option<HeaderMatchType>,
     /// Name of the header.
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256), pattern(HEADER_NAME_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 256), pattern(HEADER_NAME_PATTERN))
+    )]
     pub name: String,
     /// Value to match.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 4096)))]
@@ -210,7 +222,10 @@ pub struct McpMethod {
     /// resource URIs (`params.uri` of resources/read, subscribe and unsubscribe), compared exactly.
     /// Empty = any. Only for those five methods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(feature = "schema", schemars(length(max = 10), inner(length(max = 128))))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = 10), inner(length(max = 128)))
+    )]
     #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "set")))]
     pub params: Vec<String>,
 }

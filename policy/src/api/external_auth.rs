@@ -78,7 +78,10 @@ pub struct BackendObjectReference {
     pub name: String,
     /// Namespace of the referent; defaults to the policy's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 63), pattern(DNS_LABEL_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(DNS_LABEL_PATTERN))
+    )]
     pub namespace: Option<String>,
     /// Port of the referent (the Service port); required for Services.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,7 +107,10 @@ pub struct GrpcAuthConfig {
 pub struct HttpAuthConfig {
     /// Path is a prefix added to the request path in the call to the authorizer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(max = 1024), pattern(HTTP_PATH_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = 1024), pattern(HTTP_PATH_PATTERN))
+    )]
     pub path: Option<String>,
     /// AllowedHeaders are request headers sent to the authorizer, besides Host, Method, Path,
     /// Content-Length and Authorization.

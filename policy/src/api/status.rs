@@ -61,14 +61,20 @@ pub struct ParentReference {
     pub kind: Option<String>,
     /// Namespace of the referent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 63), pattern(DNS_LABEL_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(DNS_LABEL_PATTERN))
+    )]
     pub namespace: Option<String>,
     /// Name of the referent.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// SectionName is a section of the referent (a Gateway listener).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(DNS_SUBDOMAIN_PATTERN))
+    )]
     pub section_name: Option<String>,
     /// Port of the referent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,7 +108,13 @@ pub struct Condition {
     #[cfg_attr(feature = "schema", schemars(extend("format" = "date-time")))]
     pub last_transition_time: String,
     /// Reason is a CamelCase identifier of why the condition has its status.
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 1024), pattern(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(min = 1, max = 1024),
+            pattern(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+        )
+    )]
     pub reason: String,
     /// Message is a human-readable explanation; it may be empty.
     #[cfg_attr(feature = "schema", schemars(length(max = 32768)))]

@@ -5,8 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AccessRule as RuleV1, AccessRuleSource, AuthorizationRule as AuthzV1, AuthorizationRuleType as AuthzTypeV1,
-    BaseProtocolMethodsOption, CelRule as CelV1, HttpExternalAuthFilter, McpAttributes, McpMethod, PolicyAction, PolicyTargetRef,
+    AccessRule as RuleV1, AccessRuleSource, AuthorizationRule as AuthzV1,
+    AuthorizationRuleType as AuthzTypeV1, BaseProtocolMethodsOption, CelRule as CelV1,
+    HttpExternalAuthFilter, McpAttributes, McpMethod, PolicyAction, PolicyTargetRef,
     ServiceAccountRef, SourceType,
 };
 #[cfg(feature = "schema")]
@@ -58,7 +59,10 @@ pub struct AccessPolicySpec {
 #[serde(rename_all = "camelCase")]
 pub struct AccessRule {
     /// Name of the rule, unique within the policy.
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 63), pattern(DNS_SUBDOMAIN_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(DNS_SUBDOMAIN_PATTERN))
+    )]
     pub name: String,
     /// Source is the caller the rule matches.
     pub source: Source,
@@ -183,15 +187,22 @@ impl AccessPolicySpec {
                         if tools.is_empty() {
                             Some(AuthzV1 {
                                 rule_type: AuthzTypeV1::Cel,
-                                cel: Some(CelV1 { expression: "false".into() }),
+                                cel: Some(CelV1 {
+                                    expression: "false".into(),
+                                }),
                                 ..AuthzV1::default()
                             })
                         } else {
                             Some(AuthzV1 {
                                 rule_type: AuthzTypeV1::Inline,
                                 mcp: Some(McpAttributes {
-                                    methods: vec![McpMethod { name: "tools/call".into(), params: tools }],
-                                    mcp_base_protocol_methods_option: Some(BaseProtocolMethodsOption::MatchBaseProtocolMethods),
+                                    methods: vec![McpMethod {
+                                        name: "tools/call".into(),
+                                        params: tools,
+                                    }],
+                                    mcp_base_protocol_methods_option: Some(
+                                        BaseProtocolMethodsOption::MatchBaseProtocolMethods,
+                                    ),
                                 }),
                                 ..AuthzV1::default()
                             })
@@ -199,7 +210,13 @@ impl AccessPolicySpec {
                     }
                     AuthorizationRuleType::Cel => Some(AuthzV1 {
                         rule_type: AuthzTypeV1::Cel,
-                        cel: Some(CelV1 { expression: a.cel.as_ref().map(|c| c.expression.clone()).unwrap_or_default() }),
+                        cel: Some(CelV1 {
+                            expression: a
+                                .cel
+                                .as_ref()
+                                .map(|c| c.expression.clone())
+                                .unwrap_or_default(),
+                        }),
                         ..AuthzV1::default()
                     }),
                     AuthorizationRuleType::ExternalAuth => {
@@ -208,14 +225,22 @@ impl AccessPolicySpec {
                                 target_refs: self.target_refs.clone(),
                                 action: PolicyAction::ExternalAuth,
                                 external_auth: a.external_auth.clone(),
-                                rules: vec![RuleV1 { name: rule.name.clone(), source: source.clone(), authorization: None }],
+                                rules: vec![RuleV1 {
+                                    name: rule.name.clone(),
+                                    source: source.clone(),
+                                    authorization: None,
+                                }],
                             });
                         }
                         None
                     }
                 },
             };
-            allow_rules.push(RuleV1 { name: rule.name.clone(), source, authorization });
+            allow_rules.push(RuleV1 {
+                name: rule.name.clone(),
+                source,
+                authorization,
+            });
         }
         Converted {
             allow: AccessPolicySpec1 {
@@ -261,15 +286,27 @@ mod tests {
         let c = spec.to_v1alpha1();
         assert_eq!(c.allow.action, PolicyAction::Allow);
         assert_eq!(c.allow.rules.len(), 3);
-        let mcp = c.allow.rules[0].authorization.as_ref().unwrap().mcp.as_ref().unwrap();
+        let mcp = c.allow.rules[0]
+            .authorization
+            .as_ref()
+            .unwrap()
+            .mcp
+            .as_ref()
+            .unwrap();
         assert_eq!(mcp.methods[0].name, "tools/call");
         assert_eq!(mcp.methods[0].params, vec!["get-sum".to_string()]);
         assert!(c.allow.rules[1].authorization.is_none());
-        assert_eq!(c.allow.rules[2].authorization.as_ref().unwrap().rule_type, AuthzTypeV1::Cel);
+        assert_eq!(
+            c.allow.rules[2].authorization.as_ref().unwrap().rule_type,
+            AuthzTypeV1::Cel
+        );
         let ea = c.external_auth.unwrap();
         assert_eq!(ea.action, PolicyAction::ExternalAuth);
         assert_eq!(ea.external_auth.unwrap().backend_ref.port, Some(9000));
         assert_eq!(ea.rules.len(), 1);
-        assert_eq!(ea.rules[0].source.as_ref().unwrap().source_type, Some(SourceType::ServiceAccount));
+        assert_eq!(
+            ea.rules[0].source.as_ref().unwrap().source_type,
+            Some(SourceType::ServiceAccount)
+        );
     }
 }

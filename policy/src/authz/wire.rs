@@ -28,7 +28,9 @@
 //! the same maps as prost's sorted BTreeMaps (a repeated Struct key is written twice and the last
 //! one wins when decoded, as in the BTreeMap).
 
-use crate::mcp::scan::{colon, decode_into, expected_at, scan_literal, scan_number, scan_string, skip_ws};
+use crate::mcp::scan::{
+    colon, decode_into, expected_at, scan_literal, scan_number, scan_string, skip_ws,
+};
 use crate::mcp::NotMcp;
 
 const VARINT: u8 = 0;
@@ -43,7 +45,9 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub fn with_capacity(n: usize) -> Self {
-        Writer { buf: Vec::with_capacity(n) }
+        Writer {
+            buf: Vec::with_capacity(n),
+        }
     }
 
     fn varint(&mut self, mut v: u64) {
@@ -243,7 +247,9 @@ impl Writer {
             }
             // A value ended at `pos`: end its member or element, climb while containers close.
             loop {
-                let Some(object) = containers.last() else { break 'value };
+                let Some(object) = containers.last() else {
+                    break 'value;
+                };
                 self.close_last(&mut open);
                 if object {
                     self.close_last(&mut open);
@@ -278,7 +284,13 @@ impl Writer {
 
     /// The member whose key is at `pos`: its map entry opened, the key written, its Value opened;
     /// returns the offset of its value.
-    fn member(&mut self, json: &str, pos: usize, open: &mut Stack<usize>, scratch: &mut String) -> Result<usize, NotAValue> {
+    fn member(
+        &mut self,
+        json: &str,
+        pos: usize,
+        open: &mut Stack<usize>,
+        scratch: &mut String,
+    ) -> Result<usize, NotAValue> {
         let b = json.as_bytes();
         if b.get(pos) != Some(&b'"') {
             return Err(expected_at(b, pos, "a string key").into());
@@ -314,7 +326,11 @@ struct Stack<T> {
 
 impl<T: Copy + Default> Stack<T> {
     fn new() -> Self {
-        Stack { inline: [T::default(); 16], spill: Vec::new(), len: 0 }
+        Stack {
+            inline: [T::default(); 16],
+            spill: Vec::new(),
+            len: 0,
+        }
     }
 
     fn push(&mut self, v: T) {
@@ -363,7 +379,9 @@ fn number(text: &str) -> Result<f64, NotAValue> {
     // Up to 15 digits: exactly representable, as serde_json's integer converted.
     let digits = text.strip_prefix('-').unwrap_or(text);
     if (1..=15).contains(&digits.len()) && digits.bytes().all(|c| c.is_ascii_digit()) {
-        let n = digits.bytes().fold(0u64, |n, c| n * 10 + u64::from(c - b'0')) as f64;
+        let n = digits
+            .bytes()
+            .fold(0u64, |n, c| n * 10 + u64::from(c - b'0')) as f64;
         return Ok(if digits.len() < text.len() { -n } else { n });
     }
     serde_json::from_str::<f64>(text).map_err(NotAValue::Number)

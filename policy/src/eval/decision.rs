@@ -39,7 +39,11 @@ pub enum DenyReason {
     /// `Mcp-Method` / `Mcp-Name` headers disagree with the body.
     McpHeaderMismatch { header: &'static str },
     /// The level's ExternalAuth policy (`namespace/name`) called its authorizer, which did not allow.
-    ExternalAuth { level: Level, policy: String, failure: AuthzFailure },
+    ExternalAuth {
+        level: Level,
+        policy: String,
+        failure: AuthzFailure,
+    },
     /// The request would need more than [`MAX_AUTHZ_CALLS`] authorizer calls.
     TooManyAuthorizerCalls { level: Level },
     /// No policy applies to the route, the plan denies by default, and the request is not the base
@@ -119,9 +123,14 @@ impl<'p> Decision<'p> {
                     .map(|r| r.policy.len() + r.rule.len())
                     .sum();
                 let authorized: usize = self.authorized.iter().flatten().map(|p| p.len() + 1).sum();
-                let mut out = String::with_capacity(32 + rules + authorized + if authorized > 0 { 15 } else { 0 });
+                let mut out = String::with_capacity(
+                    32 + rules + authorized + if authorized > 0 { 15 } else { 0 },
+                );
                 out.push_str("allow gateway=");
-                for (i, rule) in [&self.gateway_rule, &self.backend_rule].into_iter().enumerate() {
+                for (i, rule) in [&self.gateway_rule, &self.backend_rule]
+                    .into_iter()
+                    .enumerate()
+                {
                     if i == 1 {
                         out.push_str(" backend=");
                     }
@@ -141,7 +150,10 @@ impl<'p> Decision<'p> {
                 out
             }
             Verdict::Deny(reason) => {
-                let mut at = self.message.map(|i| format!(" (batch element {i})")).unwrap_or_default();
+                let mut at = self
+                    .message
+                    .map(|i| format!(" (batch element {i})"))
+                    .unwrap_or_default();
                 if let Some(why) = &self.not_mcp {
                     at.push_str(&format!(" (body is not MCP: {why})"));
                 }
@@ -154,8 +166,16 @@ impl<'p> Decision<'p> {
                     DenyReason::McpHeaderMismatch { header } => {
                         format!("deny: {header} header does not match the body{at}")
                     }
-                    DenyReason::ExternalAuth { level, policy, failure } => {
-                        format!("deny {}: the authorizer of {policy} {}{at}", level.as_str(), failure.describe())
+                    DenyReason::ExternalAuth {
+                        level,
+                        policy,
+                        failure,
+                    } => {
+                        format!(
+                            "deny {}: the authorizer of {policy} {}{at}",
+                            level.as_str(),
+                            failure.describe()
+                        )
                     }
                     DenyReason::DefaultDeny => format!("deny: no policy (default deny){at}"),
                     DenyReason::TooManyAuthorizerCalls { level } => {

@@ -46,7 +46,11 @@ impl CompiledHttp {
                         if !v.starts_with('/') {
                             return Err(format!("path prefix {v:?} must start with '/'"));
                         }
-                        CompiledPath::Prefix(if v.len() > 1 { v.trim_end_matches('/').to_string() } else { v.clone() })
+                        CompiledPath::Prefix(if v.len() > 1 {
+                            v.trim_end_matches('/').to_string()
+                        } else {
+                            v.clone()
+                        })
                     }
                     PathMatch::Regex(r) => CompiledPath::Regex(full_match_regex(r)?),
                 })
@@ -69,7 +73,9 @@ impl CompiledHttp {
         for host in m.hosts.iter().chain(&m.server_names) {
             let h = match host {
                 HostMatch::Exact(h) => h.as_str(),
-                HostMatch::Suffix(s) => s.strip_prefix('.').ok_or_else(|| format!("host suffix {s:?} must start with '.'"))?,
+                HostMatch::Suffix(s) => s
+                    .strip_prefix('.')
+                    .ok_or_else(|| format!("host suffix {s:?} must start with '.'"))?,
             };
             if h.is_empty() || h.bytes().any(|b| b.is_ascii_uppercase()) {
                 return Err(format!("host {host:?} must be non-empty lower-case"));
@@ -115,14 +121,20 @@ impl CompiledHttp {
             }
         }
         // No server name (no TLS, or no SNI) matches none.
-        if !self.server_names.is_empty() && !req.server_name.is_some_and(|sni| host_matches_any(&self.server_names, sni)) {
+        if !self.server_names.is_empty()
+            && !req
+                .server_name
+                .is_some_and(|sni| host_matches_any(&self.server_names, sni))
+        {
             return Some("serverNames");
         }
         let headers_ok = self.headers.iter().all(|(name, v)| {
-            req.header_values(name).filter_map(|value| mcp_header_value(name, value)).any(|value| match v {
-                CompiledValue::Exact(e) => *value == **e,
-                CompiledValue::Regex(r) => r.is_match(&value),
-            })
+            req.header_values(name)
+                .filter_map(|value| mcp_header_value(name, value))
+                .any(|value| match v {
+                    CompiledValue::Exact(e) => *value == **e,
+                    CompiledValue::Regex(r) => r.is_match(&value),
+                })
         });
         (!headers_ok).then_some("headers")
     }
@@ -141,7 +153,10 @@ pub fn host_matches_any(matches: &[HostMatch], host: &str) -> bool {
 /// for the engine and the controller's route selection.
 pub fn path_prefix_matches(prefix: &str, path: &str) -> bool {
     let prefix = prefix.trim_end_matches('/');
-    prefix.is_empty() || path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    prefix.is_empty()
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// A host-name wildcard (`*.example.com`, held as the suffix `.example.com`) covers `host`: a deeper

@@ -62,7 +62,11 @@ pub(super) struct IndexedRule {
 impl IndexedRule {
     /// Whether a candidate rule (its source and MCP matcher hold: the index offered it) matches:
     /// its HTTP matchers, then its CEL expression.
-    pub(super) fn check(&self, req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> Result<(), Miss> {
+    pub(super) fn check(
+        &self,
+        req: &HttpRequest<'_>,
+        subject: &Subject<'_, '_>,
+    ) -> Result<(), Miss> {
         if let Some(name) = self.http.as_ref().and_then(|http| http.first_failure(req)) {
             return Err(Miss::Http(name));
         }
@@ -81,7 +85,12 @@ pub(super) fn cel_matches(cel: &CelRule, req: &HttpRequest<'_>, subject: &Subjec
         Subject::Listed(m) => m,
         Subject::Http | Subject::BaseHttp => return false,
     };
-    let input = crate::cel_rule::Input { req, method: m.method.as_deref(), tool_name: m.name.as_deref(), params: m.params };
+    let input = crate::cel_rule::Input {
+        req,
+        method: m.method.as_deref(),
+        tool_name: m.name.as_deref(),
+        params: m.params,
+    };
     cel.matches(&input)
 }
 
@@ -158,7 +167,9 @@ impl Bucket {
                 if p != principal || (later && !T::ON) {
                     return;
                 }
-                let Some(rule) = rules.get(o as usize) else { continue };
+                let Some(rule) = rules.get(o as usize) else {
+                    continue;
+                };
                 let outcome = rule.check(req, subject);
                 let matched = outcome.is_ok();
                 trace.candidate(o, outcome);
@@ -173,17 +184,32 @@ impl Bucket {
         let entries = self.entries();
         scan(ANY_SOURCE, entries);
         if let Some(c) = caller {
-            scan(c, entries.get(entries.partition_point(|&(p, _)| p < c)..).unwrap_or_default());
+            scan(
+                c,
+                entries
+                    .get(entries.partition_point(|&(p, _)| p < c)..)
+                    .unwrap_or_default(),
+            );
         }
     }
 }
 
 impl LevelIndex {
     pub(super) fn build(level: Level, plan: &LevelPlan) -> Result<Self, PlanError> {
-        let rule_names = plan.allow.iter().flat_map(|p| &p.rules).map(|r| r.name.len());
+        let rule_names = plan
+            .allow
+            .iter()
+            .flat_map(|p| &p.rules)
+            .map(|r| r.name.len());
         let mut index = LevelIndex {
             level,
-            names: String::with_capacity(plan.allow.iter().map(|p| p.name.len()).chain(rule_names).sum()),
+            names: String::with_capacity(
+                plan.allow
+                    .iter()
+                    .map(|p| p.name.len())
+                    .chain(rule_names)
+                    .sum(),
+            ),
             policies: Vec::with_capacity(plan.allow.len()),
             rules: Vec::with_capacity(plan.allow.iter().map(|p| p.rules.len()).sum()),
             principals: StrMap::default(),
@@ -197,17 +223,30 @@ impl LevelIndex {
         if let Some(ea) = &plan.external_auth {
             let rules = LevelPlan {
                 external_auth: None,
-                allow: vec![PolicyPlan { name: ea.policy.clone(), rules: ea.rules.clone(), dry_run: false }],
+                allow: vec![PolicyPlan {
+                    name: ea.policy.clone(),
+                    rules: ea.rules.clone(),
+                    dry_run: false,
+                }],
             };
             let ea_index = LevelIndex::build(level, &rules)?;
             index.cel_uses = ea_index.cel_uses;
-            index.external_auth =
-                Some(Box::new(AuthIndex { policy: ea.policy.clone(), authorizer: ea.authorizer.clone(), index: ea_index }));
+            index.external_auth = Some(Box::new(AuthIndex {
+                policy: ea.policy.clone(),
+                authorizer: ea.authorizer.clone(),
+                index: ea_index,
+            }));
         }
         // Each method's params (how many, how many bytes), to size its map up front: growing a
         // map rehashes every key in it.
         let mut params: StrMap<(usize, usize)> = StrMap::default();
-        for m in plan.allow.iter().flat_map(|p| &p.rules).filter_map(|r| r.mcp.as_ref()).flat_map(|mcp| &mcp.methods) {
+        for m in plan
+            .allow
+            .iter()
+            .flat_map(|p| &p.rules)
+            .filter_map(|r| r.mcp.as_ref())
+            .flat_map(|mcp| &mcp.methods)
+        {
             if let MethodPattern::Exact(method) = &m.method {
                 let (keys, bytes) = params.get_or_insert_with(method, || (0, 0));
                 *keys += m.params.len();
@@ -215,28 +254,42 @@ impl LevelIndex {
             }
         }
         for (policy_number, policy) in plan.allow.iter().enumerate() {
-            let err =
-                |problem: String| PlanError::Policy { level: level.as_str().to_string(), policy: policy.name.clone(), problem };
+            let err = |problem: String| PlanError::Policy {
+                level: level.as_str().to_string(),
+                policy: policy.name.clone(),
+                problem,
+            };
             if policy.name.is_empty() {
                 return Err(err("policy name is empty".into()));
             }
             if policy.rules.is_empty() {
-                return Err(err("policy has no rules (a policy without rules compiles to one implicit rule)".into()));
+                return Err(err(
+                    "policy has no rules (a policy without rules compiles to one implicit rule)"
+                        .into(),
+                ));
             }
             let name = index.push_name(&policy.name);
             index.policies.push(name);
             for rule in &policy.rules {
-                let ordinal = u32::try_from(index.rules.len()).map_err(|_| err("too many rules".into()))?;
+                let ordinal =
+                    u32::try_from(index.rules.len()).map_err(|_| err("too many rules".into()))?;
                 let rerr = |problem: String| err(format!("rule {:?}: {problem}", rule.name));
-                let http =
-                    if rule.http.is_any() { None } else { Some(Box::new(CompiledHttp::compile(&rule.http).map_err(rerr)?)) };
+                let http = if rule.http.is_any() {
+                    None
+                } else {
+                    Some(Box::new(CompiledHttp::compile(&rule.http).map_err(rerr)?))
+                };
                 let principal = match rule.principal.as_deref() {
                     None => ANY_SOURCE,
                     Some(p) if !p.starts_with("spiffe://") => {
-                        return Err(rerr(format!("principal {:?} is not a SPIFFE ID", rule.principal.as_deref())))
+                        return Err(rerr(format!(
+                            "principal {:?} is not a SPIFFE ID",
+                            rule.principal.as_deref()
+                        )))
                     }
                     Some(p) => {
-                        let next = u32::try_from(index.principals.len() + 1).map_err(|_| err("too many principals".into()))?;
+                        let next = u32::try_from(index.principals.len() + 1)
+                            .map_err(|_| err("too many principals".into()))?;
                         *index.principals.get_or_insert_with(p, || next)
                     }
                 };
@@ -255,24 +308,37 @@ impl LevelIndex {
                             match &m.method {
                                 MethodPattern::Category(c) => {
                                     if !CATEGORIES.contains(&c.as_str()) {
-                                        return Err(rerr(format!("unknown MCP method category {c:?}")));
+                                        return Err(rerr(format!(
+                                            "unknown MCP method category {c:?}"
+                                        )));
                                     }
                                     if !m.params.is_empty() {
-                                        return Err(rerr(format!("params are not allowed on category {c:?}")));
+                                        return Err(rerr(format!(
+                                            "params are not allowed on category {c:?}"
+                                        )));
                                     }
-                                    index.by_category.get_or_insert_with(c, Bucket::default).push(principal, ordinal);
+                                    index
+                                        .by_category
+                                        .get_or_insert_with(c, Bucket::default)
+                                        .push(principal, ordinal);
                                 }
                                 MethodPattern::Exact(method) => {
                                     let mi = index.by_method.get_or_insert_with(method, || {
-                                        let (keys, bytes) = params.get(method).copied().unwrap_or_default();
+                                        let (keys, bytes) =
+                                            params.get(method).copied().unwrap_or_default();
                                         let by_param = StrMap::with_capacity(keys, bytes);
-                                        MethodIndex { any_param: Bucket::default(), by_param }
+                                        MethodIndex {
+                                            any_param: Bucket::default(),
+                                            by_param,
+                                        }
                                     });
                                     if m.params.is_empty() {
                                         mi.any_param.push(principal, ordinal);
                                     }
                                     for param in &m.params {
-                                        mi.by_param.get_or_insert_with(param, Bucket::default).push(principal, ordinal);
+                                        mi.by_param
+                                            .get_or_insert_with(param, Bucket::default)
+                                            .push(principal, ordinal);
                                     }
                                 }
                             }
@@ -289,7 +355,13 @@ impl LevelIndex {
                     }
                 };
                 let name = index.push_name(&rule.name);
-                index.rules.push(IndexedRule { policy: policy_number, name, principal, http, cel });
+                index.rules.push(IndexedRule {
+                    policy: policy_number,
+                    name,
+                    principal,
+                    http,
+                    cel,
+                });
             }
         }
         for bucket in index.buckets_mut() {
@@ -301,8 +373,15 @@ impl LevelIndex {
     }
 
     pub(super) fn buckets_mut(&mut self) -> impl Iterator<Item = &mut Bucket> {
-        let by_method = self.by_method.values_mut().flat_map(|m| [&mut m.any_param].into_iter().chain(m.by_param.values_mut()));
-        [&mut self.unrestricted, &mut self.base].into_iter().chain(self.by_category.values_mut()).chain(by_method)
+        let by_method = self.by_method.values_mut().flat_map(|m| {
+            [&mut m.any_param]
+                .into_iter()
+                .chain(m.by_param.values_mut())
+        });
+        [&mut self.unrestricted, &mut self.base]
+            .into_iter()
+            .chain(self.by_category.values_mut())
+            .chain(by_method)
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -312,7 +391,10 @@ impl LevelIndex {
     pub(super) fn push_name(&mut self, name: &str) -> Name {
         let start = self.names.len();
         self.names.push_str(name);
-        Name { start, end: self.names.len() }
+        Name {
+            start,
+            end: self.names.len(),
+        }
     }
 
     pub(super) fn name(&self, name: Name) -> &str {
@@ -344,12 +426,23 @@ impl LevelIndex {
     pub(super) fn candidates(&self, req: &HttpRequest<'_>, method: Option<&str>) -> Candidates<'_> {
         let caller = req.principal.and_then(|p| self.principals.get(p)).copied();
         let Some(method) = method else {
-            return Candidates { caller, base: true, method: None, category: None };
+            return Candidates {
+                caller,
+                base: true,
+                method: None,
+                category: None,
+            };
         };
         // The category: what precedes the first `/` (a byte search; `split_once` runs str's
         // generic pattern searcher).
-        let category =
-            if self.by_category.is_empty() { None } else { method.bytes().position(|c| c == b'/').and_then(|i| method.get(..i)) };
+        let category = if self.by_category.is_empty() {
+            None
+        } else {
+            method
+                .bytes()
+                .position(|c| c == b'/')
+                .and_then(|i| method.get(..i))
+        };
         Candidates {
             caller,
             base: is_base_method(method),
@@ -369,7 +462,9 @@ impl LevelIndex {
     ) -> Option<&IndexedRule> {
         let mut best = None;
         let caller = found.caller;
-        let mut probe = |bucket: &Bucket| bucket.first_match(&self.rules, req, subject, caller, &mut best, &mut *trace);
+        let mut probe = |bucket: &Bucket| {
+            bucket.first_match(&self.rules, req, subject, caller, &mut best, &mut *trace)
+        };
         probe(&self.unrestricted);
         match subject {
             Subject::Http => {}

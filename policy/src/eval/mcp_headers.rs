@@ -9,7 +9,12 @@ use crate::mcp::McpMessage;
 /// matchers ([`crate::plan::HeaderMatch`]). A caller may pass only these (plus the matchers' names) in
 /// [`HttpRequest::headers`] and get the same decisions: the Envoy filter copies no other header out of
 /// the host. Keep in sync with every `req.header(..)` in this module.
-pub const HEADERS_READ: [&str; 4] = ["mcp-method", "mcp-name", "mcp-session-id", "mcp-protocol-version"];
+pub const HEADERS_READ: [&str; 4] = [
+    "mcp-method",
+    "mcp-name",
+    "mcp-session-id",
+    "mcp-protocol-version",
+];
 
 /// docs/semantics.md §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
 /// (`params.uri` for resources methods); `Mcp-Name` on a message with neither is a mismatch.
@@ -44,26 +49,53 @@ pub(super) fn check_mcp_headers<T: Trace>(
         return Err(header);
     }
     let [method, name, version] = first;
-    let mut compare = |header: &'static str, sent: &str, decoded: Option<&str>, body: Option<&str>| {
-        // An encoded value that does not decode matches nothing (not even an absent field).
-        let agrees = decoded.is_some() && decoded == body;
-        trace.header(message, msg, HeaderCheck::Compared { header, sent, decoded, agrees });
-        if agrees {
-            Ok(())
-        } else {
-            Err(header)
-        }
-    };
+    let mut compare =
+        |header: &'static str, sent: &str, decoded: Option<&str>, body: Option<&str>| {
+            // An encoded value that does not decode matches nothing (not even an absent field).
+            let agrees = decoded.is_some() && decoded == body;
+            trace.header(
+                message,
+                msg,
+                HeaderCheck::Compared {
+                    header,
+                    sent,
+                    decoded,
+                    agrees,
+                },
+            );
+            if agrees {
+                Ok(())
+            } else {
+                Err(header)
+            }
+        };
     if let Some(h) = method {
-        compare("Mcp-Method", h, mcp_header_value("mcp-method", h).as_deref(), msg.method.as_deref())?;
+        compare(
+            "Mcp-Method",
+            h,
+            mcp_header_value("mcp-method", h).as_deref(),
+            msg.method.as_deref(),
+        )?;
     }
     if let Some(h) = name {
-        compare("Mcp-Name", h, mcp_header_value("mcp-name", h).as_deref(), param_of(msg))?;
+        compare(
+            "Mcp-Name",
+            h,
+            mcp_header_value("mcp-name", h).as_deref(),
+            param_of(msg),
+        )?;
     }
     // Where both say which revision the message is, they must agree.
     match (version, msg.protocol_version.as_deref()) {
         (Some(h), Some(v)) => compare("MCP-Protocol-Version", h, Some(h.trim()), Some(v))?,
-        (Some(sent), None) => trace.header(message, msg, HeaderCheck::NothingToCompare { header: "MCP-Protocol-Version", sent }),
+        (Some(sent), None) => trace.header(
+            message,
+            msg,
+            HeaderCheck::NothingToCompare {
+                header: "MCP-Protocol-Version",
+                sent,
+            },
+        ),
         _ => {}
     }
     Ok(())
@@ -77,7 +109,9 @@ pub(super) fn check_mcp_headers<T: Trace>(
 pub fn mcp_header_value<'v>(lower_name: &str, value: &'v str) -> Option<std::borrow::Cow<'v, str>> {
     use base64::Engine as _;
     let may_encode = lower_name == "mcp-name" || lower_name.starts_with("mcp-param-");
-    let encoded = may_encode.then(|| value.strip_prefix("=?base64?")?.strip_suffix("?=")).flatten();
+    let encoded = may_encode
+        .then(|| value.strip_prefix("=?base64?")?.strip_suffix("?="))
+        .flatten();
     match encoded {
         None => Some(std::borrow::Cow::Borrowed(value)),
         Some(b64) => {
@@ -99,8 +133,10 @@ pub(super) fn param_of<'m>(msg: &'m McpMessage<'_>) -> Option<&'m str> {
 pub(super) fn is_base_method(method: &str) -> bool {
     // MCP 2026-07-28: `server/discover` replaces `initialize`; `subscriptions/listen` is base for its
     // list-change parts (its resource subscriptions are checked one by one: `Route::step`).
-    matches!(method, "initialize" | "ping" | "tools/list" | "server/discover" | "subscriptions/listen")
-        || method.starts_with("completion/")
+    matches!(
+        method,
+        "initialize" | "ping" | "tools/list" | "server/discover" | "subscriptions/listen"
+    ) || method.starts_with("completion/")
         || method.starts_with("logging/")
         || method.starts_with("notifications/")
 }

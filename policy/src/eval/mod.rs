@@ -24,11 +24,15 @@ pub use http::{host_matches_any, host_suffix_covers, path_prefix_matches};
 use index::LevelIndex;
 pub use mcp_headers::{mcp_header_value, HEADERS_READ};
 pub use route::{AuthzCall, ListJudge, Route, Step, MAX_AUTHZ_CALLS};
-pub use trace::{HeaderRecord, LevelRecord, MessageRecord, Record, RuleRecord, WalkEnd, WalkRecord};
+pub use trace::{
+    HeaderRecord, LevelRecord, MessageRecord, Record, RuleRecord, WalkEnd, WalkRecord,
+};
 
 use crate::cel_rule::Uses;
 use crate::mcp::{McpBody, NotMcp};
-use crate::plan::{json_content_hash, CompiledPlan, LevelPlan, McpMatch, PolicyPlan, RulePlan, PLAN_VERSION};
+use crate::plan::{
+    json_content_hash, CompiledPlan, LevelPlan, McpMatch, PolicyPlan, RulePlan, PLAN_VERSION,
+};
 use crate::str_map::StrMap;
 
 /// Largest body limit a plan may ask for; the filter buffers the whole body in Envoy's memory.
@@ -45,7 +49,11 @@ pub enum PlanError {
     #[error("settings.maxBodyBytes {0} is out of range 1..={MAX_BODY_LIMIT}")]
     BodyLimit(u32),
     #[error("{level} level, policy {policy:?}: {problem}")]
-    Policy { level: String, policy: String, problem: String },
+    Policy {
+        level: String,
+        policy: String,
+        problem: String,
+    },
     #[error(
         "settings.listFiltering is on, but this module was built without the response callbacks \
              (toolgate_filter_no_list_filtering.wasm): render with --list-filtering off, or load toolgate_filter.wasm"
@@ -80,10 +88,16 @@ pub struct HttpRequest<'a> {
 
 impl<'a> HttpRequest<'a> {
     pub fn header(&self, lower_name: &str) -> Option<&'a str> {
-        self.headers.iter().find(|(n, _)| *n == lower_name).map(|(_, v)| *v)
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == lower_name)
+            .map(|(_, v)| *v)
     }
     fn header_values(&self, lower_name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.headers.iter().filter(move |(n, _)| *n == lower_name).map(|(_, v)| *v)
+        self.headers
+            .iter()
+            .filter(move |(n, _)| *n == lower_name)
+            .map(|(_, v)| *v)
     }
     fn url_path(&self) -> &'a str {
         self.path.split_once('?').map_or(self.path, |(p, _)| p)
@@ -94,7 +108,9 @@ impl<'a> HttpRequest<'a> {
             // IPv6 literal: [::1]:8080
             return rest.split_once(']').map_or(a, |(h, _)| h);
         }
-        a.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map_or(a, |(h, _)| h)
+        a.rsplit_once(':')
+            .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(a, |(h, _)| h)
     }
 }
 
@@ -142,12 +158,19 @@ pub const DEFAULT_DENY_POLICY: &str = "(no policy: default deny)";
 fn default_deny_level() -> LevelPlan {
     let rule = RulePlan {
         name: "(base protocol)".into(),
-        mcp: Some(McpMatch { base_protocol: true, methods: Vec::new() }),
+        mcp: Some(McpMatch {
+            base_protocol: true,
+            methods: Vec::new(),
+        }),
         ..RulePlan::default()
     };
     LevelPlan {
         external_auth: None,
-        allow: vec![PolicyPlan { name: DEFAULT_DENY_POLICY.into(), rules: vec![rule], dry_run: false }],
+        allow: vec![PolicyPlan {
+            name: DEFAULT_DENY_POLICY.into(),
+            rules: vec![rule],
+            dry_run: false,
+        }],
     }
 }
 
@@ -171,7 +194,9 @@ impl Evaluator {
     /// `json`: the text `plan` was parsed from, hashed as is when it is the controller's serialisation.
     fn new(plan: CompiledPlan, json: Option<&[u8]>) -> Result<Self, PlanError> {
         if plan.version != PLAN_VERSION {
-            return Err(PlanError::Version { found: plan.version });
+            return Err(PlanError::Version {
+                found: plan.version,
+            });
         }
         // Re-serialising the plan to hash it costs as much as parsing it: hash the text when it
         // is the serialisation the hash was made of (compact or pretty), else the re-serialisation
@@ -179,7 +204,10 @@ impl Evaluator {
         if !plan.hash.is_empty() && json.is_none_or(|json| json_content_hash(json) != plan.hash) {
             let actual = plan.content_hash();
             if actual != plan.hash {
-                return Err(PlanError::Hash { declared: plan.hash.clone(), actual });
+                return Err(PlanError::Hash {
+                    declared: plan.hash.clone(),
+                    actual,
+                });
             }
         }
         let limit = plan.settings.max_body_bytes;
@@ -187,7 +215,9 @@ impl Evaluator {
             return Err(PlanError::BodyLimit(limit));
         }
         // A level with dry-run policies is indexed twice: as enforced, and with them (the shadow).
-        let build = |level: Level, plan: &LevelPlan| -> Result<(LevelIndex, Option<LevelIndex>), PlanError> {
+        let build = |level: Level,
+                     plan: &LevelPlan|
+         -> Result<(LevelIndex, Option<LevelIndex>), PlanError> {
             if plan.has_dry_run() {
                 let shadow = LevelIndex::build(level, plan)?;
                 Ok((LevelIndex::build(level, &plan.enforced())?, Some(shadow)))
@@ -196,7 +226,10 @@ impl Evaluator {
             }
         };
         let (gateway, shadow_gateway) = build(Level::Gateway, &plan.gateway)?;
-        let mut backends = StrMap::with_capacity(plan.backends.len(), plan.backends.keys().map(String::len).sum());
+        let mut backends = StrMap::with_capacity(
+            plan.backends.len(),
+            plan.backends.keys().map(String::len).sum(),
+        );
         let mut shadow_backends = StrMap::default();
         for (cluster, level) in &plan.backends {
             let (index, shadow) = build(Level::Backend, level)?;
@@ -206,12 +239,23 @@ impl Evaluator {
                 shadow_backends.get_or_insert_with(cluster, || shadow);
             }
         }
-        let shadow = (shadow_gateway.is_some() || !shadow_backends.is_empty())
-            .then(|| Box::new(ShadowLevels { gateway: shadow_gateway, backends: shadow_backends }));
-        for host in plan.settings.default_deny_except_hosts.iter().chain(&plan.settings.default_deny_except_server_names) {
+        let shadow = (shadow_gateway.is_some() || !shadow_backends.is_empty()).then(|| {
+            Box::new(ShadowLevels {
+                gateway: shadow_gateway,
+                backends: shadow_backends,
+            })
+        });
+        for host in plan
+            .settings
+            .default_deny_except_hosts
+            .iter()
+            .chain(&plan.settings.default_deny_except_server_names)
+        {
             if let crate::plan::HostMatch::Suffix(s) = host {
                 if !s.starts_with('.') {
-                    return Err(PlanError::Syntax(format!("settings.defaultDenyExceptHosts: suffix {s:?} must start with '.'")));
+                    return Err(PlanError::Syntax(format!(
+                        "settings.defaultDenyExceptHosts: suffix {s:?} must start with '.'"
+                    )));
                 }
             }
         }
@@ -222,7 +266,13 @@ impl Evaluator {
         } else {
             None
         };
-        Ok(Self { plan, gateway, backends, shadow, default_deny })
+        Ok(Self {
+            plan,
+            gateway,
+            backends,
+            shadow,
+            default_deny,
+        })
     }
 
     /// Whether the plan has dry-run policies (docs/semantics.md §6a).
@@ -236,14 +286,19 @@ impl Evaluator {
 
     /// What the plan's CEL rules read of a request (nothing, without CEL rules).
     pub fn cel_uses(&self) -> Uses {
-        self.backends.values().map(|l| l.cel_uses).fold(self.gateway.cel_uses, Uses::union)
+        self.backends
+            .values()
+            .map(|l| l.cel_uses)
+            .fold(self.gateway.cel_uses, Uses::union)
     }
 
     /// The levels in force for a request routed to `cluster`. Where none is and the plan denies by
     /// default, the default-deny level (docs/semantics.md §6a).
     pub fn route(&self, cluster: Option<&str>) -> Route<'_> {
         let gateway = Some(&self.gateway).filter(|l| !l.is_empty());
-        let backend = cluster.and_then(|c| self.backends.get_key_value(c)).filter(|(_, l)| !l.is_empty());
+        let backend = cluster
+            .and_then(|c| self.backends.get_key_value(c))
+            .filter(|(_, l)| !l.is_empty());
         let mut route = Route {
             levels: [gateway, backend.map(|(_, l)| l)],
             plan: &self.plan,
@@ -267,9 +322,14 @@ impl Evaluator {
         if shadow.gateway.is_none() && backend_shadow.is_none() {
             return None;
         }
-        let gateway = shadow.gateway.as_ref().or(Some(&self.gateway)).filter(|l| !l.is_empty());
-        let backend =
-            backend_shadow.or_else(|| cluster.and_then(|c| self.backends.get_key_value(c))).filter(|(_, l)| !l.is_empty());
+        let gateway = shadow
+            .gateway
+            .as_ref()
+            .or(Some(&self.gateway))
+            .filter(|l| !l.is_empty());
+        let backend = backend_shadow
+            .or_else(|| cluster.and_then(|c| self.backends.get_key_value(c)))
+            .filter(|(_, l)| !l.is_empty());
         Some(Route {
             levels: [gateway, backend.map(|(_, l)| l)],
             plan: &self.plan,
@@ -286,11 +346,29 @@ mod tests {
     use crate::plan::{LevelPlan, PolicyPlan, RulePlan};
 
     fn sealed_plan() -> CompiledPlan {
-        let rule = RulePlan { name: "r".into(), principal: Some("spiffe://td/ns/a/sa/b".into()), ..Default::default() };
+        let rule = RulePlan {
+            name: "r".into(),
+            principal: Some("spiffe://td/ns/a/sa/b".into()),
+            ..Default::default()
+        };
         let mut plan = CompiledPlan::empty("ns/gw/l");
-        plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule.clone()], dry_run: false });
-        let backend = PolicyPlan { name: "ns/b".into(), rules: vec![rule], dry_run: false };
-        plan.backends.insert("xbackend/ns/b".into(), LevelPlan { allow: vec![backend], ..Default::default() });
+        plan.gateway.allow.push(PolicyPlan {
+            name: "ns/p".into(),
+            rules: vec![rule.clone()],
+            dry_run: false,
+        });
+        let backend = PolicyPlan {
+            name: "ns/b".into(),
+            rules: vec![rule],
+            dry_run: false,
+        };
+        plan.backends.insert(
+            "xbackend/ns/b".into(),
+            LevelPlan {
+                allow: vec![backend],
+                ..Default::default()
+            },
+        );
         plan.seal()
     }
 
@@ -316,19 +394,36 @@ mod tests {
         let plan = sealed_plan();
         let mut tampered = plan.clone();
         tampered.gateway.allow[0].rules[0].principal = Some("spiffe://td/ns/a/sa/c".into());
-        let expected = PlanError::Hash { declared: plan.hash.clone(), actual: tampered.content_hash() };
+        let expected = PlanError::Hash {
+            declared: plan.hash.clone(),
+            actual: tampered.content_hash(),
+        };
         let compact = serde_json::to_string(&tampered).unwrap();
         let pretty = serde_json::to_string_pretty(&tampered).unwrap();
         let value: serde_json::Value = serde_json::from_str(&compact).unwrap();
         for json in [compact, pretty, serde_json::to_string(&value).unwrap()] {
-            assert_eq!(Evaluator::load(json.as_bytes()).unwrap_err(), expected, "{json}");
+            assert_eq!(
+                Evaluator::load(json.as_bytes()).unwrap_err(),
+                expected,
+                "{json}"
+            );
         }
         // The hash itself altered.
-        let json = serde_json::to_string(&plan).unwrap().replace(&plan.hash, &"0".repeat(64));
-        assert!(matches!(Evaluator::load(json.as_bytes()), Err(PlanError::Hash { .. })));
+        let json = serde_json::to_string(&plan)
+            .unwrap()
+            .replace(&plan.hash, &"0".repeat(64));
+        assert!(matches!(
+            Evaluator::load(json.as_bytes()),
+            Err(PlanError::Hash { .. })
+        ));
         // The version is checked first.
-        let json = serde_json::to_string(&plan).unwrap().replace(r#""version":1"#, r#""version":2"#);
-        assert_eq!(Evaluator::load(json.as_bytes()).unwrap_err(), PlanError::Version { found: 2 });
+        let json = serde_json::to_string(&plan)
+            .unwrap()
+            .replace(r#""version":1"#, r#""version":2"#);
+        assert_eq!(
+            Evaluator::load(json.as_bytes()).unwrap_err(),
+            PlanError::Version { found: 2 }
+        );
     }
 
     #[test]
@@ -337,14 +432,23 @@ mod tests {
             verdict: Verdict::Allow,
             under_policy: true,
             message: None,
-            gateway_rule: Some(RuleRef { policy: "ns/p", rule: "r1" }),
+            gateway_rule: Some(RuleRef {
+                policy: "ns/p",
+                rule: "r1",
+            }),
             backend_rule: None,
             not_mcp: None,
             authorized: [None, None],
         };
         assert_eq!(d.summary(), "allow gateway=ns/p:r1 backend=-");
-        d.backend_rule = Some(RuleRef { policy: "ns/b", rule: "(all requests)" });
-        assert_eq!(d.summary(), "allow gateway=ns/p:r1 backend=ns/b:(all requests)");
+        d.backend_rule = Some(RuleRef {
+            policy: "ns/b",
+            rule: "(all requests)",
+        });
+        assert_eq!(
+            d.summary(),
+            "allow gateway=ns/p:r1 backend=ns/b:(all requests)"
+        );
         d.gateway_rule = None;
         assert_eq!(d.summary(), "allow gateway=- backend=ns/b:(all requests)");
         d.under_policy = false;

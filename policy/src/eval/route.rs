@@ -28,7 +28,13 @@ impl<'e> Route<'e> {
     /// The authorizer of `level`'s ExternalAuth policy on this route, if it has one (the one a
     /// [`Step::Authorize`] at that level calls).
     pub fn authorizer(&self, level: Level) -> Option<&'e AuthorizerPlan> {
-        self.levels.iter().flatten().find(|l| l.level == level)?.external_auth.as_ref().map(|ea| &ea.authorizer)
+        self.levels
+            .iter()
+            .flatten()
+            .find(|l| l.level == level)?
+            .external_auth
+            .as_ref()
+            .map(|ea| &ea.authorizer)
     }
 
     /// False when no policy applies: the filter lets the request through without reading it (a
@@ -45,9 +51,11 @@ impl<'e> Route<'e> {
     /// Whether `req` is for a host the plan's default deny lets through (`defaultDenyExceptHosts`).
     fn default_deny_excepts(&self, req: &HttpRequest<'_>) -> bool {
         let settings = &self.plan.settings;
-        let by_host =
-            !settings.default_deny_except_hosts.is_empty() && host_matches_any(&settings.default_deny_except_hosts, req.host());
-        let by_server_name = req.server_name.is_some_and(|sni| host_matches_any(&settings.default_deny_except_server_names, sni));
+        let by_host = !settings.default_deny_except_hosts.is_empty()
+            && host_matches_any(&settings.default_deny_except_hosts, req.host());
+        let by_server_name = req
+            .server_name
+            .is_some_and(|sni| host_matches_any(&settings.default_deny_except_server_names, sni));
         by_host || by_server_name
     }
 
@@ -62,7 +70,10 @@ impl<'e> Route<'e> {
         if !self.dry_run {
             return Vec::new();
         }
-        let plans = [Some(&self.plan.gateway), self.cluster.and_then(|c| self.plan.backends.get(c))];
+        let plans = [
+            Some(&self.plan.gateway),
+            self.cluster.and_then(|c| self.plan.backends.get(c)),
+        ];
         plans
             .into_iter()
             .zip(self.levels)
@@ -72,7 +83,12 @@ impl<'e> Route<'e> {
                     .iter()
                     .filter(|ea| ea.dry_run)
                     .map(|ea| ea.policy.as_str())
-                    .chain(l.allow.iter().filter(|p| p.dry_run).map(|p| p.name.as_str()))
+                    .chain(
+                        l.allow
+                            .iter()
+                            .filter(|p| p.dry_run)
+                            .map(|p| p.name.as_str()),
+                    )
             })
             .fold(Vec::new(), |mut names, name| {
                 // A policy targeting both levels is named once.
@@ -93,7 +109,11 @@ impl<'e> Route<'e> {
         };
         let dry_run = self.dry_run;
         // The index holds the enforced policies, or all of them on a shadow route.
-        level.into_iter().flat_map(|l| &l.allow).filter(move |p| dry_run || !p.dry_run).flat_map(|p| &p.rules)
+        level
+            .into_iter()
+            .flat_map(|l| &l.allow)
+            .filter(move |p| dry_run || !p.dry_run)
+            .flat_map(|p| &p.rules)
     }
 
     /// Decides a request (docs/semantics.md §3, §4) as if every external authorizer allowed it: the
@@ -109,7 +129,12 @@ impl<'e> Route<'e> {
     }
 
     /// [`Route::decide`], recording in `record` why (its last walk is the one that decided).
-    pub fn decide_recorded(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>, record: &mut Record) -> Decision<'e> {
+    pub fn decide_recorded(
+        &self,
+        req: &HttpRequest<'_>,
+        body: BodyInput<'_, '_>,
+        record: &mut Record,
+    ) -> Decision<'e> {
         let mut authorized = 0;
         loop {
             match self.walk(req, body, authorized, record) {
@@ -124,7 +149,12 @@ impl<'e> Route<'e> {
     /// [`Step::Authorize`] asks for allowed, step again with one more (the walk is the same each time,
     /// so each call is asked for once). For a batch every element must be allowed; headers are
     /// checked for every message before any policy (docs/semantics.md §5).
-    pub fn step(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>, authorized: u32) -> Step<'e> {
+    pub fn step(
+        &self,
+        req: &HttpRequest<'_>,
+        body: BodyInput<'_, '_>,
+        authorized: u32,
+    ) -> Step<'e> {
         self.walk(req, body, authorized, &mut NoTrace)
     }
 
@@ -140,15 +170,31 @@ impl<'e> Route<'e> {
         self.walk(req, body, authorized, record)
     }
 
-    fn walk<T: Trace>(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>, authorized: u32, trace: &mut T) -> Step<'e> {
+    fn walk<T: Trace>(
+        &self,
+        req: &HttpRequest<'_>,
+        body: BodyInput<'_, '_>,
+        authorized: u32,
+        trace: &mut T,
+    ) -> Step<'e> {
         trace.walk(self, body);
         let step = self.walk_to_step(req, body, authorized, trace);
         trace.end(&step);
         step
     }
 
-    fn walk_to_step<T: Trace>(&self, req: &HttpRequest<'_>, body: BodyInput<'_, '_>, authorized: u32, trace: &mut T) -> Step<'e> {
-        let mut walk = Walk { decision: Decision::allow(self.under_policy()), authorized, calls: 0 };
+    fn walk_to_step<T: Trace>(
+        &self,
+        req: &HttpRequest<'_>,
+        body: BodyInput<'_, '_>,
+        authorized: u32,
+        trace: &mut T,
+    ) -> Step<'e> {
+        let mut walk = Walk {
+            decision: Decision::allow(self.under_policy()),
+            authorized,
+            calls: 0,
+        };
         if !walk.decision.under_policy {
             return Step::Decided(walk.decision);
         }
@@ -162,7 +208,8 @@ impl<'e> Route<'e> {
                 let batch = mcp.is_batch();
                 for (i, msg) in mcp.messages().iter().enumerate() {
                     if let Err(header) = check_mcp_headers(req, msg, batch.then_some(i), trace) {
-                        walk.decision.verdict = Verdict::Deny(DenyReason::McpHeaderMismatch { header });
+                        walk.decision.verdict =
+                            Verdict::Deny(DenyReason::McpHeaderMismatch { header });
                         walk.decision.message = batch.then_some(i);
                         return Step::Decided(walk.decision);
                     }
@@ -179,7 +226,9 @@ impl<'e> Route<'e> {
                     for subscribe in msg.listen_subscribes() {
                         let subject = Subject::Message(&subscribe);
                         trace.subject(walk.decision.message, &subject, subscribe.uri.as_deref());
-                        if let Some(step) = self.decide_one(req, &subject, Some(i), &mut walk, trace) {
+                        if let Some(step) =
+                            self.decide_one(req, &subject, Some(i), &mut walk, trace)
+                        {
                             return step;
                         }
                     }
@@ -187,8 +236,11 @@ impl<'e> Route<'e> {
                 walk.decision.message = None;
             }
             BodyInput::None | BodyInput::NotMcp(_) => {
-                let subject =
-                    if matches!(body, BodyInput::None) && is_base_http(req) { Subject::BaseHttp } else { Subject::Http };
+                let subject = if matches!(body, BodyInput::None) && is_base_http(req) {
+                    Subject::BaseHttp
+                } else {
+                    Subject::Http
+                };
                 trace.subject(None, &subject, None);
                 if let Some(step) = self.decide_one(req, &subject, None, &mut walk, trace) {
                     if let (BodyInput::NotMcp(e), Step::Decided(d)) = (body, &step) {
@@ -221,7 +273,10 @@ impl<'e> Route<'e> {
                 if applies {
                     if walk.calls >= walk.authorized {
                         if walk.calls >= MAX_AUTHZ_CALLS {
-                            walk.decision.verdict = Verdict::Deny(DenyReason::TooManyAuthorizerCalls { level: level.level });
+                            walk.decision.verdict =
+                                Verdict::Deny(DenyReason::TooManyAuthorizerCalls {
+                                    level: level.level,
+                                });
                             return Some(Step::Decided(walk.decision.clone()));
                         }
                         return Some(Step::Authorize(AuthzCall {
@@ -244,7 +299,10 @@ impl<'e> Route<'e> {
             }
             match level.first_match(req, subject, trace) {
                 Some(rule) => {
-                    let r = Some(RuleRef { policy: level.policy_name(rule), rule: level.name(rule.name) });
+                    let r = Some(RuleRef {
+                        policy: level.policy_name(rule),
+                        rule: level.name(rule.name),
+                    });
                     if slot == 0 {
                         walk.decision.gateway_rule = r;
                     } else {
@@ -255,7 +313,10 @@ impl<'e> Route<'e> {
                     walk.decision.verdict = if self.default_deny.is_some() {
                         Verdict::Deny(DenyReason::DefaultDeny)
                     } else {
-                        Verdict::Deny(DenyReason::NoRuleMatched { level: level.level, policies: level.policies.len() })
+                        Verdict::Deny(DenyReason::NoRuleMatched {
+                            level: level.level,
+                            policies: level.policies.len(),
+                        })
                     };
                     return Some(Step::Decided(walk.decision.clone()));
                 }
@@ -278,7 +339,11 @@ impl<'e> Route<'e> {
     /// [`Route::may_use`] for every entry of the list responses to one request: the caller's and
     /// each call method's part of the levels' indexes is looked up once, not once per entry.
     pub fn list_judge<'j>(&'j self, req: &'j HttpRequest<'j>) -> ListJudge<'j, 'e> {
-        ListJudge { route: self, req, resolved: [None; 3] }
+        ListJudge {
+            route: self,
+            req,
+            resolved: [None; 3],
+        }
     }
 }
 
@@ -297,8 +362,16 @@ impl ListJudge<'_, '_> {
         let call = McpMessage {
             method: Some(std::borrow::Cow::Borrowed(kind.call_method())),
             id: None,
-            name: if kind == ListKind::Resources { None } else { entry.clone() },
-            uri: if kind == ListKind::Resources { entry } else { None },
+            name: if kind == ListKind::Resources {
+                None
+            } else {
+                entry.clone()
+            },
+            uri: if kind == ListKind::Resources {
+                entry
+            } else {
+                None
+            },
             subscriptions: Vec::new(),
             protocol_version: None,
             params: None,
@@ -311,15 +384,27 @@ impl ListJudge<'_, '_> {
             ListKind::Resources => 2,
         };
         let resolved = self.resolved.get_mut(slot).map(|r| {
-            *r.get_or_insert_with(|| route.levels.map(|level| level.map(|l| l.candidates(req, Some(kind.call_method())))))
+            *r.get_or_insert_with(|| {
+                route
+                    .levels
+                    .map(|level| level.map(|l| l.candidates(req, Some(kind.call_method()))))
+            })
         });
-        let Some(resolved) = resolved else { return false };
-        route.levels.iter().zip(resolved).all(|(level, found)| match (level, found) {
-            (None, _) => true,
-            (Some(level), _) if level.policies.is_empty() => true,
-            (Some(level), Some(found)) => level.first_match_in(&found, req, &subject, &mut NoTrace).is_some(),
-            (Some(_), None) => false,
-        })
+        let Some(resolved) = resolved else {
+            return false;
+        };
+        route
+            .levels
+            .iter()
+            .zip(resolved)
+            .all(|(level, found)| match (level, found) {
+                (None, _) => true,
+                (Some(level), _) if level.policies.is_empty() => true,
+                (Some(level), Some(found)) => level
+                    .first_match_in(&found, req, &subject, &mut NoTrace)
+                    .is_some(),
+                (Some(_), None) => false,
+            })
     }
 }
 

@@ -27,7 +27,12 @@ pub(super) enum HeaderCheck<'a> {
     /// The field was sent `times` times: a mismatch.
     Repeated { header: &'static str, times: u32 },
     /// `sent` as compared (`decoded`: None when an encoded value does not decode).
-    Compared { header: &'static str, sent: &'a str, decoded: Option<&'a str>, agrees: bool },
+    Compared {
+        header: &'static str,
+        sent: &'a str,
+        decoded: Option<&'a str>,
+        agrees: bool,
+    },
     /// The message says nothing the header could be compared with.
     NothingToCompare { header: &'static str, sent: &'a str },
 }
@@ -40,11 +45,23 @@ pub(super) trait Trace {
     fn walk(&mut self, _route: &Route<'_>, _body: BodyInput<'_, '_>) {}
     fn excepted_host(&mut self) {}
     fn header(&mut self, _message: Option<usize>, _msg: &McpMessage<'_>, _check: HeaderCheck<'_>) {}
-    fn subject(&mut self, _message: Option<usize>, _subject: &Subject<'_, '_>, _listened: Option<&str>) {}
+    fn subject(
+        &mut self,
+        _message: Option<usize>,
+        _subject: &Subject<'_, '_>,
+        _listened: Option<&str>,
+    ) {
+    }
     fn external_auth(&mut self, _level: Level, _policy: &str, _applies: bool) {}
     fn level<'r>(&mut self, _index: &LevelIndex, _rules: impl Iterator<Item = &'r RulePlan>) {}
     fn candidate(&mut self, _ordinal: u32, _outcome: Result<(), Miss>) {}
-    fn level_done(&mut self, _index: &LevelIndex, _caller: (Option<u32>, Option<&str>), _subject: &Subject<'_, '_>) {}
+    fn level_done(
+        &mut self,
+        _index: &LevelIndex,
+        _caller: (Option<u32>, Option<&str>),
+        _subject: &Subject<'_, '_>,
+    ) {
+    }
     fn end(&mut self, _step: &Step<'_>) {}
 }
 
@@ -160,7 +177,10 @@ impl Record {
 
     fn walking(&mut self) -> Option<&mut WalkRecord> {
         // The walk in progress is the one without an end.
-        [self.shadow.as_mut(), self.enforced.as_mut()].into_iter().flatten().find(|w| w.end.is_none())
+        [self.shadow.as_mut(), self.enforced.as_mut()]
+            .into_iter()
+            .flatten()
+            .find(|w| w.end.is_none())
     }
 }
 
@@ -169,7 +189,11 @@ impl Trace for Record {
 
     fn walk(&mut self, route: &Route<'_>, body: BodyInput<'_, '_>) {
         let walk = WalkRecord {
-            dry_run_policies: route.dry_run_policies().into_iter().map(str::to_string).collect(),
+            dry_run_policies: route
+                .dry_run_policies()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
             under_policy: route.under_policy(),
             default_deny: route.is_default_deny(),
             not_mcp: match body {
@@ -222,23 +246,44 @@ impl Trace for Record {
             }
         };
         if let Some(w) = self.walking() {
-            w.headers.push(HeaderRecord { message, header, agrees, text });
+            w.headers.push(HeaderRecord {
+                message,
+                header,
+                agrees,
+                text,
+            });
         }
     }
 
-    fn subject(&mut self, message: Option<usize>, subject: &Subject<'_, '_>, listened: Option<&str>) {
+    fn subject(
+        &mut self,
+        message: Option<usize>,
+        subject: &Subject<'_, '_>,
+        listened: Option<&str>,
+    ) {
         let what = match listened {
-            Some(uri) => format!("resourceSubscriptions {uri:?}, judged as {}", subject.describe()),
+            Some(uri) => format!(
+                "resourceSubscriptions {uri:?}, judged as {}",
+                subject.describe()
+            ),
             None => subject.describe(),
         };
         if let Some(w) = self.walking() {
-            w.messages.push(MessageRecord { message, what, levels: Vec::new() });
+            w.messages.push(MessageRecord {
+                message,
+                what,
+                levels: Vec::new(),
+            });
         }
     }
 
     fn external_auth(&mut self, level: Level, policy: &str, applies: bool) {
         if let Some(m) = self.walking().and_then(|w| w.messages.last_mut()) {
-            m.levels.push(LevelRecord { level, external_auth: Some((policy.to_string(), applies)), rules: Vec::new() });
+            m.levels.push(LevelRecord {
+                level,
+                external_auth: Some((policy.to_string(), applies)),
+                rules: Vec::new(),
+            });
         }
     }
 
@@ -263,14 +308,24 @@ impl Trace for Record {
     }
 
     fn candidate(&mut self, ordinal: u32, outcome: Result<(), Miss>) {
-        let Some(p) = self.scratch.get_mut(ordinal as usize) else { return };
+        let Some(p) = self.scratch.get_mut(ordinal as usize) else {
+            return;
+        };
         p.outcome = Some(outcome.map_err(|miss| match miss {
             Miss::Http(name) => format!("{name}: the request does not match"),
-            Miss::Cel => format!("cel: {:?} is not true for this request", p.cel.as_deref().unwrap_or("")),
+            Miss::Cel => format!(
+                "cel: {:?} is not true for this request",
+                p.cel.as_deref().unwrap_or("")
+            ),
         }));
     }
 
-    fn level_done(&mut self, index: &LevelIndex, (caller, caller_name): (Option<u32>, Option<&str>), subject: &Subject<'_, '_>) {
+    fn level_done(
+        &mut self,
+        index: &LevelIndex,
+        (caller, caller_name): (Option<u32>, Option<&str>),
+        subject: &Subject<'_, '_>,
+    ) {
         // A rule that was not a candidate names another source, or its MCP matcher does not
         // hold (the index files rules by source and by MCP method).
         let rules = std::mem::take(&mut self.scratch)
@@ -281,7 +336,9 @@ impl Trace for Record {
                         let wanted = p.principal_name.as_deref().unwrap_or("");
                         return Err(match caller_name {
                             Some(c) => format!("source: caller {c} is not {wanted}"),
-                            None => format!("source: the caller has no identity (rule wants {wanted})"),
+                            None => {
+                                format!("source: the caller has no identity (rule wants {wanted})")
+                            }
                         });
                     }
                     Err(subject.mcp_miss().to_string())
@@ -291,16 +348,32 @@ impl Trace for Record {
             .collect();
         if let Some(m) = self.walking().and_then(|w| w.messages.last_mut()) {
             match m.levels.last_mut() {
-                Some(l) if l.level == index.level && l.rules.is_empty() && l.external_auth.is_some() => l.rules = rules,
-                _ => m.levels.push(LevelRecord { level: index.level, external_auth: None, rules }),
+                Some(l)
+                    if l.level == index.level
+                        && l.rules.is_empty()
+                        && l.external_auth.is_some() =>
+                {
+                    l.rules = rules
+                }
+                _ => m.levels.push(LevelRecord {
+                    level: index.level,
+                    external_auth: None,
+                    rules,
+                }),
             }
         }
     }
 
     fn end(&mut self, step: &Step<'_>) {
         let end = match step {
-            Step::Decided(d) => WalkEnd::Decided { allowed: d.allowed(), summary: d.summary() },
-            Step::Authorize(call) => WalkEnd::Authorize { level: call.level, policy: call.policy.to_string() },
+            Step::Decided(d) => WalkEnd::Decided {
+                allowed: d.allowed(),
+                summary: d.summary(),
+            },
+            Step::Authorize(call) => WalkEnd::Authorize {
+                level: call.level,
+                policy: call.policy.to_string(),
+            },
         };
         if let Some(w) = self.walking() {
             w.end = Some(end);
@@ -311,7 +384,9 @@ impl Trace for Record {
 impl Subject<'_, '_> {
     fn describe(&self) -> String {
         match self {
-            Subject::BaseHttp => "HTTP request of the MCP base protocol (GET stream or DELETE session)".into(),
+            Subject::BaseHttp => {
+                "HTTP request of the MCP base protocol (GET stream or DELETE session)".into()
+            }
             Subject::Http => "HTTP request without an MCP body".into(),
             Subject::Message(m) | Subject::Listed(m) => match m.method.as_deref() {
                 None => "JSON-RPC response sent by the client".into(),
@@ -328,7 +403,10 @@ impl Subject<'_, '_> {
         let base = match self {
             Subject::Http => return "mcp: the request has no readable MCP body",
             Subject::BaseHttp => true,
-            Subject::Message(m) | Subject::Listed(m) => m.method.as_deref().is_none_or(super::mcp_headers::is_base_method),
+            Subject::Message(m) | Subject::Listed(m) => m
+                .method
+                .as_deref()
+                .is_none_or(super::mcp_headers::is_base_method),
         };
         if base {
             "mcp: a base-protocol message, but the rule does not MATCH_BASE_PROTOCOL_METHODS"
@@ -348,11 +426,18 @@ mod tests {
     fn walk(headers: &[(&str, &str)], body: &str) -> (bool, WalkRecord) {
         let rule = RulePlan {
             name: "base".into(),
-            mcp: Some(McpMatch { base_protocol: true, methods: Vec::new() }),
+            mcp: Some(McpMatch {
+                base_protocol: true,
+                methods: Vec::new(),
+            }),
             ..RulePlan::default()
         };
         let mut plan = CompiledPlan::empty("ns/gw/l");
-        plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule], dry_run: false });
+        plan.gateway.allow.push(PolicyPlan {
+            name: "ns/p".into(),
+            rules: vec![rule],
+            dry_run: false,
+        });
         let ev = Evaluator::from_plan(plan).unwrap();
         let req = HttpRequest {
             method: "POST",
@@ -367,7 +452,9 @@ mod tests {
         };
         let read = read_body(body.as_bytes(), ReadOptions::default()).unwrap();
         let mut record = Record::default();
-        let d = ev.route(None).decide_recorded(&req, BodyInput::Mcp(&read), &mut record);
+        let d = ev
+            .route(None)
+            .decide_recorded(&req, BodyInput::Mcp(&read), &mut record);
         assert_eq!(d, ev.route(None).decide(&req, BodyInput::Mcp(&read)));
         (d.allowed(), record.enforced.unwrap())
     }
@@ -375,13 +462,27 @@ mod tests {
     #[test]
     fn the_header_check_is_recorded_as_made() {
         let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
-        let (allowed, w) = walk(&[("mcp-method", "ping"), ("mcp-protocol-version", "2026-07-28")], ping);
+        let (allowed, w) = walk(
+            &[
+                ("mcp-method", "ping"),
+                ("mcp-protocol-version", "2026-07-28"),
+            ],
+            ping,
+        );
         assert!(allowed);
-        let texts: Vec<_> = w.headers.iter().map(|h| (h.header, h.agrees, h.text.as_str())).collect();
+        let texts: Vec<_> = w
+            .headers
+            .iter()
+            .map(|h| (h.header, h.agrees, h.text.as_str()))
+            .collect();
         assert_eq!(
             texts,
             [
-                ("Mcp-Method", true, r#""ping" agrees with the body's method"#),
+                (
+                    "Mcp-Method",
+                    true,
+                    r#""ping" agrees with the body's method"#
+                ),
                 (
                     "MCP-Protocol-Version",
                     true,
@@ -394,7 +495,10 @@ mod tests {
         // A repeated field: a mismatch before any rule.
         let (allowed, w) = walk(&[("mcp-method", "ping"), ("mcp-method", "ping")], ping);
         assert!(!allowed && w.messages.is_empty());
-        assert_eq!(w.headers[0].text, "sent 2 times: a mismatch (a server may read another field than this check)");
+        assert_eq!(
+            w.headers[0].text,
+            "sent 2 times: a mismatch (a server may read another field than this check)"
+        );
         // docs/semantics.md §4: an `Mcp-Name` that does not decode matches nothing, not even a
         // message without a name (the filter used to let it pass; the old explain said it disagreed).
         let (allowed, w) = walk(&[("mcp-name", "=?base64?%%%?=")], ping);
@@ -403,7 +507,9 @@ mod tests {
             w.headers[0].text,
             r#""=?base64?%%%?=" (not valid base64 UTF-8) DISAGREES with the body's params.name (absent)"#
         );
-        assert!(matches!(&w.end, Some(WalkEnd::Decided { allowed: false, summary }) if summary.contains("Mcp-Name")));
+        assert!(
+            matches!(&w.end, Some(WalkEnd::Decided { allowed: false, summary }) if summary.contains("Mcp-Name"))
+        );
     }
 
     #[test]
@@ -412,7 +518,10 @@ mod tests {
         let (allowed, w) = walk(&[], call);
         assert!(!allowed);
         let level = &w.messages[0].levels[0];
-        assert_eq!(level.rules[0].outcome, Err("mcp: no listed method (and params) matches".into()));
+        assert_eq!(
+            level.rules[0].outcome,
+            Err("mcp: no listed method (and params) matches".into())
+        );
         assert!(!level.allows());
     }
 }

@@ -1,7 +1,9 @@
 //! Authorizer calls (docs/semantics.md §3): reading an answer, then going on to the next step or answering the
 //! denial as the authorizer's status says.
 
-use super::{deny_counter, with_request, CallAnswer, Context, Counter, Finish, Host, Request, State};
+use super::{
+    deny_counter, with_request, CallAnswer, Context, Counter, Finish, Host, Request, State,
+};
 use crate::authz::{self, Answer};
 use crate::eval::{AuthzCall, AuthzFailure, BodyInput, Decision, DenyReason, Step, Verdict};
 use crate::response;
@@ -14,17 +16,25 @@ impl Request {
     /// The answer to the call with `token`. An answer the lifecycle is not waiting for (another
     /// token, or after the decision) is ignored.
     pub fn on_call_answer(&mut self, host: &mut impl Host, token: u32, answer: CallAnswer) {
-        let State::Calling(_, pending) = &self.state else { return };
+        let State::Calling(_, pending) = &self.state else {
+            return;
+        };
         if pending.token != token {
             return;
         }
-        let State::Calling(mut held, pending) = std::mem::replace(&mut self.state, State::Done) else { return };
-        let Some(loaded) = self.loaded.clone() else { return };
+        let State::Calling(mut held, pending) = std::mem::replace(&mut self.state, State::Done)
+        else {
+            return;
+        };
+        let Some(loaded) = self.loaded.clone() else {
+            return;
+        };
         let ev = &loaded.evaluator;
         let timeout = u64::from(ev.plan().settings.authz_timeout_ms);
         // Envoy ends a call at its timeout by its own (coarse, cached) clock: measured against ours the
         // call can end a few ms "early" (298 ms for a 300 ms timeout, Envoy 1.40), hence the slack.
-        let timed_out = || host.now_ms().saturating_sub(pending.started_ms) + TIMEOUT_SLACK_MS >= timeout;
+        let timed_out =
+            || host.now_ms().saturating_sub(pending.started_ms) + TIMEOUT_SLACK_MS >= timeout;
         // The answer is read by the authorizer of the level that called. An allow needs nothing
         // else: the request goes on to its next step (which rebuilds the body's read from what the
         // first step kept). Anything else is answered from the call, re-derived (the walk is
@@ -33,10 +43,14 @@ impl Request {
         if pending.shadow {
             // docs/semantics.md §6a: a dry-run authorizer's answer decides the shadow decision only
             // (its header changes are not made).
-            let Some(route) = ev.shadow_route(held.cluster.as_deref()) else { return };
+            let Some(route) = ev.shadow_route(held.cluster.as_deref()) else {
+                return;
+            };
             let read = route
                 .authorizer(pending.level)
-                .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, timed_out));
+                .map_or(Answer::Fail(AuthzFailure::Malformed), |a| {
+                    authz::read_answer(a, answer, timed_out)
+                });
             host.count(authz_counter(&read));
             match read {
                 Answer::Allow(_) => {
@@ -66,13 +80,17 @@ impl Request {
         let read = ev
             .route(held.cluster.as_deref())
             .authorizer(pending.level)
-            .map_or(Answer::Fail(AuthzFailure::Malformed), |a| authz::read_answer(a, answer, timed_out));
+            .map_or(Answer::Fail(AuthzFailure::Malformed), |a| {
+                authz::read_answer(a, answer, timed_out)
+            });
         if ev.has_dry_run() {
             // For the shadow walk, which asks the same calls (docs/semantics.md §6a).
             let failure = match &read {
                 Answer::Allow(_) => None,
                 Answer::Fail(f) => Some(*f),
-                Answer::Deny(d) => Some(AuthzFailure::Denied { status: if d.status == 0 { 403 } else { d.status } }),
+                Answer::Deny(d) => Some(AuthzFailure::Denied {
+                    status: if d.status == 0 { 403 } else { d.status },
+                }),
             };
             held.answers.push((pending.level, pending.message, failure));
         }
@@ -82,7 +100,11 @@ impl Request {
                 with_request(
                     &held,
                     &loaded,
-                    |req, body| match ev.route(held.cluster.as_deref()).step(req, body, held.authorized) {
+                    |req, body| match ev.route(held.cluster.as_deref()).step(
+                        req,
+                        body,
+                        held.authorized,
+                    ) {
                         Step::Authorize(call) => Err(denial_of(call, denied, body, debug_reasons)),
                         // Unreachable: the step that made the call makes it again.
                         Step::Decided(d) => Err(Outcome::decided(&d)),
@@ -98,7 +120,9 @@ impl Request {
                 for edit in &edits {
                     match edit {
                         authz::HeaderEdit::Set(name, value) => host.set_request_header(name, value),
-                        authz::HeaderEdit::Append(name, value) => host.add_request_header(name, value),
+                        authz::HeaderEdit::Append(name, value) => {
+                            host.add_request_header(name, value)
+                        }
                         authz::HeaderEdit::Remove(name) => host.remove_request_header(name),
                     }
                 }
@@ -132,7 +156,9 @@ fn authz_counter(answer: &Answer) -> Counter {
         Answer::Deny(_) => Counter::AuthzDeny,
         Answer::Fail(AuthzFailure::Timeout) => Counter::AuthzTimeout,
         Answer::Fail(AuthzFailure::Unavailable) => Counter::AuthzUnavailable,
-        Answer::Fail(AuthzFailure::Malformed | AuthzFailure::Denied { .. }) => Counter::AuthzMalformed,
+        Answer::Fail(AuthzFailure::Malformed | AuthzFailure::Denied { .. }) => {
+            Counter::AuthzMalformed
+        }
     }
 }
 
@@ -164,17 +190,33 @@ impl Outcome {
 /// a status), a timeout, a failure or an unreadable answer get the docs/semantics.md §5 denial, nothing of the
 /// authorizer's leaking; a denial with another status (e.g. 401 with `WWW-Authenticate`) is
 /// passed to the caller as the authorizer gave it.
-fn denial_of(call: AuthzCall<'_>, answer: Answer, body: BodyInput<'_, '_>, debug_reasons: bool) -> Outcome {
+fn denial_of(
+    call: AuthzCall<'_>,
+    answer: Answer,
+    body: BodyInput<'_, '_>,
+    debug_reasons: bool,
+) -> Outcome {
     let (failure, passed) = match answer {
         Answer::Allow(_) => (AuthzFailure::Malformed, None), // not called with an allow
         Answer::Fail(f) => (f, None),
         Answer::Deny(denied) => {
-            let status = if denied.status == 0 { 403 } else { denied.status };
-            (AuthzFailure::Denied { status }, (status != 403).then_some(denied))
+            let status = if denied.status == 0 {
+                403
+            } else {
+                denied.status
+            };
+            (
+                AuthzFailure::Denied { status },
+                (status != 403).then_some(denied),
+            )
         }
     };
     let mut decision = call.decision;
-    decision.verdict = Verdict::Deny(DenyReason::ExternalAuth { level: call.level, policy: call.policy.to_string(), failure });
+    decision.verdict = Verdict::Deny(DenyReason::ExternalAuth {
+        level: call.level,
+        policy: call.policy.to_string(),
+        failure,
+    });
     let summary = decision.summary();
     let counter = deny_counter(&decision);
     match passed {

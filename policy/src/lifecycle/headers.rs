@@ -11,8 +11,16 @@ use crate::str_map::StrMap;
 /// Request headers the lifecycle reads itself, in this order (indexes: [`METHOD`] ...).
 /// `accept-encoding` is only read for list filtering, `:scheme` and `x-request-id` only for authorizer
 /// calls: a plan without them does not collect them ([`WantedHeaders::of`]).
-pub(crate) const LIFECYCLE_HEADERS: [&str; 8] =
-    [":method", ":path", ":authority", "content-type", "content-encoding", "accept-encoding", ":scheme", "x-request-id"];
+pub(crate) const LIFECYCLE_HEADERS: [&str; 8] = [
+    ":method",
+    ":path",
+    ":authority",
+    "content-type",
+    "content-encoding",
+    "accept-encoding",
+    ":scheme",
+    "x-request-id",
+];
 pub(crate) const METHOD: usize = 0;
 pub(crate) const PATH: usize = 1;
 pub(crate) const AUTHORITY: usize = 2;
@@ -78,11 +86,18 @@ fn levels(plan: &CompiledPlan) -> impl Iterator<Item = &LevelPlan> {
 
 /// Every rule of the plan, ExternalAuth policies' included.
 pub(crate) fn rules(plan: &CompiledPlan) -> impl Iterator<Item = &RulePlan> {
-    levels(plan).flat_map(|l| l.allow.iter().flat_map(|p| &p.rules).chain(l.external_auth.iter().flat_map(|e| &e.rules)))
+    levels(plan).flat_map(|l| {
+        l.allow
+            .iter()
+            .flat_map(|p| &p.rules)
+            .chain(l.external_auth.iter().flat_map(|e| &e.rules))
+    })
 }
 
 pub(crate) fn authorizers(plan: &CompiledPlan) -> impl Iterator<Item = &AuthorizerPlan> {
-    levels(plan).filter_map(|l| l.external_auth.as_ref()).map(|e| &e.authorizer)
+    levels(plan)
+        .filter_map(|l| l.external_auth.as_ref())
+        .map(|e| &e.authorizer)
 }
 
 /// The request headers that can matter: the lifecycle's, the evaluator's ([`HEADERS_READ`]), those
@@ -104,8 +119,12 @@ pub(crate) struct WantedHeaders {
 impl WantedHeaders {
     /// `cel`: what the plan's CEL rules read (`request.headers`: every header).
     pub fn of(plan: &CompiledPlan, cel: Uses) -> Self {
-        let matchers = rules(plan).flat_map(|r| &r.http.headers).map(|h| h.name.as_str());
-        let sent = authorizers(plan).flat_map(|a| &a.allowed_headers).map(String::as_str);
+        let matchers = rules(plan)
+            .flat_map(|r| &r.http.headers)
+            .map(|h| h.name.as_str());
+        let sent = authorizers(plan)
+            .flat_map(|a| &a.allowed_headers)
+            .map(String::as_str);
         // HTTP authorizers are always sent `authorization` (as Envoy's ext_authz does).
         // Rules over a verified token read it too (one credential only, docs/semantics.md §6b).
         let always = (authorizers(plan).next().is_some() || cel.auth).then_some("authorization");
@@ -127,7 +146,9 @@ impl WantedHeaders {
         }
         wanted.unneeded = unneeded;
         wanted.all = cel.headers
-            || authorizers(plan).any(|a| a.allowed_headers.is_empty() && a.protocol == crate::plan::AuthorizerProtocol::Grpc);
+            || authorizers(plan).any(|a| {
+                a.allowed_headers.is_empty() && a.protocol == crate::plan::AuthorizerProtocol::Grpc
+            });
         wanted
     }
 
@@ -138,7 +159,11 @@ impl WantedHeaders {
             let next = FIXED_HEADERS + map.len();
             map.get_or_insert_with(name, || next);
         }
-        WantedHeaders { names: map, all: false, unneeded: 0 }
+        WantedHeaders {
+            names: map,
+            all: false,
+            unneeded: 0,
+        }
     }
 
     /// Index of a wanted header; `usize::MAX` for one kept only because every header is.
@@ -207,15 +232,25 @@ impl RequestHeaders {
 
     /// `spans` are the wanted headers' names and values in `bytes`; if something in `bytes` is not
     /// UTF-8, those are converted lossily.
-    fn from_text(bytes: Vec<u8>, spans: Vec<(Range<usize>, Range<usize>)>, own: [u32; FIXED_HEADERS]) -> Self {
+    fn from_text(
+        bytes: Vec<u8>,
+        spans: Vec<(Range<usize>, Range<usize>)>,
+        own: [u32; FIXED_HEADERS],
+    ) -> Self {
         match String::from_utf8(bytes) {
-            Ok(text) => RequestHeaders { text, wanted: spans, own },
+            Ok(text) => RequestHeaders {
+                text,
+                wanted: spans,
+                own,
+            },
             Err(e) => {
                 let bytes = e.into_bytes();
                 let mut text = String::new();
                 let mut copy = |range: Range<usize>| {
                     let start = text.len();
-                    text.push_str(&String::from_utf8_lossy(bytes.get(range).unwrap_or_default()));
+                    text.push_str(&String::from_utf8_lossy(
+                        bytes.get(range).unwrap_or_default(),
+                    ));
                     start..text.len()
                 };
                 let wanted = spans.into_iter().map(|(k, v)| (copy(k), copy(v))).collect();
@@ -228,7 +263,12 @@ impl RequestHeaders {
     /// wanted ones are copied as they come, as [`header_spans`] keeps them from a block.
     pub fn keeping(wanted: &WantedHeaders) -> Keeping<'_> {
         // Sized for the usual wanted headers' text (methods, path, authority, the MCP headers).
-        Keeping { wanted, text: Vec::with_capacity(512), spans: Vec::with_capacity(11), own: [ABSENT; FIXED_HEADERS] }
+        Keeping {
+            wanted,
+            text: Vec::with_capacity(512),
+            spans: Vec::with_capacity(11),
+            own: [ABSENT; FIXED_HEADERS],
+        }
     }
 
     fn text(&self, range: &Range<usize>) -> &str {
@@ -251,7 +291,10 @@ impl RequestHeaders {
     }
 
     pub fn pairs(&self) -> Vec<(&str, &str)> {
-        self.wanted.iter().map(|(k, v)| (self.text(k), self.text(v))).collect()
+        self.wanted
+            .iter()
+            .map(|(k, v)| (self.text(k), self.text(v)))
+            .collect()
     }
 
     /// How many headers are kept.
@@ -284,7 +327,9 @@ pub(crate) struct Keeping<'w> {
 impl Keeping<'_> {
     /// The request's next header: kept if wanted.
     pub fn keep(&mut self, name: &[u8], value: &[u8]) {
-        let Some(at) = self.wanted.position(name) else { return };
+        let Some(at) = self.wanted.position(name) else {
+            return;
+        };
         if let Some(slot @ &mut ABSENT) = self.own.get_mut(at) {
             *slot = u32::try_from(self.spans.len()).unwrap_or(ABSENT);
         }
@@ -295,7 +340,8 @@ impl Keeping<'_> {
         let name_end = self.text.len();
         self.text.push(0);
         self.text.extend_from_slice(value);
-        self.spans.push((start..name_end, name_end + 1..self.text.len()));
+        self.spans
+            .push((start..name_end, name_end + 1..self.text.len()));
         self.text.push(0);
     }
 
@@ -309,10 +355,23 @@ impl Keeping<'_> {
 /// that start) of the names and values of the headers `wanted` names, and where the first of each of
 /// the [`FIXED_HEADERS`] is among them.
 #[allow(clippy::type_complexity)]
-fn header_spans(bytes: &[u8], wanted: &WantedHeaders) -> (usize, Vec<(Range<usize>, Range<usize>)>, [u32; FIXED_HEADERS]) {
-    let word = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+fn header_spans(
+    bytes: &[u8],
+    wanted: &WantedHeaders,
+) -> (
+    usize,
+    Vec<(Range<usize>, Range<usize>)>,
+    [u32; FIXED_HEADERS],
+) {
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
     let mut own = [ABSENT; FIXED_HEADERS];
-    let Some(count) = word(0) else { return (0, Vec::new(), own) };
+    let Some(count) = word(0) else {
+        return (0, Vec::new(), own);
+    };
     // Sized for the common case; it grows only with what the request sends, never with the plan.
     // 11, not FIXED_HEADERS (12): the larger size took dlmalloc's slower path in `make vm-profile`
     // (about 300 Wasm instructions per request, in allocating and freeing it).
@@ -320,10 +379,14 @@ fn header_spans(bytes: &[u8], wanted: &WantedHeaders) -> (usize, Vec<(Range<usiz
     let text_start = count.saturating_mul(8).saturating_add(4);
     let mut p = text_start;
     for n in 0..count {
-        let (Some(klen), Some(vlen)) = (word(4 + n * 8), word(8 + n * 8)) else { break };
+        let (Some(klen), Some(vlen)) = (word(4 + n * 8), word(8 + n * 8)) else {
+            break;
+        };
         let key = p..p.saturating_add(klen);
         let value = key.end.saturating_add(1)..key.end.saturating_add(1).saturating_add(vlen);
-        let Some(name) = bytes.get(key.clone()) else { break };
+        let Some(name) = bytes.get(key.clone()) else {
+            break;
+        };
         if bytes.get(value.clone()).is_none() {
             break;
         }
@@ -332,7 +395,10 @@ fn header_spans(bytes: &[u8], wanted: &WantedHeaders) -> (usize, Vec<(Range<usiz
             if let Some(slot @ &mut ABSENT) = own.get_mut(at) {
                 *slot = u32::try_from(out.len()).unwrap_or(ABSENT);
             }
-            out.push((key.start - text_start..key.end - text_start, value.start - text_start..value.end - text_start));
+            out.push((
+                key.start - text_start..key.end - text_start,
+                value.start - text_start..value.end - text_start,
+            ));
         }
     }
     (text_start, out, own)
@@ -360,9 +426,17 @@ pub fn serialize_map(pairs: &[(&str, &str)]) -> Vec<u8> {
 
 /// The pairs of a serialised header map (lossy UTF-8; what could be read of a malformed one).
 pub fn deserialize_map(bytes: &[u8]) -> Vec<(String, String)> {
-    let all = WantedHeaders { names: StrMap::default(), all: true, unneeded: 0 };
+    let all = WantedHeaders {
+        names: StrMap::default(),
+        all: true,
+        unneeded: 0,
+    };
     let headers = RequestHeaders::from_block(bytes.to_vec(), &all);
-    headers.pairs().into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    headers
+        .pairs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// How the lifecycle treats a request (docs/semantics.md §4), decided on its headers: the one classification
@@ -383,11 +457,19 @@ pub enum Classified {
 
 /// Classifies a request by its method, `content-type`, `content-encoding` and whether the headers
 /// end the stream.
-pub fn classify(method: &str, content_type: &str, content_encoding: &str, end_of_stream: bool) -> Classified {
+pub fn classify(
+    method: &str,
+    content_type: &str,
+    content_encoding: &str,
+    end_of_stream: bool,
+) -> Classified {
     // The common forms are compared as they are; only others are split and trimmed (str's
     // pattern search and Unicode trim cost more in the VM than the rest of this function).
     let json = content_type.eq_ignore_ascii_case("application/json")
-        || content_type.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+        || content_type
+            .split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
     match (method == "POST" && json, end_of_stream) {
         // The base protocol's GET and DELETE have no body: one that does is not read, and not them.
         (false, false) if method == "GET" => Classified::BodyNotRead("GET"),
@@ -395,8 +477,13 @@ pub fn classify(method: &str, content_type: &str, content_encoding: &str, end_of
         (false, _) => Classified::Http,
         (true, true) => Classified::EmptyJsonPost,
         (true, false) => {
-            let encoding = if content_encoding.is_empty() { "" } else { content_encoding.trim() };
-            let encoded = (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity")).then(|| encoding.to_string());
+            let encoding = if content_encoding.is_empty() {
+                ""
+            } else {
+                content_encoding.trim()
+            };
+            let encoded = (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity"))
+                .then(|| encoding.to_string());
             Classified::JsonBody { encoded }
         }
     }
@@ -451,7 +538,10 @@ mod tests {
         assert_eq!(h.get(PATH), "");
         let mut all = wanted(&[]);
         all.all = true;
-        assert_eq!(RequestHeaders::from_block(block(pairs), &all).pairs().len(), 6);
+        assert_eq!(
+            RequestHeaders::from_block(block(pairs), &all).pairs().len(),
+            6
+        );
     }
 
     /// What a host's pairs give ([`RequestHeaders::keeping`]) is what its block gives.
@@ -466,12 +556,32 @@ mod tests {
     #[test]
     fn header_pairs_and_the_block_give_the_same_headers() {
         let cases: &[&[(&[u8], &[u8])]] = &[
-            &[(b":method", b"POST"), (b"x-other", b"abc"), (b"mcp-name", b"echo"), (b"x-team", b"blue"), (b"x-team", b"red")],
+            &[
+                (b":method", b"POST"),
+                (b"x-other", b"abc"),
+                (b"mcp-name", b"echo"),
+                (b"x-team", b"blue"),
+                (b"x-team", b"red"),
+            ],
             // Not UTF-8: a header that is not wanted, then one that is (read lossily either way).
-            &[(b":path", b"/mcp"), (b"x-bin", b"\xff\xfe"), (b"x-team", b"b\xc3lue"), (b"mcp-method", b"tools/call")],
-            &[(b"\xff", b"v"), (b"mcp-method", b"tools/list"), (b"mcp-method", b"tools/call"), (b":method", b"GET")],
+            &[
+                (b":path", b"/mcp"),
+                (b"x-bin", b"\xff\xfe"),
+                (b"x-team", b"b\xc3lue"),
+                (b"mcp-method", b"tools/call"),
+            ],
+            &[
+                (b"\xff", b"v"),
+                (b"mcp-method", b"tools/list"),
+                (b"mcp-method", b"tools/call"),
+                (b":method", b"GET"),
+            ],
             // A value ending in a lead byte, then continuation bytes: each alone is not UTF-8.
-            &[(b"x-team", b"a\xc3"), (b"x-team", b"\xa9b"), (b":method", b"POST")],
+            &[
+                (b"x-team", b"a\xc3"),
+                (b"x-team", b"\xa9b"),
+                (b":method", b"POST"),
+            ],
             &[],
         ];
         let all = || {
@@ -481,19 +591,37 @@ mod tests {
         };
         for pairs in cases {
             for w in [wanted(&["x-team"]), wanted(&[]), all()] {
-                let (a, b) = (kept(pairs, &w), RequestHeaders::from_block(block(pairs), &w));
+                let (a, b) = (
+                    kept(pairs, &w),
+                    RequestHeaders::from_block(block(pairs), &w),
+                );
                 assert_eq!(a.pairs(), b.pairs(), "{pairs:?}");
                 for own in 0..FIXED_HEADERS {
-                    assert_eq!((a.get(own), a.first(own)), (b.get(own), b.first(own)), "{pairs:?} {own}");
+                    assert_eq!(
+                        (a.get(own), a.first(own)),
+                        (b.get(own), b.first(own)),
+                        "{pairs:?} {own}"
+                    );
                 }
             }
         }
-        assert_eq!(kept(&[(b"mcp-method", b"tools/list"), (b"mcp-method", b"x")], &wanted(&[])).get(MCP_METHOD), "tools/list");
+        assert_eq!(
+            kept(
+                &[(b"mcp-method", b"tools/list"), (b"mcp-method", b"x")],
+                &wanted(&[])
+            )
+            .get(MCP_METHOD),
+            "tools/list"
+        );
     }
 
     #[test]
     fn fixed_headers_are_numbered_in_order() {
-        let fixed: Vec<&str> = LIFECYCLE_HEADERS.iter().chain(HEADERS_READ.iter()).copied().collect();
+        let fixed: Vec<&str> = LIFECYCLE_HEADERS
+            .iter()
+            .chain(HEADERS_READ.iter())
+            .copied()
+            .collect();
         assert_eq!(fixed.len(), FIXED_HEADERS);
         for (i, name) in fixed.iter().enumerate() {
             assert_eq!(fixed_position(name.as_bytes()), Some(i), "{name}");
@@ -520,7 +648,11 @@ mod tests {
         assert!(w.position(b"x-h4999").is_some());
         assert_eq!(w.position(b"x-h5000"), None);
         assert_eq!(w.position(b"\xff"), None);
-        let pairs: &[(&[u8], &[u8])] = &[(b"x-h4999", b"v"), (b":method", b"POST"), (b"x-other", b"o")];
+        let pairs: &[(&[u8], &[u8])] = &[
+            (b"x-h4999", b"v"),
+            (b":method", b"POST"),
+            (b"x-other", b"o"),
+        ];
         let h = RequestHeaders::from_block(block(pairs), &w);
         assert_eq!(h.pairs(), vec![("x-h4999", "v"), (":method", "POST")]);
         assert_eq!(h.get(METHOD), "POST");
@@ -532,15 +664,24 @@ mod tests {
         let long = "v".repeat(300);
         let accents = "é".repeat(100);
         let names: Vec<String> = (0..40).map(|i| format!("x-h{i}")).collect();
-        let mut pairs: Vec<(&[u8], &[u8])> = names.iter().map(|n| (n.as_bytes(), long.as_bytes())).collect();
+        let mut pairs: Vec<(&[u8], &[u8])> = names
+            .iter()
+            .map(|n| (n.as_bytes(), long.as_bytes()))
+            .collect();
         pairs.push((b"mcp-name", accents.as_bytes()));
         let h = RequestHeaders::from_block(block(&pairs), &wanted(&["x-h7"]));
-        assert_eq!(h.pairs(), vec![("x-h7", long.as_str()), ("mcp-name", accents.as_str())]);
+        assert_eq!(
+            h.pairs(),
+            vec![("x-h7", long.as_str()), ("mcp-name", accents.as_str())]
+        );
     }
 
     #[test]
     fn first_of_a_repeated_header_wins() {
-        let pairs: &[(&[u8], &[u8])] = &[(b"content-type", b"text/plain"), (b"content-type", b"application/json")];
+        let pairs: &[(&[u8], &[u8])] = &[
+            (b"content-type", b"text/plain"),
+            (b"content-type", b"application/json"),
+        ];
         let h = RequestHeaders::from_block(block(pairs), &wanted(&[]));
         assert_eq!(h.get(CONTENT_TYPE), "text/plain");
         assert_eq!(h.pairs().len(), 2);
@@ -548,9 +689,16 @@ mod tests {
 
     #[test]
     fn a_value_that_is_not_utf8_is_converted_lossily() {
-        let pairs: &[(&[u8], &[u8])] = &[(b":path", b"/mcp"), (b"x-team", b"bl\xffue"), (b"x-other", b"\xfe")];
+        let pairs: &[(&[u8], &[u8])] = &[
+            (b":path", b"/mcp"),
+            (b"x-team", b"bl\xffue"),
+            (b"x-other", b"\xfe"),
+        ];
         let h = RequestHeaders::from_block(block(pairs), &wanted(&["x-team"]));
-        assert_eq!(h.pairs(), vec![(":path", "/mcp"), ("x-team", "bl\u{FFFD}ue")]);
+        assert_eq!(
+            h.pairs(),
+            vec![(":path", "/mcp"), ("x-team", "bl\u{FFFD}ue")]
+        );
         assert_eq!(h.get(PATH), "/mcp");
     }
 
@@ -563,36 +711,73 @@ mod tests {
             let read = h.pairs();
             assert!(all.starts_with(&read), "cut at {cut}: {read:?}");
             // The last header is complete once its value is (its closing NUL may be cut).
-            assert_eq!(read.len() == 2, cut >= whole.len() - 1, "cut at {cut}: {read:?}");
+            assert_eq!(
+                read.len() == 2,
+                cut >= whole.len() - 1,
+                "cut at {cut}: {read:?}"
+            );
         }
         // A count far larger than the block, and lengths that overflow.
         let mut bad = u32::MAX.to_le_bytes().to_vec();
         bad.extend(u32::MAX.to_le_bytes());
         bad.extend(u32::MAX.to_le_bytes());
-        assert!(RequestHeaders::from_block(bad, &wanted(&[])).pairs().is_empty());
-        assert!(RequestHeaders::from_block(Vec::new(), &wanted(&[])).pairs().is_empty());
+        assert!(RequestHeaders::from_block(bad, &wanted(&[]))
+            .pairs()
+            .is_empty());
+        assert!(RequestHeaders::from_block(Vec::new(), &wanted(&[]))
+            .pairs()
+            .is_empty());
     }
 
     #[test]
     fn serialised_maps_round_trip() {
         let pairs = [("content-type", "application/json"), ("a", ""), ("é", "ü")];
         let map = serialize_map(&pairs);
-        assert_eq!(map, block(&[(b"content-type", b"application/json"), (b"a", b""), ("é".as_bytes(), "ü".as_bytes())]));
+        assert_eq!(
+            map,
+            block(&[
+                (b"content-type", b"application/json"),
+                (b"a", b""),
+                ("é".as_bytes(), "ü".as_bytes())
+            ])
+        );
         let back = deserialize_map(&map);
-        assert_eq!(back.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>(), pairs);
+        assert_eq!(
+            back.iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect::<Vec<_>>(),
+            pairs
+        );
     }
 
     #[test]
     fn classification() {
         use Classified::*;
-        assert_eq!(classify("POST", "application/json", "", false), JsonBody { encoded: None });
-        assert_eq!(classify("POST", "Application/JSON; charset=utf-8", "identity", false), JsonBody { encoded: None });
-        assert_eq!(classify("POST", "application/json", " gzip ", false), JsonBody { encoded: Some("gzip".into()) });
-        assert_eq!(classify("POST", "application/json", "", true), EmptyJsonPost);
+        assert_eq!(
+            classify("POST", "application/json", "", false),
+            JsonBody { encoded: None }
+        );
+        assert_eq!(
+            classify("POST", "Application/JSON; charset=utf-8", "identity", false),
+            JsonBody { encoded: None }
+        );
+        assert_eq!(
+            classify("POST", "application/json", " gzip ", false),
+            JsonBody {
+                encoded: Some("gzip".into())
+            }
+        );
+        assert_eq!(
+            classify("POST", "application/json", "", true),
+            EmptyJsonPost
+        );
         assert_eq!(classify("POST", "text/plain", "", false), Http);
         assert_eq!(classify("GET", "application/json", "", true), Http);
         assert_eq!(classify("GET", "", "", false), BodyNotRead("GET"));
-        assert_eq!(classify("DELETE", "application/json", "", false), BodyNotRead("DELETE"));
+        assert_eq!(
+            classify("DELETE", "application/json", "", false),
+            BodyNotRead("DELETE")
+        );
         assert_eq!(classify("PUT", "", "", false), Http);
         assert_eq!(classify("PUT", "application/json", "", false), Http);
     }

@@ -111,9 +111,21 @@ impl Counter {
 pub enum Callout<'a> {
     /// A unary gRPC call. `upstream`: what proxy-wasm's `grpc_call` takes to name the upstream, here
     /// a serialised `envoy.config.core.v3.GrpcService` (cluster and authority).
-    Grpc { cluster: &'a str, upstream: &'a [u8], service: &'a str, method: &'a str, message: &'a [u8], timeout_ms: u32 },
+    Grpc {
+        cluster: &'a str,
+        upstream: &'a [u8],
+        service: &'a str,
+        method: &'a str,
+        message: &'a [u8],
+        timeout_ms: u32,
+    },
     /// An HTTP call (`headers` include `:method`, `:path`, `:authority`).
-    Http { cluster: &'a str, headers: &'a [(&'a str, &'a str)], body: &'a [u8], timeout_ms: u32 },
+    Http {
+        cluster: &'a str,
+        headers: &'a [(&'a str, &'a str)],
+        body: &'a [u8],
+        timeout_ms: u32,
+    },
 }
 
 /// How a call ended, as the host reports it.
@@ -122,7 +134,10 @@ pub enum CallAnswer {
     /// gRPC: the status code (0 = OK) and, when OK, the response message.
     Grpc { status: u32, message: Vec<u8> },
     /// HTTP: the response headers (`:status` included) and body.
-    Http { headers: Vec<(String, String)>, body: Vec<u8> },
+    Http {
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
     /// The call could not be made or did not complete (connection refused or reset, timeout).
     Failed,
 }

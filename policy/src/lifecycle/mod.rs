@@ -15,19 +15,26 @@ mod listing;
 mod request;
 mod shadow;
 
-pub use host::{Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, Property, RootHost};
+pub use host::{
+    Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, Property, RootHost,
+};
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::authz;
-use crate::eval::{AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, Level, PlanError, Step, Verdict};
+use crate::eval::{
+    AuthzFailure, BodyInput, Decision, DenyReason, Evaluator, Level, PlanError, Step, Verdict,
+};
 use crate::list_filter::ListRequests;
 use crate::log_safe::Quoted;
 use crate::mcp::{KeptBody, NotMcp, ReadScratch};
 use crate::response;
 use headers::{Classified, Needs, RequestHeaders, WantedHeaders};
-use request::{http_request, listener_port, one_credential, prepare_call, property_string, read_headers, step, with_request};
+use request::{
+    http_request, listener_port, one_credential, prepare_call, property_string, read_headers, step,
+    with_request,
+};
 
 /// The token of a call the host refused to start.
 const REFUSED: u32 = u32::MAX;
@@ -124,7 +131,10 @@ impl Plugin {
 
     /// The lifecycle of a new request under the plan now in force.
     pub fn request(&self) -> Request {
-        Request { loaded: self.loaded.clone(), state: State::Start }
+        Request {
+            loaded: self.loaded.clone(),
+            state: State::Start,
+        }
     }
 }
 
@@ -186,8 +196,18 @@ struct Shadow {
 
 /// The enforced outcome of a request, carried out once the shadow decision is known.
 enum Finish {
-    Allow { summary: String, counter: Counter, lists: ListRequests },
-    Deny { summary: String, counters: Vec<Counter>, status: u32, headers: Vec<(String, String)>, body: Vec<u8> },
+    Allow {
+        summary: String,
+        counter: Counter,
+        lists: ListRequests,
+    },
+    Deny {
+        summary: String,
+        counters: Vec<Counter>,
+        status: u32,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
 }
 
 /// An authorizer call in flight.
@@ -215,10 +235,16 @@ impl Request {
         if !matches!(self.state, State::Start) {
             return Action::Continue;
         }
-        let Some(loaded) = self.loaded.clone() else { return self.deny_without_plan(host) };
+        let Some(loaded) = self.loaded.clone() else {
+            return self.deny_without_plan(host);
+        };
         let needs = loaded.needs;
         // Attributes no rule of the plan looks at are not read (same decisions, fewer host calls).
-        let cluster = if needs.cluster { property_string(host, Property::ClusterName) } else { None };
+        let cluster = if needs.cluster {
+            property_string(host, Property::ClusterName)
+        } else {
+            None
+        };
         let route = loaded.evaluator.route(cluster.as_deref());
         // A route under dry-run policies only is read for the shadow decision, and passes.
         if !route.under_policy() && loaded.evaluator.shadow_route(cluster.as_deref()).is_none() {
@@ -226,7 +252,12 @@ impl Request {
             host.count(Counter::AllowNoPolicy);
             if host.logs_at(LogLevel::Debug) {
                 let headers = read_headers(host, &loaded.wanted);
-                debug_line(host, headers.get(headers::METHOD), headers.get(headers::PATH), "allow (no policy)");
+                debug_line(
+                    host,
+                    headers.get(headers::METHOD),
+                    headers.get(headers::PATH),
+                    "allow (no policy)",
+                );
             }
             return Action::Continue;
         }
@@ -237,13 +268,22 @@ impl Request {
             None
         };
         let auth = if needs.auth && one_credential(&headers) {
-            host.dynamic_metadata().and_then(|m| crate::jwt::Auth::from_metadata(&m))
+            host.dynamic_metadata()
+                .and_then(|m| crate::jwt::Auth::from_metadata(&m))
         } else {
             None
         };
         let port = if needs.port { listener_port(host) } else { 0 };
-        let server_name = if needs.server_name { property_string(host, Property::RequestedServerName) } else { None };
-        let protocol = if needs.external_auth { property_string(host, Property::RequestProtocol) } else { None };
+        let server_name = if needs.server_name {
+            property_string(host, Property::RequestedServerName)
+        } else {
+            None
+        };
+        let protocol = if needs.external_auth {
+            property_string(host, Property::RequestProtocol)
+        } else {
+            None
+        };
         let classified = headers::classify(
             headers.get(headers::METHOD),
             headers.get(headers::CONTENT_TYPE),
@@ -270,7 +310,10 @@ impl Request {
         // A JSON POST is read once its body is whole; a GET or DELETE with a body is held to its end
         // too, to see whether the body was empty after all (HTTP/2 can end a stream with an empty
         // DATA frame).
-        if matches!(held.classified, Classified::JsonBody { .. } | Classified::BodyNotRead(_)) {
+        if matches!(
+            held.classified,
+            Classified::JsonBody { .. } | Classified::BodyNotRead(_)
+        ) {
             // List filtering removes `accept-encoding` from a list request, which it knows as one
             // only from its body: its headers are held where they can be, else the header is
             // removed from every request that may be one.
@@ -289,22 +332,42 @@ impl Request {
             // them), unless the host keeps delivering the body and an authorizer may ask for header
             // changes, or list filtering for one; or the host holds the request itself.
             let hold = host.holds_request() || ((needs.external_auth || strip) && pause_headers);
-            return if hold { Action::Pause } else { Action::Continue };
+            return if hold {
+                Action::Pause
+            } else {
+                Action::Continue
+            };
         }
         self.advance(host, &loaded, held, Context::Callback)
     }
 
-    pub fn on_request_body(&mut self, host: &mut impl Host, body_size: usize, end_of_stream: bool) -> Action {
-        let State::Buffering(held) = &mut self.state else { return self.after_decision() };
-        let Some(loaded) = self.loaded.clone() else { return Action::Pause };
+    pub fn on_request_body(
+        &mut self,
+        host: &mut impl Host,
+        body_size: usize,
+        end_of_stream: bool,
+    ) -> Action {
+        let State::Buffering(held) = &mut self.state else {
+            return self.after_decision();
+        };
+        let Some(loaded) = self.loaded.clone() else {
+            return Action::Pause;
+        };
         let limit = loaded.evaluator.plan().settings.max_body_bytes as usize;
         if body_size > limit {
-            let (method, path) = (held.headers.get(headers::METHOD).to_string(), held.headers.get(headers::PATH).to_string());
+            let (method, path) = (
+                held.headers.get(headers::METHOD).to_string(),
+                held.headers.get(headers::PATH).to_string(),
+            );
             self.state = State::Done;
             host.count(Counter::TooLarge);
             record(host, &method, &path, "deny: body over the limit");
             let reply = response::too_large();
-            host.send_reply(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
+            host.send_reply(
+                reply.status,
+                &[("content-type", "application/json")],
+                reply.body.as_bytes(),
+            );
             return Action::Pause;
         }
         if !end_of_stream {
@@ -317,9 +380,13 @@ impl Request {
     /// A body that ends with trailers (HTTP/2) never reaches `end_of_stream` in the body callback:
     /// decide here, or the buffered body would continue undecided.
     pub fn on_request_trailers(&mut self, host: &mut impl Host) -> Action {
-        let State::Buffering(held) = &self.state else { return self.after_decision() };
+        let State::Buffering(held) = &self.state else {
+            return self.after_decision();
+        };
         let buffered = held.buffered;
-        let Some(loaded) = self.loaded.clone() else { return Action::Pause };
+        let Some(loaded) = self.loaded.clone() else {
+            return Action::Pause;
+        };
         self.decide_held(host, &loaded, buffered)
     }
 
@@ -335,20 +402,37 @@ impl Request {
         self.state = State::Done;
         host.count(Counter::DenyNoPlan);
         host.record("deny: no valid plan loaded");
-        host.log(LogLevel::Warn, "toolgate: denying request: no valid plan loaded");
+        host.log(
+            LogLevel::Warn,
+            "toolgate: denying request: no valid plan loaded",
+        );
         let decision = Decision {
-            verdict: Verdict::Deny(DenyReason::NoRuleMatched { level: Level::Gateway, policies: 0 }),
+            verdict: Verdict::Deny(DenyReason::NoRuleMatched {
+                level: Level::Gateway,
+                policies: 0,
+            }),
             ..Decision::allow(true)
         };
         let reply = response::denial(BodyInput::None, &decision, false);
-        host.send_reply(reply.status, &[("content-type", "application/json")], reply.body.as_bytes());
+        host.send_reply(
+            reply.status,
+            &[("content-type", "application/json")],
+            reply.body.as_bytes(),
+        );
         Action::Pause
     }
 
     /// Reads the whole buffered body of a held JSON POST and decides; a held GET or DELETE is decided
     /// on whether its body was empty.
-    fn decide_held(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, body_size: usize) -> Action {
-        let State::Buffering(mut held) = std::mem::replace(&mut self.state, State::Done) else { return Action::Continue };
+    fn decide_held(
+        &mut self,
+        host: &mut impl Host,
+        loaded: &Rc<Loaded>,
+        body_size: usize,
+    ) -> Action {
+        let State::Buffering(mut held) = std::mem::replace(&mut self.state, State::Done) else {
+            return Action::Continue;
+        };
         if matches!(held.classified, Classified::BodyNotRead(_)) {
             // Not read; empty, it was the GET or DELETE it would have been without the stream open.
             if body_size == 0 {
@@ -362,7 +446,13 @@ impl Request {
     }
 
     /// Decides as far as possible: allow, deny, or start the next authorizer call.
-    fn advance(&mut self, host: &mut impl Host, loaded: &Rc<Loaded>, mut held: Box<Held>, context: Context) -> Action {
+    fn advance(
+        &mut self,
+        host: &mut impl Host,
+        loaded: &Rc<Loaded>,
+        mut held: Box<Held>,
+        context: Context,
+    ) -> Action {
         let ev = &loaded.evaluator;
         let debug_reasons = ev.plan().settings.debug_reasons;
         let timeout_ms = ev.plan().settings.authz_timeout_ms;
@@ -376,19 +466,43 @@ impl Request {
         let (next, read) = with_request(
             &held,
             loaded,
-            |req, body| match step(&mut *host, &ev.route(held.cluster.as_deref()), req, body, held.authorized) {
+            |req, body| match step(
+                &mut *host,
+                &ev.route(held.cluster.as_deref()),
+                req,
+                body,
+                held.authorized,
+            ) {
                 Step::Decided(d) if d.allowed() => {
                     // A route without (enforced) policy is read only for the shadow decision: its lists pass.
                     let lists = match body {
-                        BodyInput::Mcp(mcp) if ev.plan().settings.list_filtering && d.under_policy => ListRequests::of(mcp),
+                        BodyInput::Mcp(mcp)
+                            if ev.plan().settings.list_filtering && d.under_policy =>
+                        {
+                            ListRequests::of(mcp)
+                        }
                         _ => ListRequests::default(),
                     };
-                    Next::Allowed(d.summary(), if d.under_policy { Counter::Allow } else { Counter::AllowNoPolicy }, lists)
+                    Next::Allowed(
+                        d.summary(),
+                        if d.under_policy {
+                            Counter::Allow
+                        } else {
+                            Counter::AllowNoPolicy
+                        },
+                        lists,
+                    )
                 }
-                Step::Decided(d) => Next::Denied(d.summary(), deny_counter(&d), response::denial(body, &d, debug_reasons)),
-                Step::Authorize(call) => {
-                    Next::Call(prepare_call(call.authorizer, &held, req, body, call.message), call.level, call.message)
-                }
+                Step::Decided(d) => Next::Denied(
+                    d.summary(),
+                    deny_counter(&d),
+                    response::denial(body, &d, debug_reasons),
+                ),
+                Step::Authorize(call) => Next::Call(
+                    prepare_call(call.authorizer, &held, req, body, call.message),
+                    call.level,
+                    call.message,
+                ),
             },
             |next| matches!(next, Next::Call(..)) || shadow,
         );
@@ -396,9 +510,17 @@ impl Request {
             held.read = read;
         }
         match next {
-            Next::Allowed(summary, counter, lists) => {
-                self.decided(host, loaded, held, Finish::Allow { summary, counter, lists }, context)
-            }
+            Next::Allowed(summary, counter, lists) => self.decided(
+                host,
+                loaded,
+                held,
+                Finish::Allow {
+                    summary,
+                    counter,
+                    lists,
+                },
+                context,
+            ),
             Next::Denied(summary, counter, reply) => {
                 let finish = Finish::Deny {
                     summary,
@@ -409,7 +531,9 @@ impl Request {
                 };
                 self.decided(host, loaded, held, finish, context)
             }
-            Next::Call(prepared, level, message) => self.start_call(host, held, &prepared, level, message, false, timeout_ms),
+            Next::Call(prepared, level, message) => {
+                self.start_call(host, held, &prepared, level, message, false, timeout_ms)
+            }
         }
     }
 
@@ -437,17 +561,43 @@ impl Request {
                 timeout_ms,
             }),
             authz::PreparedCall::Http { headers, body } => {
-                let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                host.call(&Callout::Http { cluster: prepared.cluster, headers: &pairs, body, timeout_ms })
+                let pairs: Vec<(&str, &str)> = headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                host.call(&Callout::Http {
+                    cluster: prepared.cluster,
+                    headers: &pairs,
+                    body,
+                    timeout_ms,
+                })
             }
         };
         match token {
             Some(token) if token != REFUSED => {
-                self.state = State::Calling(held, Pending { token, started_ms, level, message, shadow })
+                self.state = State::Calling(
+                    held,
+                    Pending {
+                        token,
+                        started_ms,
+                        level,
+                        message,
+                        shadow,
+                    },
+                )
             }
             // The host refused to start the call (e.g. no such cluster): as if it failed.
             _ => {
-                self.state = State::Calling(held, Pending { token: REFUSED, started_ms, level, message, shadow });
+                self.state = State::Calling(
+                    held,
+                    Pending {
+                        token: REFUSED,
+                        started_ms,
+                        level,
+                        message,
+                        shadow,
+                    },
+                );
                 self.on_call_answer(host, REFUSED, CallAnswer::Failed);
             }
         }
@@ -466,16 +616,25 @@ impl Request {
         context: Context,
     ) -> Action {
         let ev = &loaded.evaluator;
-        let (method, path) = (held.headers.get(headers::METHOD), held.headers.get(headers::PATH));
+        let (method, path) = (
+            held.headers.get(headers::METHOD),
+            held.headers.get(headers::PATH),
+        );
         match finish {
-            Finish::Allow { mut summary, counter, lists } => {
+            Finish::Allow {
+                mut summary,
+                counter,
+                lists,
+            } => {
                 summary.push_str(shadow);
                 host.count(counter);
                 record(host, method, path, &summary);
                 self.state = if lists.is_empty() {
                     State::Done
                 } else {
-                    if pauses_headers(&ev.plan().settings, host) && held.headers.first(headers::ACCEPT_ENCODING).is_some() {
+                    if pauses_headers(&ev.plan().settings, host)
+                        && held.headers.first(headers::ACCEPT_ENCODING).is_some()
+                    {
                         host.remove_request_header("accept-encoding");
                     }
                     State::Listing(Box::new(listing::Listing::new(held, lists, summary)))
@@ -485,14 +644,23 @@ impl Request {
                 }
                 Action::Continue
             }
-            Finish::Deny { mut summary, counters, status, headers, body } => {
+            Finish::Deny {
+                mut summary,
+                counters,
+                status,
+                headers,
+                body,
+            } => {
                 summary.push_str(shadow);
                 for counter in counters {
                     host.count(counter);
                 }
                 record(host, method, path, &summary);
                 self.state = State::Done;
-                let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let headers: Vec<(&str, &str)> = headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
                 host.send_reply(status, &headers, &body);
                 Action::Pause
             }
@@ -531,7 +699,10 @@ fn record(host: &mut impl Host, method: &str, path: &str, summary: &str) {
 
 fn debug_line(host: &mut impl Host, method: &str, path: &str, summary: &str) {
     if host.logs_at(LogLevel::Debug) {
-        host.log(LogLevel::Debug, &format!("toolgate: {} {}: {summary}", Quoted(method), Quoted(path)));
+        host.log(
+            LogLevel::Debug,
+            &format!("toolgate: {} {}: {summary}", Quoted(method), Quoted(path)),
+        );
     }
 }
 

@@ -58,14 +58,27 @@ pub(super) fn with_request<T>(
     f: impl FnOnce(&HttpRequest<'_>, BodyInput<'_, '_>) -> T,
     keep: impl FnOnce(&T) -> bool,
 ) -> (T, Option<Result<KeptBody, NotMcp>>) {
-    let opts = ReadOptions { capture_params: loaded.needs.params() };
+    let opts = ReadOptions {
+        capture_params: loaded.needs.params(),
+    };
     http_request(held, |req| match &held.classified {
         Classified::Http => (f(req, BodyInput::None), None),
         Classified::EmptyJsonPost => (f(req, BodyInput::NotMcp(&NotMcp::EmptyBody)), None),
-        &Classified::BodyNotRead(method) => (f(req, BodyInput::NotMcp(&NotMcp::BodyNotRead { method })), None),
-        Classified::JsonBody { encoded: Some(encoding) } => {
-            (f(req, BodyInput::NotMcp(&NotMcp::Encoded { encoding: encoding.clone() })), None)
-        }
+        &Classified::BodyNotRead(method) => (
+            f(req, BodyInput::NotMcp(&NotMcp::BodyNotRead { method })),
+            None,
+        ),
+        Classified::JsonBody {
+            encoded: Some(encoding),
+        } => (
+            f(
+                req,
+                BodyInput::NotMcp(&NotMcp::Encoded {
+                    encoding: encoding.clone(),
+                }),
+            ),
+            None,
+        ),
         Classified::JsonBody { encoded: None } => match &held.read {
             Some(Ok(kept)) => match kept.body(&held.body) {
                 Ok(body) => (f(req, BodyInput::Mcp(&body)), None),
@@ -89,7 +102,11 @@ pub(super) fn with_request<T>(
 }
 
 /// Reads a body with the plugin's reader memory.
-fn read<'b>(body: &'b [u8], opts: ReadOptions, loaded: &Loaded) -> Result<mcp::McpBody<'b>, NotMcp> {
+fn read<'b>(
+    body: &'b [u8],
+    opts: ReadOptions,
+    loaded: &Loaded,
+) -> Result<mcp::McpBody<'b>, NotMcp> {
     match loaded.reader.try_borrow_mut() {
         Ok(mut scratch) => mcp::read_body_with(body, opts, &mut scratch),
         Err(_) => mcp::read_body(body, opts), // unreachable: no read runs inside another
@@ -128,7 +145,11 @@ pub(super) fn http_request<T>(held: &Held, f: impl FnOnce(&HttpRequest<'_>) -> T
 /// anywhere in the joined value, so the upstream could read another credential than the one verified.
 /// A header count, not a token read.
 pub(super) fn one_credential(headers: &RequestHeaders) -> bool {
-    let mut values = headers.pairs().into_iter().filter(|(n, _)| *n == "authorization").map(|(_, v)| v);
+    let mut values = headers
+        .pairs()
+        .into_iter()
+        .filter(|(n, _)| *n == "authorization")
+        .map(|(_, v)| v);
     match (values.next(), values.next()) {
         (Some(v), None) => !v.contains(','),
         (None, _) => true,
@@ -145,11 +166,16 @@ pub(super) fn read_headers<H: Host>(host: &mut H, wanted: &WantedHeaders) -> Req
             RequestHeaders::default()
         };
     }
-    host.request_headers().map_or_else(RequestHeaders::default, |block| RequestHeaders::from_block(block, wanted))
+    host.request_headers()
+        .map_or_else(RequestHeaders::default, |block| {
+            RequestHeaders::from_block(block, wanted)
+        })
 }
 
 pub(super) fn property_string(host: &mut impl Host, property: Property) -> Option<String> {
-    host.property(property).and_then(|b| String::from_utf8(b).ok()).filter(|s| !s.is_empty())
+    host.property(property)
+        .and_then(|b| String::from_utf8(b).ok())
+        .filter(|s| !s.is_empty())
 }
 
 /// The listener port (`destination.port` is the local address of the downstream connection).

@@ -20,10 +20,18 @@ impl Request {
         finish: Finish,
         context: Context,
     ) -> Action {
-        if loaded.evaluator.shadow_route(held.cluster.as_deref()).is_none() {
+        if loaded
+            .evaluator
+            .shadow_route(held.cluster.as_deref())
+            .is_none()
+        {
             return self.carry_out(host, loaded, held, finish, "", context);
         }
-        held.shadow = Some(Box::new(Shadow { authorized: 0, calls: Vec::new(), finish }));
+        held.shadow = Some(Box::new(Shadow {
+            authorized: 0,
+            calls: Vec::new(),
+            finish,
+        }));
         self.shadow_step(host, loaded, held, context)
     }
 
@@ -38,14 +46,18 @@ impl Request {
     ) -> Action {
         let ev = &loaded.evaluator;
         let timeout_ms = ev.plan().settings.authz_timeout_ms;
-        let Some(route) = ev.shadow_route(held.cluster.as_deref()) else { return Action::Continue };
+        let Some(route) = ev.shadow_route(held.cluster.as_deref()) else {
+            return Action::Continue;
+        };
         enum Next<'p> {
             Decided(bool, String),
             Reused(Level, Option<usize>),
             Call(authz::Prepared<'p>, Level, Option<usize>),
         }
         loop {
-            let Some(shadow) = held.shadow.as_deref() else { return Action::Continue };
+            let Some(shadow) = held.shadow.as_deref() else {
+                return Action::Continue;
+            };
             let authorized = shadow.authorized;
             let (next, read) = with_request(
                 &held,
@@ -56,7 +68,12 @@ impl Request {
                         // The enforced walk's answer to the same call (the n-th for this level and message), if it got one.
                         let key = (call.level, call.message);
                         let nth = shadow.calls.iter().filter(|c| **c == key).count();
-                        let known = held.answers.iter().filter(|(l, m, _)| (*l, *m) == key).nth(nth).map(|(_, _, f)| *f);
+                        let known = held
+                            .answers
+                            .iter()
+                            .filter(|(l, m, _)| (*l, *m) == key)
+                            .nth(nth)
+                            .map(|(_, _, f)| *f);
                         match known {
                             Some(None) => Next::Reused(call.level, call.message),
                             Some(Some(failure)) => {
@@ -89,9 +106,12 @@ impl Request {
                     }
                 }
                 Next::Call(prepared, level, message) => {
-                    return self.start_call(host, held, &prepared, level, message, true, timeout_ms);
+                    return self
+                        .start_call(host, held, &prepared, level, message, true, timeout_ms);
                 }
-                Next::Decided(allowed, summary) => return self.shadow_decided(host, loaded, held, allowed, &summary, context),
+                Next::Decided(allowed, summary) => {
+                    return self.shadow_decided(host, loaded, held, allowed, &summary, context)
+                }
             }
         }
     }
@@ -107,13 +127,22 @@ impl Request {
         summary: &str,
         context: Context,
     ) -> Action {
-        let Some(shadow) = held.shadow.take() else { return Action::Continue };
+        let Some(shadow) = held.shadow.take() else {
+            return Action::Continue;
+        };
         let enforced_allowed = matches!(shadow.finish, Finish::Allow { .. });
         let mut suffix = String::new();
         if allowed != enforced_allowed {
-            host.count(if allowed { Counter::ShadowAllow } else { Counter::ShadowDeny });
-            let dry_run =
-                loaded.evaluator.shadow_route(held.cluster.as_deref()).map(|r| r.dry_run_policies()).unwrap_or_default();
+            host.count(if allowed {
+                Counter::ShadowAllow
+            } else {
+                Counter::ShadowDeny
+            });
+            let dry_run = loaded
+                .evaluator
+                .shadow_route(held.cluster.as_deref())
+                .map(|r| r.dry_run_policies())
+                .unwrap_or_default();
             suffix = format!(" shadow={summary} dry-run={}", dry_run.join(","));
         }
         self.carry_out(host, loaded, held, shadow.finish, &suffix, context)

@@ -19,7 +19,9 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use super::{ListKind, ListRequests, Rewrite, Unreadable};
-use crate::mcp::scan::{colon, decode_strict, expected_at, folded_field, scan_raw_string, skip_value, skip_ws};
+use crate::mcp::scan::{
+    colon, decode_strict, expected_at, folded_field, scan_raw_string, skip_value, skip_ws,
+};
 use crate::mcp::NotMcp;
 
 /// The keys of a response that are judged.
@@ -79,7 +81,9 @@ impl Slot {
 
     fn unique(&self, key: &str) -> Result<Option<Range<usize>>, Unreadable> {
         match &self.ambiguous {
-            Some(k) => Err(Unreadable::Ambiguous(format!("{k:?} beside or instead of {key:?}"))),
+            Some(k) => Err(Unreadable::Ambiguous(format!(
+                "{k:?} beside or instead of {key:?}"
+            ))),
             None => Ok(self.value.clone()),
         }
     }
@@ -229,12 +233,19 @@ impl<'t, 'k> Reader<'t, 'k> {
         } else {
             Some(raw)
         };
-        Ok(Key { text, end: close + 1 })
+        Ok(Key {
+            text,
+            end: close + 1,
+        })
     }
 
     /// The members of the object whose `{` is at `i`: `member(self, offset of the key)` reads each
     /// member and returns the offset after its value. Returns the offset after the `}`.
-    fn object(&mut self, i: usize, mut member: impl FnMut(&mut Self, usize) -> Result<usize, NotMcp>) -> Result<usize, NotMcp> {
+    fn object(
+        &mut self,
+        i: usize,
+        mut member: impl FnMut(&mut Self, usize) -> Result<usize, NotMcp>,
+    ) -> Result<usize, NotMcp> {
         let b = self.b;
         let mut i = skip_ws(b, i + 1);
         if b.get(i) == Some(&b'}') {
@@ -258,7 +269,12 @@ impl<'t, 'k> Reader<'t, 'k> {
     /// a response, its result and each list entry (about 400 for a 100-tool list), and the call
     /// cost 13 k of the pass's 299 k instructions (policy/benches/engine.rs `-- count list_json`).
     #[inline(always)]
-    fn judged_key(&mut self, i: usize, fields: &[&str], exact_fields: &[&str]) -> Result<Judged, NotMcp> {
+    fn judged_key(
+        &mut self,
+        i: usize,
+        fields: &[&str],
+        exact_fields: &[&str],
+    ) -> Result<Judged, NotMcp> {
         let b = self.b;
         let key = self.key(i)?;
         let end = key.end;
@@ -267,14 +283,23 @@ impl<'t, 'k> Reader<'t, 'k> {
             Some(k) => match exact_fields.iter().position(|f| *f == k) {
                 Some(at) => (Some((at, true)), None, false),
                 None if may_fold(k, fields) => match folded_field(k.as_bytes(), fields) {
-                    Some(f) => (fields.iter().position(|x| *x == f).map(|at| (at, false)), Some(k.to_string()), false),
+                    Some(f) => (
+                        fields.iter().position(|x| *x == f).map(|at| (at, false)),
+                        Some(k.to_string()),
+                        false,
+                    ),
                     None => (None, None, false),
                 },
                 None => (None, None, false),
             },
         };
         let value = skip_ws(b, colon(b, end)?);
-        Ok(Judged { which, shown, bad, value })
+        Ok(Judged {
+            which,
+            shown,
+            bad,
+            value,
+        })
     }
 
     /// A response (a batch's element, or the whole text) whose value starts at `i`; judged when
@@ -284,7 +309,12 @@ impl<'t, 'k> Reader<'t, 'k> {
         self.entries.clear();
         let end = if self.b.get(i) == Some(&b'{') {
             self.object(i, |r, at| {
-                let Judged { which, shown, bad, value } = r.judged_key(at, &RESPONSE_KEYS, &RESPONSE_KEYS)?;
+                let Judged {
+                    which,
+                    shown,
+                    bad,
+                    value,
+                } = r.judged_key(at, &RESPONSE_KEYS, &RESPONSE_KEYS)?;
                 if bad {
                     r.response.bad = Some("a key of a response cannot be decoded");
                 }
@@ -319,14 +349,22 @@ impl<'t, 'k> Reader<'t, 'k> {
             return skip_value(self.b, i, &mut self.stack);
         }
         self.object(i, |r, at| {
-            let Judged { which, shown, bad, value } = r.judged_key(at, &RESULT_KEYS, &EXACT_RESULT_KEYS)?;
+            let Judged {
+                which,
+                shown,
+                bad,
+                value,
+            } = r.judged_key(at, &RESULT_KEYS, &EXACT_RESULT_KEYS)?;
             if bad {
                 r.response.result_bad = Some("a key of the result cannot be decoded");
             }
             let Some((index, exact)) = which else {
                 return skip_value(r.b, value, &mut r.stack);
             };
-            let end = if index < CACHE_SCOPE && r.response.result[index].is_first(exact) && r.b.get(value) == Some(&b'[') {
+            let end = if index < CACHE_SCOPE
+                && r.response.result[index].is_first(exact)
+                && r.b.get(value) == Some(&b'[')
+            {
                 r.list(index, value)?
             } else {
                 skip_value(r.b, value, &mut r.stack)?
@@ -372,7 +410,9 @@ impl<'t, 'k> Reader<'t, 'k> {
         let mut clear = true;
         let end = if self.b.get(i) == Some(&b'{') {
             self.object(i, |r, at| {
-                let Judged { which, bad, value, .. } = r.judged_key(at, &[name_key], &[name_key])?;
+                let Judged {
+                    which, bad, value, ..
+                } = r.judged_key(at, &[name_key], &[name_key])?;
                 clear &= !bad;
                 let Some((_, exact)) = which else {
                     return skip_value(r.b, value, &mut r.stack);
@@ -398,7 +438,11 @@ impl<'t, 'k> Reader<'t, 'k> {
             clear = false;
             skip_value(self.b, i, &mut self.stack)?
         };
-        let name = if clear && slot.ambiguous.is_none() && slot.value.is_some() { name } else { None };
+        let name = if clear && slot.ambiguous.is_none() && slot.value.is_some() {
+            name
+        } else {
+            None
+        };
         self.entries.push(Entry { span: i..end, name });
         Ok(end)
     }
@@ -425,12 +469,20 @@ impl<'t, 'k> Reader<'t, 'k> {
         let list = &r.lists[index];
         if r.result[index].unique(kind.result_key())?.is_some() {
             let Some(array) = list.array.clone() else {
-                return Err(Unreadable::Ambiguous(format!("result.{} is not an array", kind.result_key())));
+                return Err(Unreadable::Ambiguous(format!(
+                    "result.{} is not an array",
+                    kind.result_key()
+                )));
             };
             let entries = self.entries.get(list.entries.clone()).unwrap_or_default();
             let mut kept = Vec::with_capacity(entries.len());
             for entry in entries {
-                kept.push(entry.name.as_deref().is_some_and(|name| (self.keep)(kind, name)));
+                kept.push(
+                    entry
+                        .name
+                        .as_deref()
+                        .is_some_and(|name| (self.keep)(kind, name)),
+                );
             }
             let removed = kept.iter().filter(|k| !**k).count();
             self.done.entries += entries.len();
@@ -476,8 +528,12 @@ fn rebuilt_array(text: &str, array: Range<usize>, entries: &[Entry<'_>], kept: &
         return whole();
     };
     let lead = text.get(array.start + 1..first.span.start).unwrap_or("");
-    let trail = text.get(last.span.end..array.end.saturating_sub(1)).unwrap_or("");
-    let sep = entries.get(1).map_or(",", |second| text.get(first.span.end..second.span.start).unwrap_or(","));
+    let trail = text
+        .get(last.span.end..array.end.saturating_sub(1))
+        .unwrap_or("");
+    let sep = entries.get(1).map_or(",", |second| {
+        text.get(first.span.end..second.span.start).unwrap_or(",")
+    });
     let mut out = String::with_capacity(array.len());
     out.push('[');
     out.push_str(lead);

@@ -18,7 +18,11 @@ pub fn rewrite_json(
     let syntax = |e: serde_json::Error| Unreadable::Syntax(e.to_string());
     // A batch is split into its responses; a single response is read once, as fields.
     let responses: Vec<&str> = if text.trim_start().starts_with('[') {
-        serde_json::from_str::<Vec<&RawValue>>(text).map_err(syntax)?.into_iter().map(RawValue::get).collect()
+        serde_json::from_str::<Vec<&RawValue>>(text)
+            .map_err(syntax)?
+            .into_iter()
+            .map(RawValue::get)
+            .collect()
     } else {
         vec![text]
     };
@@ -35,9 +39,13 @@ pub fn rewrite_json(
         done.lists += 1;
         let result_fields = Fields::parse(result.get()).map_err(syntax)?;
         if let Some(list) = result_fields.unique(kind.result_key())? {
-            let entries: Vec<&RawValue> = serde_json::from_str(list.get())
-                .map_err(|_| Unreadable::Ambiguous(format!("result.{} is not an array", kind.result_key())))?;
-            let kept: Vec<bool> = entries.iter().map(|e| entry_name(e, kind).is_some_and(|name| keep(kind, &name))).collect();
+            let entries: Vec<&RawValue> = serde_json::from_str(list.get()).map_err(|_| {
+                Unreadable::Ambiguous(format!("result.{} is not an array", kind.result_key()))
+            })?;
+            let kept: Vec<bool> = entries
+                .iter()
+                .map(|e| entry_name(e, kind).is_some_and(|name| keep(kind, &name)))
+                .collect();
             done.entries += entries.len();
             let removed = kept.iter().filter(|k| !**k).count();
             if removed > 0 {
@@ -79,9 +87,20 @@ fn rebuilt_array(array: &str, entries: &[&RawValue], kept: &[bool]) -> String {
         return array.to_string();
     };
     let lead = array.get(1..local(first).start).unwrap_or("");
-    let trail = array.get(local(last).end..array.len().saturating_sub(1)).unwrap_or("");
-    let sep = entries.get(1).map_or(",", |second| array.get(local(first).end..local(second).start).unwrap_or(","));
-    let kept: Vec<&str> = entries.iter().zip(kept).filter(|(_, k)| **k).map(|(e, _)| e.get()).collect();
+    let trail = array
+        .get(local(last).end..array.len().saturating_sub(1))
+        .unwrap_or("");
+    let sep = entries.get(1).map_or(",", |second| {
+        array
+            .get(local(first).end..local(second).start)
+            .unwrap_or(",")
+    });
+    let kept: Vec<&str> = entries
+        .iter()
+        .zip(kept)
+        .filter(|(_, k)| **k)
+        .map(|(e, _)| e.get())
+        .collect();
     if kept.is_empty() {
         return "[]".to_string();
     }
@@ -97,7 +116,7 @@ impl<'a> Fields<'a> {
         struct V;
         impl<'de> Visitor<'de> for V {
             type Value = Fields<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
@@ -124,7 +143,9 @@ impl<'a> Fields<'a> {
             let exact = k == key;
             if exact || crate::mcp::folded_field(k.as_bytes(), &[lower.as_str()]).is_some() {
                 if found.is_some() || !exact {
-                    return Err(Unreadable::Ambiguous(format!("{k:?} beside or instead of {key:?}")));
+                    return Err(Unreadable::Ambiguous(format!(
+                        "{k:?} beside or instead of {key:?}"
+                    )));
                 }
                 found = Some(*v);
             }

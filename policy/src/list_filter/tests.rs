@@ -24,10 +24,19 @@ fn list_requests_are_found_with_their_ids() {
     let r = requests(
         r#"[{"jsonrpc":"2.0","id":"a","method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}},{"jsonrpc":"2.0","id":3.0,"method":"resources/list"},{"jsonrpc":"2.0","method":"prompts/list"},{"jsonrpc":"2.0","id":4,"method":"resources/templates/list"}]"#,
     );
-    assert_eq!(r.0, vec![("\"a\"".to_string(), ListKind::Tools), ("3.0".to_string(), ListKind::Resources)]);
+    assert_eq!(
+        r.0,
+        vec![
+            ("\"a\"".to_string(), ListKind::Tools),
+            ("3.0".to_string(), ListKind::Resources)
+        ]
+    );
     assert_eq!(r.kind_of("\"\\u0061\""), Some(ListKind::Tools));
     assert_eq!(r.kind_of("2"), None);
-    assert!(requests(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#).is_empty());
+    assert!(
+        requests(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#)
+            .is_empty()
+    );
 }
 
 #[test]
@@ -44,11 +53,27 @@ fn a_json_list_keeps_only_allowed_entries_and_its_formatting() {
     // Pretty-printed: the spacing between and around entries is the original's.
     let pretty = "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 7,\n  \"result\": {\n    \"tools\": [\n      {\"name\": \"echo\"},\n      {\"name\": \"get-sum\"},\n      {\"name\": \"rm\"}\n    ]\n  }\n}";
     let r = rewrite(pretty, TOOLS_LIST).unwrap();
-    assert_eq!(r.text.unwrap(), pretty.replace("      {\"name\": \"echo\"},\n", "").replace(",\n      {\"name\": \"rm\"}", ""));
+    assert_eq!(
+        r.text.unwrap(),
+        pretty
+            .replace("      {\"name\": \"echo\"},\n", "")
+            .replace(",\n      {\"name\": \"rm\"}", "")
+    );
     // Nothing allowed: an empty array. Nothing removed: no new text.
-    let r = rewrite(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"echo"}]}}"#, TOOLS_LIST).unwrap();
-    assert_eq!(r.text.as_deref(), Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#));
-    let r = rewrite(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}]}}"#, TOOLS_LIST).unwrap();
+    let r = rewrite(
+        r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"echo"}]}}"#,
+        TOOLS_LIST,
+    )
+    .unwrap();
+    assert_eq!(
+        r.text.as_deref(),
+        Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#)
+    );
+    let r = rewrite(
+        r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}]}}"#,
+        TOOLS_LIST,
+    )
+    .unwrap();
     assert_eq!((r.text, r.lists, r.removed), (None, 1, 0));
 }
 
@@ -59,7 +84,10 @@ fn prompts_and_resources_are_filtered_by_name_and_uri() {
         r#"{"jsonrpc":"2.0","id":1,"method":"prompts/list"}"#,
     )
     .unwrap();
-    assert_eq!(r.text.as_deref(), Some(r#"{"jsonrpc":"2.0","id":1,"result":{"prompts":[{"name":"get-x"}]}}"#));
+    assert_eq!(
+        r.text.as_deref(),
+        Some(r#"{"jsonrpc":"2.0","id":1,"result":{"prompts":[{"name":"get-x"}]}}"#)
+    );
     let r = rewrite(
         r#"{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"file:///secret/a","name":"get-a"},{"uri":"file:///pub/b","name":"b"}]}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"resources/list"}"#,
@@ -67,7 +95,9 @@ fn prompts_and_resources_are_filtered_by_name_and_uri() {
     .unwrap();
     assert_eq!(
         r.text.as_deref(),
-        Some(r#"{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"file:///pub/b","name":"b"}]}}"#)
+        Some(
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"file:///pub/b","name":"b"}]}}"#
+        )
     );
 }
 
@@ -75,7 +105,10 @@ fn prompts_and_resources_are_filtered_by_name_and_uri() {
 fn entries_without_a_clear_name_are_removed() {
     let text = r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a","name":"echo"},{"Name":"get-b"},{"name":7},{},"x",{"name":"get-\u0063"}]}}"#;
     let r = rewrite(text, TOOLS_LIST).unwrap();
-    assert_eq!(r.text.as_deref(), Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-\u0063"}]}}"#));
+    assert_eq!(
+        r.text.as_deref(),
+        Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-\u0063"}]}}"#)
+    );
     assert_eq!((r.removed, r.entries), (5, 6));
 }
 
@@ -88,10 +121,19 @@ fn cache_scope_public_becomes_private_even_when_nothing_is_removed() {
     .unwrap();
     assert_eq!(
         r.text.as_deref(),
-        Some(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}],"ttlMs":6000,"cacheScope":"private"}}"#)
+        Some(
+            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"get-a"}],"ttlMs":6000,"cacheScope":"private"}}"#
+        )
     );
-    let r = rewrite(r#"{"jsonrpc":"2.0","id":7,"result":{"cacheScope":"public","tools":[{"name":"x"}]}}"#, TOOLS_LIST).unwrap();
-    assert_eq!(r.text.as_deref(), Some(r#"{"jsonrpc":"2.0","id":7,"result":{"cacheScope":"private","tools":[]}}"#));
+    let r = rewrite(
+        r#"{"jsonrpc":"2.0","id":7,"result":{"cacheScope":"public","tools":[{"name":"x"}]}}"#,
+        TOOLS_LIST,
+    )
+    .unwrap();
+    assert_eq!(
+        r.text.as_deref(),
+        Some(r#"{"jsonrpc":"2.0","id":7,"result":{"cacheScope":"private","tools":[]}}"#)
+    );
     let private = r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[],"cacheScope":"private"}}"#;
     assert_eq!(rewrite(private, TOOLS_LIST).unwrap().text, None);
 }
@@ -136,7 +178,13 @@ fn what_cannot_be_read_as_a_client_reads_it_is_refused() {
     let reply: serde_json::Value = serde_json::from_str(&error_reply("7", &e)).unwrap();
     assert_eq!(reply["id"], 7);
     assert_eq!(reply["error"]["code"], -32603);
-    assert!(reply["error"]["message"].as_str().unwrap().contains("not JSON-RPC"), "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not JSON-RPC"),
+        "{reply}"
+    );
 }
 
 fn sse(chunks: &[&str], limit: usize) -> (Result<String, Unreadable>, Rewrite) {
@@ -163,7 +211,11 @@ fn an_event_stream_is_filtered_event_by_event_with_its_framing_kept() {
     for cut in [1, 7, 20, 60, 100, whole.len() - 1] {
         let (a, b) = whole.split_at(cut);
         let (out, done) = sse(&[a, b], 1 << 20);
-        assert_eq!(out.unwrap(), format!(": keep-alive\n\n{note}{filtered}"), "cut at {cut}");
+        assert_eq!(
+            out.unwrap(),
+            format!(": keep-alive\n\n{note}{filtered}"),
+            "cut at {cut}"
+        );
         assert_eq!((done.lists, done.removed), (1, 1));
     }
     // CRLF line endings and JSON split over several data lines.
@@ -175,15 +227,30 @@ fn an_event_stream_is_filtered_event_by_event_with_its_framing_kept() {
         "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"tools\":[]}}\r\n\r\n"
     );
     // The last event without its blank line is still filtered.
-    let (out, _) = sse(&["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[{\"name\":\"echo\"}]}}"], 1 << 20);
-    assert_eq!(out.unwrap(), "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[]}}\n");
+    let (out, _) = sse(
+        &["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[{\"name\":\"echo\"}]}}"],
+        1 << 20,
+    );
+    assert_eq!(
+        out.unwrap(),
+        "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[]}}\n"
+    );
 }
 
 #[test]
 fn an_event_stream_that_cannot_be_read_is_refused() {
-    let (out, _) = sse(&["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[],\"tools\":[]}}\n\n"], 1 << 20);
+    let (out, _) = sse(
+        &["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[],\"tools\":[]}}\n\n"],
+        1 << 20,
+    );
     assert!(matches!(out, Err(Unreadable::Ambiguous(_))), "{out:?}");
-    let (out, _) = sse(&["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[", "{\"name\":\"echo\"}"], 30);
+    let (out, _) = sse(
+        &[
+            "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[",
+            "{\"name\":\"echo\"}",
+        ],
+        30,
+    );
     assert_eq!(out, Err(Unreadable::TooLarge(30)));
     let (out, _) = sse(&["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"resu"], 1 << 20);
     assert!(matches!(out, Err(Unreadable::Syntax(_))), "{out:?}");
@@ -215,7 +282,9 @@ fn same(text: &str, req: &str) -> Result<Rewrite, Unreadable> {
             assert_eq!(calls, reference_calls, "{text:?}");
         }
         (Err(Unreadable::Syntax(_)), Err(Unreadable::Syntax(_))) => {}
-        (Err(Unreadable::Ambiguous(a)), Err(Unreadable::Ambiguous(b))) => assert_eq!(a, b, "{text:?}"),
+        (Err(Unreadable::Ambiguous(a)), Err(Unreadable::Ambiguous(b))) => {
+            assert_eq!(a, b, "{text:?}")
+        }
         _ => panic!("{text:?}: single pass {new:?}, serde_json {old:?}"),
     }
     new
@@ -291,16 +360,45 @@ fn the_single_pass_reads_as_serde_json_did() {
     // Spot checks of what the comparison covers.
     let pick = |needle: &str| corpus().into_iter().find(|t| t.contains(needle)).unwrap();
     let r = same(&pick(r#""\u0069d":7"#), TOOLS_LIST).unwrap();
-    assert_eq!((r.lists, r.removed, r.entries), (1, 1, 2), "escaped keys are the keys they decode to");
-    assert!(matches!(same(&pick(r#""TOOLS":[]"#), TOOLS_LIST), Err(Unreadable::Ambiguous(_))));
-    assert!(matches!(same(&pick(r#""toolſ""#), TOOLS_LIST), Err(Unreadable::Ambiguous(_))));
-    assert!(matches!(same(&pick(r#""ıd""#), TOOLS_LIST), Err(Unreadable::Ambiguous(_))));
-    assert!(matches!(same(&pick(r#""\udc00":1"#), TOOLS_LIST), Err(Unreadable::Syntax(_))));
-    assert_eq!(same(&pick(r#""id":8,"result":{"\ud800""#), TOOLS_LIST).unwrap().lists, 0);
+    assert_eq!(
+        (r.lists, r.removed, r.entries),
+        (1, 1, 2),
+        "escaped keys are the keys they decode to"
+    );
+    assert!(matches!(
+        same(&pick(r#""TOOLS":[]"#), TOOLS_LIST),
+        Err(Unreadable::Ambiguous(_))
+    ));
+    assert!(matches!(
+        same(&pick(r#""toolſ""#), TOOLS_LIST),
+        Err(Unreadable::Ambiguous(_))
+    ));
+    assert!(matches!(
+        same(&pick(r#""ıd""#), TOOLS_LIST),
+        Err(Unreadable::Ambiguous(_))
+    ));
+    assert!(matches!(
+        same(&pick(r#""\udc00":1"#), TOOLS_LIST),
+        Err(Unreadable::Syntax(_))
+    ));
+    assert_eq!(
+        same(&pick(r#""id":8,"result":{"\ud800""#), TOOLS_LIST)
+            .unwrap()
+            .lists,
+        0
+    );
     let r = same(&pick(r#""get-\ud83d\ude00""#), TOOLS_LIST).unwrap();
-    assert_eq!((r.removed, r.entries), (2, 4), "a lone surrogate in a name or an entry's key removes the entry");
+    assert_eq!(
+        (r.removed, r.entries),
+        (2, 4),
+        "a lone surrogate in a name or an entry's key removes the entry"
+    );
     let r = same(&pick(r#""inputSchema":{"tools""#), TOOLS_LIST).unwrap();
-    assert_eq!((r.removed, r.entries), (1, 2), "nested keys are not the list's");
+    assert_eq!(
+        (r.removed, r.entries),
+        (1, 2),
+        "nested keys are not the list's"
+    );
     let r = same(&pick(r#""get-[{\"]}""#), TOOLS_LIST).unwrap();
     assert_eq!((r.removed, r.entries), (1, 2));
     let r = same(&pick("1E4444,-1e-4444"), TOOLS_LIST).unwrap();
@@ -311,7 +409,9 @@ fn the_single_pass_reads_as_serde_json_did() {
 fn every_cut_of_a_list_is_refused_as_syntax_never_passed_on() {
     for text in corpus() {
         for cut in 0..text.len() {
-            let Some(prefix) = text.get(..cut) else { continue };
+            let Some(prefix) = text.get(..cut) else {
+                continue;
+            };
             if serde_json::from_str::<serde_json::value::Value>(prefix).is_ok() {
                 continue;
             }
@@ -325,8 +425,10 @@ fn every_cut_of_a_list_is_refused_as_syntax_never_passed_on() {
 
 #[test]
 fn every_byte_changed_reads_as_serde_json_did() {
-    let replacements: &[&str] =
-        &["", " ", "\n", "\"", "\\", ",", ":", "[", "]", "{", "}", "0", "-", "e", ".", "n", "x", "\u{1}", "\\u00", "é"];
+    let replacements: &[&str] = &[
+        "", " ", "\n", "\"", "\\", ",", ":", "[", "]", "{", "}", "0", "-", "e", ".", "n", "x",
+        "\u{1}", "\\u00", "é",
+    ];
     for text in corpus() {
         for at in 0..=text.len() {
             if !text.is_char_boundary(at) {
@@ -366,7 +468,9 @@ fn numbers_at_the_edges_of_the_grammar() {
         "Infinity",
         "NaN",
     ] {
-        let text = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","n":{n}}}]}}}}"#);
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","n":{n}}}]}}}}"#
+        );
         let valid = serde_json::from_str::<&serde_json::value::RawValue>(&text).is_ok();
         match same(&text, TOOLS_LIST) {
             Ok(r) => assert!(valid && r.removed == 1, "{n}"),
@@ -387,14 +491,23 @@ fn deep_nesting_is_json_at_any_depth() {
         let r = rewrite(&text, TOOLS_LIST).unwrap();
         assert_eq!((r.removed, r.entries), (1, 2), "{depth}");
         // Unclosed, or closed by the wrong bracket: refused.
-        let open = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","x":{}1"#, "[".repeat(depth));
-        assert!(matches!(rewrite(&open, TOOLS_LIST), Err(Unreadable::Syntax(_))));
+        let open = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","x":{}1"#,
+            "[".repeat(depth)
+        );
+        assert!(matches!(
+            rewrite(&open, TOOLS_LIST),
+            Err(Unreadable::Syntax(_))
+        ));
         let wrong = format!(
             r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"echo","x":{}1{}}}]}}}}"#,
             "[".repeat(depth),
             "}".repeat(depth)
         );
-        assert!(matches!(rewrite(&wrong, TOOLS_LIST), Err(Unreadable::Syntax(_))));
+        assert!(matches!(
+            rewrite(&wrong, TOOLS_LIST),
+            Err(Unreadable::Syntax(_))
+        ));
     }
 }
 
@@ -409,9 +522,15 @@ fn whitespace_everywhere_is_kept() {
     // Not JSON whitespace: refused.
     for ws in ["\u{a0}", "\u{b}", "\u{c}", "\u{2028}", "\u{feff}"] {
         let text = format!("{ws}{}", corpus()[0]);
-        assert!(matches!(same(&text, TOOLS_LIST), Err(Unreadable::Syntax(_))), "{ws:?}");
+        assert!(
+            matches!(same(&text, TOOLS_LIST), Err(Unreadable::Syntax(_))),
+            "{ws:?}"
+        );
         let text = corpus()[0].replace(",\"id\"", &format!(",{ws}\"id\""));
-        assert!(matches!(same(&text, TOOLS_LIST), Err(Unreadable::Syntax(_))), "{ws:?}");
+        assert!(
+            matches!(same(&text, TOOLS_LIST), Err(Unreadable::Syntax(_))),
+            "{ws:?}"
+        );
     }
 }
 
@@ -428,9 +547,17 @@ fn an_event_stream_gives_the_same_output_however_it_is_cut() {
     assert_eq!((done.lists, done.removed), (3, 3));
     for cut in 0..=stream.len() {
         let (a, b) = stream.split_at(cut);
-        assert_eq!(sse(&[a, b], 1 << 20).0.as_deref(), Ok(whole.as_str()), "cut at {cut}");
+        assert_eq!(
+            sse(&[a, b], 1 << 20).0.as_deref(),
+            Ok(whole.as_str()),
+            "cut at {cut}"
+        );
     }
     let bytes: Vec<String> = stream.chars().map(String::from).collect();
     let bytes: Vec<&str> = bytes.iter().map(String::as_str).collect();
-    assert_eq!(sse(&bytes, 1 << 20).0.as_deref(), Ok(whole.as_str()), "byte by byte");
+    assert_eq!(
+        sse(&bytes, 1 << 20).0.as_deref(),
+        Ok(whole.as_str()),
+        "byte by byte"
+    );
 }

@@ -75,7 +75,9 @@ impl KeptBody {
 
     /// The body [`super::read_body`] read from `body` (the same bytes as when it was kept).
     pub fn body<'a>(&'a self, body: &'a [u8]) -> Result<McpBody<'a>, NotMcp> {
-        let text = std::str::from_utf8(body).map_err(|e| NotMcp::InvalidUtf8 { offset: e.valid_up_to() })?;
+        let text = std::str::from_utf8(body).map_err(|e| NotMcp::InvalidUtf8 {
+            offset: e.valid_up_to(),
+        })?;
         let mut messages = self.messages.iter().map(|m| m.message(text));
         Ok(match (self.batch, messages.next()) {
             (false, Some(m)) => McpBody::Single(m),
@@ -91,7 +93,11 @@ impl KeptMessage {
             id: m.id.map(|s| Kept::span(s, body)),
             name: m.name.map(|s| Kept::of(s, body)),
             uri: m.uri.map(|s| Kept::of(s, body)),
-            subscriptions: m.subscriptions.into_iter().map(|s| Kept::of(s, body)).collect(),
+            subscriptions: m
+                .subscriptions
+                .into_iter()
+                .map(|s| Kept::of(s, body))
+                .collect(),
             protocol_version: m.protocol_version.map(|s| Kept::of(s, body)),
             params: m.params.map(|s| Kept::span(s, body)),
         }

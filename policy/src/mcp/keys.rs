@@ -52,7 +52,11 @@ impl Key {
 #[inline]
 pub(super) fn prefix8(src: &[u8], start: usize, end: usize) -> u64 {
     let n = end.saturating_sub(start).min(8);
-    let mask = if n == 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+    let mask = if n == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * n)) - 1
+    };
     if let Some(chunk) = src.get(start..start.wrapping_add(8)) {
         let mut w = [0u8; 8];
         w.copy_from_slice(chunk);
@@ -69,7 +73,9 @@ pub(super) fn prefix8(src: &[u8], start: usize, end: usize) -> u64 {
 /// Whether two keys (of the same object) are equal, fingerprint first.
 #[inline]
 pub(super) fn same_key(body: &[u8], arena: &[u8], a: &Key, b: &Key) -> bool {
-    a.fp == b.fp && a.len() == b.len() && (a.len() <= 8 || key_bytes(body, arena, a) == key_bytes(body, arena, b))
+    a.fp == b.fp
+        && a.len() == b.len()
+        && (a.len() <= 8 || key_bytes(body, arena, a) == key_bytes(body, arena, b))
 }
 
 #[cold]
@@ -80,7 +86,10 @@ pub(super) fn dup_error(body: &[u8], arena: &[u8], k: &Key) -> NotMcp {
         Some((i, _)) => text.get(..i).unwrap_or("").to_string(),
         None => text.into_owned(),
     };
-    NotMcp::DuplicateKey { key, offset: k.offset }
+    NotMcp::DuplicateKey {
+        key,
+        offset: k.offset,
+    }
 }
 
 /// Folded 64x64->128 multiply: a fast mixer with good avalanche in the low 32 bits.
@@ -139,7 +148,12 @@ impl Parser<'_, '_> {
         };
         let body = self.b;
         let arena = self.arena.as_bytes();
-        let Some((key, existing)) = self.keys.get(frame.keys_start..).unwrap_or(&[]).split_last() else {
+        let Some((key, existing)) = self
+            .keys
+            .get(frame.keys_start..)
+            .unwrap_or(&[])
+            .split_last()
+        else {
             return Ok(());
         };
         let n = frame.count;
@@ -156,7 +170,8 @@ impl Parser<'_, '_> {
                 }
                 // Bodies over 4 GiB cannot use 32-bit offsets: sort at close instead.
                 #[cfg(test)]
-                let force = super::tests::DUP_TEST_MODE.with(|c| c.get()) == super::tests::SORT_AT_SWITCH;
+                let force =
+                    super::tests::DUP_TEST_MODE.with(|c| c.get()) == super::tests::SORT_AT_SWITCH;
                 #[cfg(not(test))]
                 let force = false;
                 if force || body.len() >= u32::MAX as usize {
@@ -211,7 +226,9 @@ impl Parser<'_, '_> {
                 self.keys.truncate(frame.keys_start);
                 self.arena.truncate(frame.arena_start);
                 #[cfg(test)]
-                let budget = if super::tests::DUP_TEST_MODE.with(|c| c.get()) == super::tests::SORT_AFTER_HASHING {
+                let budget = if super::tests::DUP_TEST_MODE.with(|c| c.get())
+                    == super::tests::SORT_AFTER_HASHING
+                {
                     0
                 } else {
                     64 + 8 * (n + 1)
@@ -228,7 +245,10 @@ impl Parser<'_, '_> {
                             let (close, escaped) = scan_string(body, off).unwrap_or((off, false));
                             let k = if escaped {
                                 let a0 = self.arena.len();
-                                decode_into(self.s.get(off + 1..close).unwrap_or(""), &mut self.arena);
+                                decode_into(
+                                    self.s.get(off + 1..close).unwrap_or(""),
+                                    &mut self.arena,
+                                );
                                 let end = self.arena.len();
                                 Key {
                                     start: a0,
@@ -264,7 +284,11 @@ impl Parser<'_, '_> {
         let Some(keys) = self.keys.get_mut(keys_start..) else {
             return Ok(());
         };
-        keys.sort_unstable_by(|x, y| key_bytes(body, arena, x).cmp(key_bytes(body, arena, y)).then(x.offset.cmp(&y.offset)));
+        keys.sort_unstable_by(|x, y| {
+            key_bytes(body, arena, x)
+                .cmp(key_bytes(body, arena, y))
+                .then(x.offset.cmp(&y.offset))
+        });
         let mut first: Option<Key> = None;
         for w in keys.windows(2) {
             if let [x, y] = w {

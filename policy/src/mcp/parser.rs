@@ -4,9 +4,13 @@
 use std::borrow::Cow;
 
 use super::keys::{prefix8, DupMode, Key, KeySrc};
-use super::scan::{decode_into, expected_at, invalid, scan_literal, scan_number, scan_string, skip_ws};
+use super::scan::{
+    decode_into, expected_at, invalid, scan_literal, scan_number, scan_string, skip_ws,
+};
 use super::twins::folded_twins;
-use super::{folded_field, McpBody, McpMessage, NotMcp, ReadOptions, ReadScratch, MAX_DEPTH, SCRATCH_KEYS};
+use super::{
+    folded_field, McpBody, McpMessage, NotMcp, ReadOptions, ReadScratch, MAX_DEPTH, SCRATCH_KEYS,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Role {
@@ -121,7 +125,10 @@ impl Drop for Parser<'_, '_> {
     /// Gives the vectors back for the next read; a key vector grown past [`SCRATCH_KEYS`] is left to
     /// the allocator.
     fn drop(&mut self) {
-        let (mut frames, mut keys) = (std::mem::take(&mut self.frames), std::mem::take(&mut self.keys));
+        let (mut frames, mut keys) = (
+            std::mem::take(&mut self.frames),
+            std::mem::take(&mut self.keys),
+        );
         frames.clear();
         keys.clear();
         self.memory.frames = frames;
@@ -198,7 +205,11 @@ impl<'a, 's> Parser<'a, 's> {
                 Some(b'"') => {
                     let (close, escaped) = scan_string(b, pos)?;
                     pos = close + 1;
-                    Val::Str { content: start + 1, close, escaped }
+                    Val::Str {
+                        content: start + 1,
+                        close,
+                        escaped,
+                    }
                 }
                 Some(b'-' | b'0'..=b'9') => {
                     pos = scan_number(b, pos)?;
@@ -353,7 +364,11 @@ impl<'a, 's> Parser<'a, 's> {
                 Field::Jsonrpc => {
                     self.cur.jsonrpc_seen = true;
                     let ok = match val {
-                        Val::Str { content, close, escaped } => self.string_value(content, close, escaped) == "2.0",
+                        Val::Str {
+                            content,
+                            close,
+                            escaped,
+                        } => self.string_value(content, close, escaped) == "2.0",
                         _ => false,
                     };
                     if !ok {
@@ -367,7 +382,11 @@ impl<'a, 's> Parser<'a, 's> {
                 Field::Method => {
                     self.cur.method_seen = true;
                     match val {
-                        Val::Str { content, close, escaped } => {
+                        Val::Str {
+                            content,
+                            close,
+                            escaped,
+                        } => {
                             self.cur.method = Some(self.string_value(content, close, escaped));
                         }
                         _ => self.semantic(NotMcp::MethodNotString),
@@ -383,10 +402,24 @@ impl<'a, 's> Parser<'a, 's> {
                 _ => {}
             },
             Role::Params => match (top.field, val) {
-                (Field::Name, Val::Str { content, close, escaped }) => {
+                (
+                    Field::Name,
+                    Val::Str {
+                        content,
+                        close,
+                        escaped,
+                    },
+                ) => {
                     self.cur.name = Some(self.string_value(content, close, escaped));
                 }
-                (Field::Uri, Val::Str { content, close, escaped }) => {
+                (
+                    Field::Uri,
+                    Val::Str {
+                        content,
+                        close,
+                        escaped,
+                    },
+                ) => {
                     self.cur.uri = Some(self.string_value(content, close, escaped));
                 }
                 (Field::Notifications, Val::Obj) => {}
@@ -400,12 +433,24 @@ impl<'a, 's> Parser<'a, 's> {
                 _ => {}
             },
             Role::Meta => {
-                if let (Field::ProtocolVersion, Val::Str { content, close, escaped }) = (top.field, val) {
+                if let (
+                    Field::ProtocolVersion,
+                    Val::Str {
+                        content,
+                        close,
+                        escaped,
+                    },
+                ) = (top.field, val)
+                {
                     self.cur.protocol_version = Some(self.string_value(content, close, escaped));
                 }
             }
             Role::Subscriptions => match val {
-                Val::Str { content, close, escaped } => {
+                Val::Str {
+                    content,
+                    close,
+                    escaped,
+                } => {
                     let uri = self.string_value(content, close, escaped);
                     self.cur.subscriptions.push(uri);
                 }
@@ -522,7 +567,11 @@ impl<'a, 's> Parser<'a, 's> {
                 top.field = field;
                 if field == Field::None {
                     if let Some(field) = folded_field(kb, names) {
-                        return Err(NotMcp::FoldedKey { key: String::from_utf8_lossy(kb).into_owned(), field, offset: pos });
+                        return Err(NotMcp::FoldedKey {
+                            key: String::from_utf8_lossy(kb).into_owned(),
+                            field,
+                            offset: pos,
+                        });
                     }
                 }
             }
@@ -530,7 +579,13 @@ impl<'a, 's> Parser<'a, 's> {
         }
         // Pushed first and checked in place: building a `Key` on the stack and copying it costs a
         // store-forwarding stall per key.
-        self.keys.push(Key { start, end, offset: pos, fp: prefix8(text, start, end), src });
+        self.keys.push(Key {
+            start,
+            end,
+            offset: pos,
+            fp: prefix8(text, start, end),
+            src,
+        });
         self.check_new_key()?;
         let p = skip_ws(b, close + 1);
         if b.get(p) != Some(&b':') {

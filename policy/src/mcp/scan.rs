@@ -60,7 +60,9 @@ pub(crate) fn find_string_special(b: &[u8], mut i: usize) -> usize {
         let bs = w ^ (LO * u64::from(b'\\'));
         // For each of the three tests the lowest flagged byte is exact (false positives only appear
         // above a true one, through borrows), so the lowest bit of the union is the first match.
-        let m = (q.wrapping_sub(LO) & !q) | (bs.wrapping_sub(LO) & !bs) | (w.wrapping_sub(LO * 0x20) & !w);
+        let m = (q.wrapping_sub(LO) & !q)
+            | (bs.wrapping_sub(LO) & !bs)
+            | (w.wrapping_sub(LO * 0x20) & !w);
         let m = m & HI;
         if m != 0 {
             return i + (m.trailing_zeros() / 8) as usize;
@@ -165,7 +167,11 @@ fn scan_string_slow<const STRICT: bool>(b: &[u8], mut i: usize) -> Result<(usize
             Some(b'"') => return Ok((i, escaped)),
             Some(b'\\') => {
                 escaped = true;
-                i = if STRICT { validate_escape(b, i)? } else { validate_raw_escape(b, i)? };
+                i = if STRICT {
+                    validate_escape(b, i)?
+                } else {
+                    validate_raw_escape(b, i)?
+                };
             }
             Some(_) => return Err(NotMcp::ControlCharacter { offset: i }),
             None => return Err(eof("the quote that closes the string")),
@@ -206,7 +212,10 @@ pub(crate) fn skip_validated_string(b: &[u8], open: usize) -> (usize, bool) {
 pub(crate) fn decode_strict(span: &str, out: &mut String) -> bool {
     let b = span.as_bytes();
     let mut i = 0;
-    while let Some(at) = b.get(i..).and_then(|rest| rest.iter().position(|&c| c == b'\\')) {
+    while let Some(at) = b
+        .get(i..)
+        .and_then(|rest| rest.iter().position(|&c| c == b'\\'))
+    {
         match validate_escape(b, i + at) {
             Ok(next) => i = next,
             Err(_) => return false,
@@ -303,7 +312,12 @@ pub(crate) fn scan_number(b: &[u8], mut i: usize) -> Result<usize, NotMcp> {
 }
 
 #[inline]
-pub(crate) fn scan_literal(b: &[u8], i: usize, lit: &'static [u8], expected: &'static str) -> Result<usize, NotMcp> {
+pub(crate) fn scan_literal(
+    b: &[u8],
+    i: usize,
+    lit: &'static [u8],
+    expected: &'static str,
+) -> Result<usize, NotMcp> {
     let end = i + lit.len();
     match b.get(i..end) {
         Some(s) if s == lit => Ok(end),

@@ -15,13 +15,29 @@ thread_local! {
 }
 
 fn naive_special(b: &[u8], i: usize) -> usize {
-    (i..b.len()).find(|&j| matches!(b[j], b'"' | b'\\' | 0..=0x1f)).unwrap_or(b.len())
+    (i..b.len())
+        .find(|&j| matches!(b[j], b'"' | b'\\' | 0..=0x1f))
+        .unwrap_or(b.len())
 }
 
 #[test]
 fn swar_scanner_matches_naive() {
     let mut x: u64 = 0x1234_5678_9abc_def1;
-    let alphabet = [b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0xff, 0x5b, 0x5d, 0x22 ^ 0x80];
+    let alphabet = [
+        b'a',
+        b'"',
+        b'\\',
+        0x00,
+        0x1f,
+        0x20,
+        0x21,
+        0x7f,
+        0x80,
+        0xff,
+        0x5b,
+        0x5d,
+        0x22 ^ 0x80,
+    ];
     for _ in 0..20_000 {
         x ^= x << 13;
         x ^= x >> 7;
@@ -34,17 +50,27 @@ fn swar_scanner_matches_naive() {
             y ^= y >> 7;
             y ^= y << 17;
             // mostly plain bytes so the special one lands anywhere in a word
-            let c = if y >> 61 == 0 { alphabet[(y >> 8) as usize % alphabet.len()] } else { b'a' + (y >> 16) as u8 % 26 };
+            let c = if y >> 61 == 0 {
+                alphabet[(y >> 8) as usize % alphabet.len()]
+            } else {
+                b'a' + (y >> 16) as u8 % 26
+            };
             buf.push(c);
         }
         for i in 0..=len + 1 {
-            assert_eq!(find_string_special(&buf, i), naive_special(&buf, i).max(i.min(buf.len())), "{buf:?} from {i}");
+            assert_eq!(
+                find_string_special(&buf, i),
+                naive_special(&buf, i).max(i.min(buf.len())),
+                "{buf:?} from {i}"
+            );
         }
     }
 }
 
 fn big_object(n: usize, dup_at: Option<(usize, usize)>) -> String {
-    let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"#);
+    let mut s = String::from(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"#,
+    );
     for i in 0..n {
         if i > 0 {
             s.push(',');
@@ -84,31 +110,62 @@ fn every_duplicate_strategy_finds_the_first_duplicate() {
         let run = |body: &str| read_in_mode(mode, body);
         assert_eq!(run(&big_object(500, None)), Ok(()), "mode {mode}");
         // Escaped spellings (decoded into the arena) among the keys, no duplicate.
-        let escaped = big_object(500, None).replacen(r#""k5":"#, &escaped_key(5), 1).replacen(r#""k450":"#, &escaped_key(450), 1);
+        let escaped = big_object(500, None)
+            .replacen(r#""k5":"#, &escaped_key(5), 1)
+            .replacen(r#""k450":"#, &escaped_key(450), 1);
         assert_eq!(run(&escaped), Ok(()), "mode {mode}");
         // A duplicate found by each phase: linear (both < 16), at the switch (17th key),
         // while hashing / after the fallback (both late), and against an escaped spelling.
         for (from, to) in [(3, 10), (3, 16), (3, 400), (200, 400), (5, 17), (5, 450)] {
             let body = big_object(500, Some((from, to)));
             let k = format!("k{from}");
-            let want = NotMcp::DuplicateKey { key: k.clone(), offset: key_offset(&body, &k, 1) };
-            assert_eq!(run(&body), Err(want.clone()), "mode {mode} dup {from}->{to}");
+            let want = NotMcp::DuplicateKey {
+                key: k.clone(),
+                offset: key_offset(&body, &k, 1),
+            };
+            assert_eq!(
+                run(&body),
+                Err(want.clone()),
+                "mode {mode} dup {from}->{to}"
+            );
             // The first occurrence escaped.
             let body = body.replacen(&format!("\"{k}\":"), &escaped_key(from), 1);
-            let want = NotMcp::DuplicateKey { key: k.clone(), offset: key_offset(&body, &k, 0) };
-            assert_eq!(run(&body), Err(want), "mode {mode} escaped first {from}->{to}");
+            let want = NotMcp::DuplicateKey {
+                key: k.clone(),
+                offset: key_offset(&body, &k, 0),
+            };
+            assert_eq!(
+                run(&body),
+                Err(want),
+                "mode {mode} escaped first {from}->{to}"
+            );
             // The second occurrence escaped.
             let body = big_object(500, Some((from, to)));
             let second = key_offset(&body, &k, 1);
-            let body = format!("{}{}{}", &body[..second], escaped_key(from), &body[second + k.len() + 3..]);
-            let want = NotMcp::DuplicateKey { key: k.clone(), offset: second };
-            assert_eq!(run(&body), Err(want), "mode {mode} escaped second {from}->{to}");
+            let body = format!(
+                "{}{}{}",
+                &body[..second],
+                escaped_key(from),
+                &body[second + k.len() + 3..]
+            );
+            let want = NotMcp::DuplicateKey {
+                key: k.clone(),
+                offset: second,
+            };
+            assert_eq!(
+                run(&body),
+                Err(want),
+                "mode {mode} escaped second {from}->{to}"
+            );
         }
         // Two duplicates: the one that comes first in the body is reported.
         let body = big_object(300, Some((10, 200))).replacen(r#""k100":"#, r#""k50":"#, 1);
         assert_eq!(
             run(&body),
-            Err(NotMcp::DuplicateKey { key: "k50".into(), offset: key_offset(&body, "k50", 1) }),
+            Err(NotMcp::DuplicateKey {
+                key: "k50".into(),
+                offset: key_offset(&body, "k50", 1)
+            }),
             "mode {mode}"
         );
     }
@@ -119,8 +176,9 @@ fn key_stack_is_restored_after_nested_objects() {
     // Inner objects reuse the same key names and the same per-depth hash tables.
     let body = big_object(200, None);
     assert!(read_body(body.as_bytes(), ReadOptions::default()).is_ok());
-    let escaped =
-        big_object(40, None).replacen(r#""k39":"#, r#""k\u0033\u0039":"#, 1).replacen(r#""k38":"#, r#""k\u0033\u0039":"#, 1);
+    let escaped = big_object(40, None)
+        .replacen(r#""k39":"#, r#""k\u0033\u0039":"#, 1)
+        .replacen(r#""k38":"#, r#""k\u0033\u0039":"#, 1);
     assert!(
         matches!(read_body(escaped.as_bytes(), ReadOptions::default()), Err(NotMcp::DuplicateKey { ref key, .. }) if key == "k39")
     );
@@ -133,7 +191,10 @@ fn long_duplicate_keys_are_shortened_in_the_message() {
     let e = read_body(body.as_bytes(), ReadOptions::default()).unwrap_err();
     let msg = e.to_string();
     assert!(msg.len() < 100, "{msg}");
-    assert!(msg.starts_with("duplicate key 'xxxx") && msg.ends_with("at byte 206"), "{msg}");
+    assert!(
+        msg.starts_with("duplicate key 'xxxx") && msg.ends_with("at byte 206"),
+        "{msg}"
+    );
 }
 
 /// `"name":"get-sum","name\u0000":"get-env"`: two keys here, one repeated `name` to a decoder that ends
@@ -141,7 +202,9 @@ fn long_duplicate_keys_are_shortened_in_the_message() {
 /// batches, big hashed objects), whatever the NUL's place in it; NUL in a value is a value.
 #[test]
 fn keys_with_nul_are_refused() {
-    let call = |params: &str| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+    let call = |params: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#)
+    };
     let big: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
     let bodies = [
         call(r#"{"name":"get-sum","name\u0000":"get-env"}"#),
@@ -154,18 +217,34 @@ fn keys_with_nul_are_refused() {
         format!("[{},{}]", call(r#"{"name":"get-sum"}"#), call(r#"{"name":"get-sum","name\u0000":"get-env"}"#)),
     ];
     for body in &bodies {
-        for opts in [ReadOptions::default(), ReadOptions { capture_params: true }] {
+        for opts in [
+            ReadOptions::default(),
+            ReadOptions {
+                capture_params: true,
+            },
+        ] {
             let e = read_body(body.as_bytes(), opts).unwrap_err();
             assert!(matches!(e, NotMcp::KeyWithNul { .. }), "{body}: {e:?}");
             let msg = e.to_string();
-            assert!(msg.contains("holds U+0000") && !msg.contains(['"', '\0', '\n']), "{msg}");
+            assert!(
+                msg.contains("holds U+0000") && !msg.contains(['"', '\0', '\n']),
+                "{msg}"
+            );
         }
     }
     let e = read_body(bodies[0].as_bytes(), ReadOptions::default()).unwrap_err();
-    assert_eq!(e, NotMcp::KeyWithNul { key: "name\0".into(), offset: bodies[0].find("\"name\\u0000").unwrap() });
+    assert_eq!(
+        e,
+        NotMcp::KeyWithNul {
+            key: "name\0".into(),
+            offset: bodies[0].find("\"name\\u0000").unwrap()
+        }
+    );
     // A long key is cut in the error as a duplicate is.
     let long = call(&format!(r#"{{"{}\u0000":1}}"#, "x".repeat(200)));
-    let msg = read_body(long.as_bytes(), ReadOptions::default()).unwrap_err().to_string();
+    let msg = read_body(long.as_bytes(), ReadOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(msg.len() < 100 && msg.starts_with("key 'xxxx"), "{msg}");
     // NUL in values (a tool name no rule names) and other escaped keys are read as before.
     let body = call(r#"{"name":"get-sum\u0000","n\u0061me\u0001":"x"}"#);
@@ -175,7 +254,9 @@ fn keys_with_nul_are_refused() {
 
 #[test]
 fn a_kept_body_is_the_body_read() {
-    let capture = ReadOptions { capture_params: true };
+    let capture = ReadOptions {
+        capture_params: true,
+    };
     for body in [
         r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":[1,{"y":"z"}]}}},{"jsonrpc":"2.0","id":2,"method":"tools/list"}]"#,
         r#"[{"jsonrpc":"2.0","id":"x","method":"ping"}]"#,
@@ -194,9 +275,13 @@ fn a_kept_body_is_the_body_read() {
 #[test]
 fn captured_params_with_keys_that_fold_together_are_refused() {
     let body = |arguments: &str| {
-        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"get-weather","arguments":{arguments}}}}}"#)
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"get-weather","arguments":{arguments}}}}}"#
+        )
     };
-    let capture = ReadOptions { capture_params: true };
+    let capture = ReadOptions {
+        capture_params: true,
+    };
     for (arguments, key, twin) in [
         (r#"{"city":"Paris","City":"Berlin"}"#, "city", "City"),
         (r#"{"geo":{"lat":1,"LAT":2}}"#, "lat", "LAT"),
@@ -205,24 +290,38 @@ fn captured_params_with_keys_that_fold_together_are_refused() {
         (r#"{"list":[{"k":1,"\u212a":2}]}"#, "k", "\u{212a}"),
         ("{\"is\":1,\"i\u{17f}\":2}", "is", "i\u{17f}"),
         // The sharp s and its capital (Go folds them together).
-        ("{\"stra\u{df}e\":1,\"stra\u{1e9e}e\":2}", "stra\u{df}e", "stra\u{1e9e}e"),
+        (
+            "{\"stra\u{df}e\":1,\"stra\u{1e9e}e\":2}",
+            "stra\u{df}e",
+            "stra\u{1e9e}e",
+        ),
         // An escaped key is compared as decoded.
         (r#"{"\u0063ity":"Paris","CITY":"Berlin"}"#, "city", "CITY"),
     ] {
         let b = body(arguments);
         match read_body(b.as_bytes(), capture) {
-            Err(NotMcp::FoldedTwins { key: k, twin: t, .. }) => assert_eq!((k.as_str(), t.as_str()), (key, twin), "{arguments}"),
+            Err(NotMcp::FoldedTwins {
+                key: k, twin: t, ..
+            }) => assert_eq!((k.as_str(), t.as_str()), (key, twin), "{arguments}"),
             other => panic!("{arguments}: {other:?}"),
         }
         // Without capture, arguments reach no decision and are not read.
-        assert!(read_body(b.as_bytes(), ReadOptions::default()).is_ok(), "{arguments}");
+        assert!(
+            read_body(b.as_bytes(), ReadOptions::default()).is_ok(),
+            "{arguments}"
+        );
     }
     // Distinct keys, and the same key in different objects, are fine.
-    let ok = body(r#"{"city":"Paris","cities":["a"],"nested":{"city":"Lyon"},"list":[{"a":1},{"A":2}]}"#);
+    let ok = body(
+        r#"{"city":"Paris","cities":["a"],"nested":{"city":"Lyon"},"list":[{"a":1},{"A":2}]}"#,
+    );
     assert!(read_body(ok.as_bytes(), capture).is_ok());
     // What serde_json cannot decode is refused rather than left unchecked after it.
     let big = body(r#"{"n":1e400,"city":"Paris","City":"Berlin"}"#);
-    assert!(matches!(read_body(big.as_bytes(), capture), Err(NotMcp::ParamsUndecodable { .. })));
+    assert!(matches!(
+        read_body(big.as_bytes(), capture),
+        Err(NotMcp::ParamsUndecodable { .. })
+    ));
 }
 
 /// The serde_json walk that `twins::folded_twins` replaced (a HashMap per object), kept as its
@@ -244,7 +343,7 @@ fn reference_folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
     }
     impl<'de> Visitor<'de> for Key {
         type Value = Cow<'de, str>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("a key")
         }
         fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
@@ -261,7 +360,13 @@ fn reference_folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
         if key.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
             Cow::Borrowed(key)
         } else {
-            Cow::Owned(key.chars().map(super::twins::sharp_s).flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect())
+            Cow::Owned(
+                key.chars()
+                    .map(twins::sharp_s)
+                    .flat_map(char::to_uppercase)
+                    .flat_map(char::to_lowercase)
+                    .collect(),
+            )
         }
     }
 
@@ -276,7 +381,7 @@ fn reference_folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
     }
     impl<'de> Visitor<'de> for Check<'_> {
         type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("JSON")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
@@ -331,7 +436,10 @@ fn reference_folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
         (_, Some((key, twin))) => Err(NotMcp::FoldedTwins { key, twin, offset }),
         (Err(e), None) => {
             let reason = e.to_string();
-            let reason = reason.rsplit_once(" at line ").map_or(reason.as_str(), |(r, _)| r).to_string();
+            let reason = reason
+                .rsplit_once(" at line ")
+                .map_or(reason.as_str(), |(r, _)| r)
+                .to_string();
             Err(NotMcp::ParamsUndecodable { reason, offset })
         }
         (Ok(()), None) => Ok(()),
@@ -363,7 +471,14 @@ fn folded_twins_match_the_serde_json_walk() {
         "\\u00df",
         "SS",
     ];
-    const NUMBERS: [&str; 6] = ["1", "-0", "2.5e3", "1e400", "1E4444", "123456789012345678901234567890"];
+    const NUMBERS: [&str; 6] = [
+        "1",
+        "-0",
+        "2.5e3",
+        "1e400",
+        "1E4444",
+        "123456789012345678901234567890",
+    ];
     let mut x: u64 = 0x1234_5678_9abc_def1;
     let mut next = move || {
         x ^= x << 13;
@@ -451,11 +566,21 @@ fn keys_go_folds_together_are_twins() {
     use super::twins::folded_twins;
     let mut orbits = 0;
     for line in include_str!("go_fold_orbits.txt").lines() {
-        let runes: Vec<char> =
-            line.split(' ').map(|h| u32::from_str_radix(h, 16).ok().and_then(char::from_u32).unwrap()).collect();
+        let runes: Vec<char> = line
+            .split(' ')
+            .map(|h| {
+                u32::from_str_radix(h, 16)
+                    .ok()
+                    .and_then(char::from_u32)
+                    .unwrap()
+            })
+            .collect();
         for other in &runes[1..] {
             let json = format!(r#"{{"k{}":1,"k{other}":2}}"#, runes[0]);
-            assert!(matches!(folded_twins(&json, 0), Err(NotMcp::FoldedTwins { .. })), "{line}: {json}");
+            assert!(
+                matches!(folded_twins(&json, 0), Err(NotMcp::FoldedTwins { .. })),
+                "{line}: {json}"
+            );
         }
         orbits += 1;
     }
@@ -469,7 +594,10 @@ fn keys_go_folds_together_are_twins() {
 #[test]
 fn reads_with_kept_memory_answer_as_fresh_ones() {
     let many: Vec<String> = (0..3000).map(|i| format!("\"k{i}\":{i}")).collect();
-    let many = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{{}}}}}"#, many.join(","));
+    let many = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{{}}}}}"#,
+        many.join(",")
+    );
     let bodies = [
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":{"y":[1,{"z":"#.to_string(),
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b"}}"#.to_string(),
@@ -482,9 +610,19 @@ fn reads_with_kept_memory_answer_as_fresh_ones() {
     let mut memory = ReadScratch::default();
     for _ in 0..2 {
         for body in &bodies {
-            for opts in [ReadOptions::default(), ReadOptions { capture_params: true }] {
+            for opts in [
+                ReadOptions::default(),
+                ReadOptions {
+                    capture_params: true,
+                },
+            ] {
                 let fresh = read_body(body.as_bytes(), opts);
-                assert_eq!(read_body_with(body.as_bytes(), opts, &mut memory), fresh, "{}", &body[..body.len().min(80)]);
+                assert_eq!(
+                    read_body_with(body.as_bytes(), opts, &mut memory),
+                    fresh,
+                    "{}",
+                    &body[..body.len().min(80)]
+                );
             }
         }
         assert!(memory.frames.is_empty() && memory.keys.is_empty());

@@ -14,7 +14,9 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::scan::{colon, decode_into, expected_at, scan_literal, scan_number, skip_validated_string, skip_ws};
+use super::scan::{
+    colon, decode_into, expected_at, scan_literal, scan_number, skip_validated_string, skip_ws,
+};
 use super::NotMcp;
 
 /// Objects with more keys than this index their folded keys in a hash map.
@@ -57,7 +59,10 @@ pub(super) fn folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
                 if b.get(pos) == Some(&b'}') {
                     pos += 1;
                 } else {
-                    frames.push(Frame::Object { keys_start: keys.len(), map: None });
+                    frames.push(Frame::Object {
+                        keys_start: keys.len(),
+                        map: None,
+                    });
                     pos = key(json, pos, offset, &mut frames, &mut keys)?;
                     continue 'value;
                 }
@@ -85,7 +90,9 @@ pub(super) fn folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
         // A value ended at `pos`: climb while containers close.
         loop {
             pos = skip_ws(b, pos);
-            let Some(top) = frames.last() else { break 'value };
+            let Some(top) = frames.last() else {
+                break 'value;
+            };
             match (top, b.get(pos)) {
                 (Frame::Object { .. }, Some(b',')) => {
                     pos = key(json, skip_ws(b, pos + 1), offset, &mut frames, &mut keys)?;
@@ -135,7 +142,11 @@ fn key<'a>(
         Cow::Borrowed(raw)
     };
     let fold = fold(&key);
-    let twins = |first: &str, key: Cow<'_, str>| NotMcp::FoldedTwins { key: first.to_string(), twin: key.into_owned(), offset };
+    let twins = |first: &str, key: Cow<'_, str>| NotMcp::FoldedTwins {
+        key: first.to_string(),
+        twin: key.into_owned(),
+        offset,
+    };
     let Some(Frame::Object { keys_start, map }) = frames.last_mut() else {
         return Err(expected_at(b, pos, "a value")); // unreachable: keys are read in objects
     };
@@ -173,7 +184,13 @@ fn fold<'a>(key: &Cow<'a, str>) -> Cow<'a, str> {
     } else if key.is_ascii() {
         Cow::Owned(key.to_ascii_lowercase())
     } else {
-        Cow::Owned(key.chars().map(sharp_s).flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect())
+        Cow::Owned(
+            key.chars()
+                .map(sharp_s)
+                .flat_map(char::to_uppercase)
+                .flat_map(char::to_lowercase)
+                .collect(),
+        )
     }
 }
 
@@ -200,7 +217,10 @@ fn number(text: &str, offset: usize) -> Result<(), NotMcp> {
         Ok(_) => Ok(()),
         Err(e) => {
             let reason = e.to_string();
-            let reason = reason.rsplit_once(" at line ").map_or(reason.as_str(), |(r, _)| r).to_string();
+            let reason = reason
+                .rsplit_once(" at line ")
+                .map_or(reason.as_str(), |(r, _)| r)
+                .to_string();
             Err(NotMcp::ParamsUndecodable { reason, offset })
         }
     }

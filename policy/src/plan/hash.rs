@@ -24,8 +24,22 @@ impl CompiledPlan {
             gateway: &'p LevelPlan,
             backends: &'p BTreeMap<String, LevelPlan>,
         }
-        let CompiledPlan { version, hash: _, listener, settings, gateway, backends } = self;
-        let unhashed = Unhashed { version: *version, hash: "", listener, settings, gateway, backends };
+        let CompiledPlan {
+            version,
+            hash: _,
+            listener,
+            settings,
+            gateway,
+            backends,
+        } = self;
+        let unhashed = Unhashed {
+            version: *version,
+            hash: "",
+            listener,
+            settings,
+            gateway,
+            backends,
+        };
         // Serialising plain data cannot fail; an empty string would only make the hash weaker.
         let bytes = serde_json::to_vec(&unhashed).unwrap_or_default();
         hex(&Sha256::digest(&bytes))
@@ -103,7 +117,8 @@ fn string_end(json: &[u8], start: usize) -> usize {
         // Skip eight bytes at a time to the next quote or backslash.
         while let Some(Ok(chunk)) = json.get(i..i + 8).map(<[u8; 8]>::try_from) {
             let word = u64::from_le_bytes(chunk);
-            let special = zero_bytes(word ^ (ONES * u64::from(b'"'))) | zero_bytes(word ^ (ONES * u64::from(b'\\')));
+            let special = zero_bytes(word ^ (ONES * u64::from(b'"')))
+                | zero_bytes(word ^ (ONES * u64::from(b'\\')));
             if special != 0 {
                 i += (special.trailing_zeros() / 8) as usize;
                 break;

@@ -19,9 +19,23 @@ fn tricky_plan() -> CompiledPlan {
         ..RulePlan::default()
     };
     let mut plan = CompiledPlan::empty("ns/gw/l \"hash\":\"x\"");
-    plan.gateway.allow.push(PolicyPlan { name: "ns/p".into(), rules: vec![rule(IMPLICIT_RULE), rule("hash")], dry_run: false });
-    let backend = PolicyPlan { name: "hash".into(), rules: vec![rule("r")], dry_run: false };
-    plan.backends.insert("hash".into(), LevelPlan { allow: vec![backend], ..Default::default() });
+    plan.gateway.allow.push(PolicyPlan {
+        name: "ns/p".into(),
+        rules: vec![rule(IMPLICIT_RULE), rule("hash")],
+        dry_run: false,
+    });
+    let backend = PolicyPlan {
+        name: "hash".into(),
+        rules: vec![rule("r")],
+        dry_run: false,
+    };
+    plan.backends.insert(
+        "hash".into(),
+        LevelPlan {
+            allow: vec![backend],
+            ..Default::default()
+        },
+    );
     plan.seal()
 }
 
@@ -34,13 +48,28 @@ fn whole_numbers_written_as_doubles_load() {
     let json = serde_json::to_string(&plan).unwrap();
     let doubled = json
         .replace(r#""version":1"#, r#""version":1.0"#)
-        .replace(r#""maxBodyBytes":1048576"#, r#""maxBodyBytes":1.048576e+06"#)
+        .replace(
+            r#""maxBodyBytes":1048576"#,
+            r#""maxBodyBytes":1.048576e+06"#,
+        )
         .replace(r#""ports":[8443,80]"#, r#""ports":[8443.0,8e1]"#);
     assert_ne!(doubled, json);
-    assert_eq!(crate::eval::Evaluator::load(doubled.as_bytes()).unwrap().plan(), &plan);
-    for bad in [r#""version":1.5"#, r#""version":-1"#, r#""version":4294967296"#] {
+    assert_eq!(
+        crate::eval::Evaluator::load(doubled.as_bytes())
+            .unwrap()
+            .plan(),
+        &plan
+    );
+    for bad in [
+        r#""version":1.5"#,
+        r#""version":-1"#,
+        r#""version":4294967296"#,
+    ] {
         let text = json.replace(r#""version":1"#, bad);
-        assert!(crate::eval::Evaluator::load(text.as_bytes()).is_err(), "{bad}");
+        assert!(
+            crate::eval::Evaluator::load(text.as_bytes()).is_err(),
+            "{bad}"
+        );
     }
 }
 
@@ -59,17 +88,31 @@ fn content_hash_ignores_only_the_hash() {
 #[test]
 fn the_text_hash_of_serde_json_output_is_the_content_hash() {
     for plan in [tricky_plan(), CompiledPlan::empty("l").seal()] {
-        for json in [serde_json::to_vec(&plan).unwrap(), serde_json::to_vec_pretty(&plan).unwrap()] {
-            assert_eq!(json_content_hash(&json), plan.hash, "{}", String::from_utf8_lossy(&json));
+        for json in [
+            serde_json::to_vec(&plan).unwrap(),
+            serde_json::to_vec_pretty(&plan).unwrap(),
+        ] {
+            assert_eq!(
+                json_content_hash(&json),
+                plan.hash,
+                "{}",
+                String::from_utf8_lossy(&json)
+            );
         }
     }
     let plan = tricky_plan();
     // Equal with or without a hash, whatever its value.
     let mut unhashed = plan.clone();
     unhashed.hash = "0".repeat(64);
-    assert_eq!(json_content_hash(&serde_json::to_vec(&unhashed).unwrap()), plan.hash);
+    assert_eq!(
+        json_content_hash(&serde_json::to_vec(&unhashed).unwrap()),
+        plan.hash
+    );
     unhashed.hash.clear();
-    assert_eq!(json_content_hash(&serde_json::to_vec(&unhashed).unwrap()), plan.hash);
+    assert_eq!(
+        json_content_hash(&serde_json::to_vec(&unhashed).unwrap()),
+        plan.hash
+    );
 }
 
 #[test]

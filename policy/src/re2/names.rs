@@ -2,8 +2,9 @@
 
 /// Unicode general categories RE2 knows by name (`\pL`, `\p{Lu}`); no `Cn`, `LC`, long names.
 pub(super) const CATEGORIES: &[&str] = &[
-    "C", "Cc", "Cf", "Co", "Cs", "L", "Ll", "Lm", "Lo", "Lt", "Lu", "M", "Mc", "Me", "Mn", "N", "Nd", "Nl", "No", "P", "Pc",
-    "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "S", "Sc", "Sk", "Sm", "So", "Z", "Zl", "Zp", "Zs",
+    "C", "Cc", "Cf", "Co", "Cs", "L", "Ll", "Lm", "Lo", "Lt", "Lu", "M", "Mc", "Me", "Mn", "N",
+    "Nd", "Nl", "No", "P", "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "S", "Sc", "Sk", "Sm", "So",
+    "Z", "Zl", "Zp", "Zs",
 ];
 
 /// Scripts RE2 knows (Envoy 1.40's RE2, Unicode 15.1), exact spelling: the `Script` values of

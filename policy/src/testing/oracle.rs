@@ -21,7 +21,7 @@ struct StrictVisitor;
 
 impl<'de> serde::de::Visitor<'de> for StrictVisitor {
     type Value = Strict;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("JSON")
     }
     fn visit_bool<E>(self, _: bool) -> Result<Strict, E> {
@@ -87,13 +87,20 @@ pub fn depth(v: &Value) -> usize {
 pub fn folds_to(key: &str, field: &str) -> bool {
     let fold = |c: char| {
         let mut up = c.to_uppercase();
-        let (Some(u), None) = (up.next(), up.next()) else { return None };
+        let (Some(u), None) = (up.next(), up.next()) else {
+            return None;
+        };
         let mut low = u.to_lowercase();
-        let (Some(l), None) = (low.next(), low.next()) else { return None };
+        let (Some(l), None) = (low.next(), low.next()) else {
+            return None;
+        };
         Some(l)
     };
     key.chars().count() == field.chars().count()
-        && key.chars().zip(field.chars()).all(|(a, b)| fold(a).is_some() && fold(a) == fold(b))
+        && key
+            .chars()
+            .zip(field.chars())
+            .all(|(a, b)| fold(a).is_some() && fold(a) == fold(b))
 }
 
 /// A key of some message or `params` object of `v` that a case-insensitive decoder reads as a field
@@ -102,11 +109,17 @@ pub fn folded_key(v: &Value) -> Option<String> {
     const MESSAGE: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
     const PARAMS: [&str; 2] = ["name", "uri"];
     let variant = |o: &Map<String, Value>, fields: &[&str]| {
-        o.keys().find(|k| fields.iter().any(|f| k.as_str() != *f && folds_to(k, f))).cloned()
+        o.keys()
+            .find(|k| fields.iter().any(|f| k.as_str() != *f && folds_to(k, f)))
+            .cloned()
     };
     let message = |m: &Value| {
         let o = m.as_object()?;
-        variant(o, &MESSAGE).or_else(|| o.get("params").and_then(Value::as_object).and_then(|p| variant(p, &PARAMS)))
+        variant(o, &MESSAGE).or_else(|| {
+            o.get("params")
+                .and_then(Value::as_object)
+                .and_then(|p| variant(p, &PARAMS))
+        })
     };
     match v {
         Value::Array(a) => a.iter().find_map(message),
@@ -119,7 +132,13 @@ pub fn folded_key(v: &Value) -> Option<String> {
 pub fn nul_key(v: &Value) -> Option<String> {
     match v {
         Value::Array(a) => a.iter().find_map(nul_key),
-        Value::Object(o) => o.iter().find_map(|(k, v)| if k.contains('\0') { Some(k.clone()) } else { nul_key(v) }),
+        Value::Object(o) => o.iter().find_map(|(k, v)| {
+            if k.contains('\0') {
+                Some(k.clone())
+            } else {
+                nul_key(v)
+            }
+        }),
         _ => None,
     }
 }
@@ -134,11 +153,21 @@ mod tests {
         assert!(has_duplicate_key(br#"{"a":{"b":1,"b":2}}"#));
         assert!(!has_duplicate_key(br#"{"a":{"b":1,"b":2"#[..10].as_ref()));
         assert_eq!(depth(&serde_json::json!([[1], {"a": [[]]}])), 4);
-        assert!(folds_to("NAME", "name") && folds_to("\u{17f}ame", "same") && !folds_to("names", "name"));
+        assert!(
+            folds_to("NAME", "name")
+                && folds_to("\u{17f}ame", "same")
+                && !folds_to("names", "name")
+        );
         let v = serde_json::json!({"jsonrpc": "2.0", "method": "m", "params": {"Name": "x"}});
         assert_eq!(folded_key(&v), Some("Name".into()));
-        assert_eq!(folded_key(&serde_json::json!({"jsonrpc": "2.0", "method": "m"})), None);
-        assert_eq!(nul_key(&serde_json::json!([{"a": [{"b\u{0}": 1}]}])), Some("b\u{0}".into()));
+        assert_eq!(
+            folded_key(&serde_json::json!({"jsonrpc": "2.0", "method": "m"})),
+            None
+        );
+        assert_eq!(
+            nul_key(&serde_json::json!([{"a": [{"b\u{0}": 1}]}])),
+            Some("b\u{0}".into())
+        );
         assert_eq!(nul_key(&serde_json::json!({"a": "b\u{0}"})), None);
     }
 }

@@ -16,16 +16,27 @@ fn mcp_headers_must_agree_with_the_body() {
     let mut req = Req::post(None);
     req.headers.push(("mcp-method", "tools/call"));
     assert!(allowed(&ev, &req, call("echo")));
-    assert!(!allowed(&ev, &req, msg("tools/list", Some("1"), None, None)));
+    assert!(!allowed(
+        &ev,
+        &req,
+        msg("tools/list", Some("1"), None, None)
+    ));
     req.headers.push(("mcp-name", "echo"));
     assert!(allowed(&ev, &req, call("echo")));
-    assert_eq!(decide(&ev, None, &req, call("get-sum")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Name" }));
+    assert_eq!(
+        decide(&ev, None, &req, call("get-sum")),
+        Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Name" })
+    );
     let mut req = Req::post(None);
     req.headers.push(("mcp-name", "x"));
-    assert!(!allowed(&ev, &req, msg("ping", Some("1"), None, None)), "Mcp-Name on a message without a name");
+    assert!(
+        !allowed(&ev, &req, msg("ping", Some("1"), None, None)),
+        "Mcp-Name on a message without a name"
+    );
     // MCP 2026-07-28: values that are not plain ASCII come base64-encoded; compared decoded.
     let mut req = Req::post(None);
-    req.headers.push(("mcp-name", "=?base64?d2V0dGVyLWfDpHN0?=")); // "wetter-gäst"
+    req.headers
+        .push(("mcp-name", "=?base64?d2V0dGVyLWfDpHN0?=")); // "wetter-gäst"
     assert!(allowed(&ev, &req, call("wetter-gäst")));
     assert!(!allowed(&ev, &req, call("wetter-gast")));
     let mut req = Req::post(None);
@@ -33,9 +44,18 @@ fn mcp_headers_must_agree_with_the_body() {
     assert!(!allowed(&ev, &req, call("echo")), "undecodable: a mismatch");
     // The encoded form is for Mcp-Name and Mcp-Param-* only: an encoded Mcp-Method is compared as sent.
     let mut req = Req::post(None);
-    req.headers.push(("mcp-method", "=?base64?dG9vbHMvY2FsbA==?=")); // "tools/call"
-    assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Method" }));
-    assert_eq!(toolgate_policy::eval::mcp_header_value("mcp-param-region", "=?base64?w6k=?=").as_deref(), Some("é"));
+    req.headers
+        .push(("mcp-method", "=?base64?dG9vbHMvY2FsbA==?=")); // "tools/call"
+    assert_eq!(
+        decide(&ev, None, &req, call("echo")),
+        Verdict::Deny(DenyReason::McpHeaderMismatch {
+            header: "Mcp-Method"
+        })
+    );
+    assert_eq!(
+        toolgate_policy::eval::mcp_header_value("mcp-param-region", "=?base64?w6k=?=").as_deref(),
+        Some("é")
+    );
     // A mismatch is answered 400 with -32020 and the request id.
     let body = McpBody::Single(msg("tools/call", Some("5"), Some("echo"), None));
     let mut req = Req::post(None);
@@ -54,7 +74,8 @@ fn header_matchers_see_decoded_mcp_values() {
     let rule = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"r","authorization":{"type":"Inline","headers":[{"name":"mcp-name","value":"wetter-gäst"}]}}]}"#;
     let ev = plan(vec![policy("p", rule)], vec![]);
     let mut req = Req::post(None);
-    req.headers.push(("mcp-name", "=?base64?d2V0dGVyLWfDpHN0?="));
+    req.headers
+        .push(("mcp-name", "=?base64?d2V0dGVyLWfDpHN0?="));
     assert!(allowed(&ev, &req, call("wetter-gäst")));
 }
 
@@ -71,7 +92,9 @@ fn protocol_version_header_and_meta_must_agree() {
     req.headers.push(("mcp-protocol-version", "2025-11-25"));
     assert_eq!(
         decide(&ev, None, &req, m.clone()),
-        Verdict::Deny(DenyReason::McpHeaderMismatch { header: "MCP-Protocol-Version" })
+        Verdict::Deny(DenyReason::McpHeaderMismatch {
+            header: "MCP-Protocol-Version"
+        })
     );
     // Only one of them: nothing to compare.
     assert!(allowed(&ev, &req, call("echo")));
@@ -86,20 +109,38 @@ fn repeated_mcp_headers_are_a_mismatch() {
         ("mcp-name", "echo", "get-env", "Mcp-Name"),
         ("mcp-method", "tools/call", "tools/list", "Mcp-Method"),
         ("mcp-name", "echo", "echo", "Mcp-Name"),
-        ("mcp-protocol-version", "2025-11-25", "2025-11-25", "MCP-Protocol-Version"),
+        (
+            "mcp-protocol-version",
+            "2025-11-25",
+            "2025-11-25",
+            "MCP-Protocol-Version",
+        ),
     ] {
         let mut req = Req::post(None);
         req.headers.push((name, first));
         req.headers.push(("x-other", "1"));
         req.headers.push((name, second));
-        assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header }), "{name}");
+        assert_eq!(
+            decide(&ev, None, &req, call("echo")),
+            Verdict::Deny(DenyReason::McpHeaderMismatch { header }),
+            "{name}"
+        );
     }
     // With several repeated, the denial names the first of Mcp-Method, Mcp-Name, MCP-Protocol-Version,
     // whatever order the headers came in.
     let mut req = Req::post(None);
-    for (name, value) in [("mcp-name", "echo"), ("mcp-name", "echo"), ("mcp-method", "tools/call"), ("mcp-method", "tools/call")]
-    {
+    for (name, value) in [
+        ("mcp-name", "echo"),
+        ("mcp-name", "echo"),
+        ("mcp-method", "tools/call"),
+        ("mcp-method", "tools/call"),
+    ] {
         req.headers.push((name, value));
     }
-    assert_eq!(decide(&ev, None, &req, call("echo")), Verdict::Deny(DenyReason::McpHeaderMismatch { header: "Mcp-Method" }));
+    assert_eq!(
+        decide(&ev, None, &req, call("echo")),
+        Verdict::Deny(DenyReason::McpHeaderMismatch {
+            header: "Mcp-Method"
+        })
+    );
 }

@@ -18,20 +18,29 @@ fn denial_replies_echo_the_id_with_its_type() {
         assert_eq!(reply.status, 200);
         assert_eq!(
             reply.body,
-            format!(r#"{{"jsonrpc":"2.0",{expected},"error":{{"code":403,"message":"Access to this tool is forbidden."}}}}"#)
+            format!(
+                r#"{{"jsonrpc":"2.0",{expected},"error":{{"code":403,"message":"Access to this tool is forbidden."}}}}"#
+            )
         );
     }
     // A notification (no id) and a null id get HTTP 403.
     for id in [None, Some("null")] {
         let body = McpBody::Single(msg("notifications/x", id, None, None));
         let d = ev.route(None).decide(&req.http(), BodyInput::Mcp(&body));
-        assert_eq!(response::denial(BodyInput::Mcp(&body), &d, false).status, 403);
+        assert_eq!(
+            response::denial(BodyInput::Mcp(&body), &d, false).status,
+            403
+        );
     }
     // Debug reasons are opt-in.
     let body = McpBody::Single(call("echo"));
     let d = ev.route(None).decide(&req.http(), BodyInput::Mcp(&body));
-    assert!(!response::denial(BodyInput::Mcp(&body), &d, false).body.contains("gateway"));
-    assert!(response::denial(BodyInput::Mcp(&body), &d, true).body.contains("no rule of 1 allow policy matched"));
+    assert!(!response::denial(BodyInput::Mcp(&body), &d, false)
+        .body
+        .contains("gateway"));
+    assert!(response::denial(BodyInput::Mcp(&body), &d, true)
+        .body
+        .contains("no rule of 1 allow policy matched"));
 }
 
 /// What `toolgate explain` shows of a request: the record of the walk that decided it.
@@ -42,8 +51,15 @@ fn explain(
 ) -> Vec<toolgate_policy::eval::MessageRecord> {
     let mut record = toolgate_policy::eval::Record::default();
     let decided = route.decide_recorded(req, body, &mut record);
-    assert_eq!(decided, route.decide(req, body), "the recorded walk decides as the filter's");
-    record.last().map(|w| w.messages.clone()).unwrap_or_default()
+    assert_eq!(
+        decided,
+        route.decide(req, body),
+        "the recorded walk decides as the filter's"
+    );
+    record
+        .last()
+        .map(|w| w.messages.clone())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -55,7 +71,10 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
          "authorization":{"type":"Inline","paths":[{"type":"Exact","value":"/mcp"}],"mcp":{"methods":[{"name":"tools/call","params":["get-sum"]}]}}}]}"#;
     let backend = r#"{"targetRefs":[],"action":"Allow","rules":[{"name":"no-env","authorization":{"type":"Inline",
         "mcp":{"mcpBaseProtocolMethodsOption":"MATCH_BASE_PROTOCOL_METHODS","methods":[{"name":"tools/call","params":["get-sum","echo"]},{"name":"prompts/get"}]}}}]}"#;
-    let ev = plan(vec![policy("g", gateway)], vec![("backend", vec![policy("b", backend)])]);
+    let ev = plan(
+        vec![policy("g", gateway)],
+        vec![("backend", vec![policy("b", backend)])],
+    );
     let route = ev.route(Some("backend"));
     let messages = [
         call("get-sum"),
@@ -83,11 +102,22 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
                 let allowed = route.decide(&req.http(), BodyInput::Mcp(&body)).allowed();
                 let explained = explain(&route, &req.http(), BodyInput::Mcp(&body));
                 assert_eq!(explained.len(), 1);
-                let every_level_has_a_match = explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
-                assert_eq!(allowed, every_level_has_a_match, "{principal:?} {path} {:?}", m.method);
+                let every_level_has_a_match = explained[0]
+                    .levels
+                    .iter()
+                    .all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
+                assert_eq!(
+                    allowed, every_level_has_a_match,
+                    "{principal:?} {path} {:?}",
+                    m.method
+                );
                 if !allowed {
                     denied_with_reason += 1;
-                    assert!(explained[0].levels.iter().flat_map(|l| &l.rules).any(|r| r.outcome.is_err()));
+                    assert!(explained[0]
+                        .levels
+                        .iter()
+                        .flat_map(|l| &l.rules)
+                        .any(|r| r.outcome.is_err()));
                 }
             }
             for method in ["GET", "PUT"] {
@@ -96,7 +126,10 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
                 req.path = path;
                 let allowed = route.decide(&req.http(), BodyInput::None).allowed();
                 let explained = explain(&route, &req.http(), BodyInput::None);
-                let ok = explained[0].levels.iter().all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
+                let ok = explained[0]
+                    .levels
+                    .iter()
+                    .all(|l| l.rules.iter().any(|r| r.outcome.is_ok()));
                 assert_eq!(allowed, ok, "{principal:?} {method} {path}");
             }
         }
@@ -109,5 +142,8 @@ fn explain_agrees_with_decide_and_names_the_failing_matcher() {
     let e = explain(&route, &req.http(), BodyInput::Mcp(&body));
     let gw = &e[0].levels[0].rules;
     assert_eq!(gw[0].outcome, Err(format!("source: caller {B} is not {A}")));
-    assert_eq!(gw[1].outcome, Err("paths: the request does not match".to_string()));
+    assert_eq!(
+        gw[1].outcome,
+        Err("paths: the request does not match".to_string())
+    );
 }

@@ -21,13 +21,23 @@ fn every_truncated_prefix_is_rejected() {
         assert!(read_bytes(full).is_ok(), "seed must be valid: {seed}");
         for len in 0..full.len() {
             let r = read_bytes(&full[..len]);
-            assert!(r.is_err(), "prefix of length {len} accepted: {:?}", String::from_utf8_lossy(&full[..len]));
+            assert!(
+                r.is_err(),
+                "prefix of length {len} accepted: {:?}",
+                String::from_utf8_lossy(&full[..len])
+            );
         }
     }
 }
 
 /// What the reader extracts from one message, in serde_json terms: method, id, name, uri, params.
-type Extracted = (Option<String>, Option<serde_json::Value>, Option<String>, Option<String>, Option<serde_json::Value>);
+type Extracted = (
+    Option<String>,
+    Option<serde_json::Value>,
+    Option<String>,
+    Option<String>,
+    Option<serde_json::Value>,
+);
 
 /// Reference reading of one message from a serde_json value; None = not MCP.
 fn reference_message(v: &serde_json::Value, capture: bool) -> Option<Extracted> {
@@ -42,20 +52,40 @@ fn reference_message(v: &serde_json::Value, capture: bool) -> Option<Extracted> 
     };
     let id = match o.get("id") {
         None => None,
-        Some(i @ (serde_json::Value::String(_) | serde_json::Value::Number(_) | serde_json::Value::Null)) => Some(i.clone()),
+        Some(
+            i @ (serde_json::Value::String(_)
+            | serde_json::Value::Number(_)
+            | serde_json::Value::Null),
+        ) => Some(i.clone()),
         Some(_) => return None,
     };
     if method.is_none() && !o.contains_key("result") && !o.contains_key("error") {
         return None;
     }
     let params = o.get("params");
-    let field = |k: &str| params.and_then(|p| p.get(k)).and_then(|x| x.as_str()).map(str::to_string);
-    Some((method, id, field("name"), field("uri"), if capture { params.cloned() } else { None }))
+    let field = |k: &str| {
+        params
+            .and_then(|p| p.get(k))
+            .and_then(|x| x.as_str())
+            .map(str::to_string)
+    };
+    Some((
+        method,
+        id,
+        field("name"),
+        field("uri"),
+        if capture { params.cloned() } else { None },
+    ))
 }
 
 /// Check one input against the oracles; returns which outcome it had (for coverage counting).
 fn check(input: &[u8], capture: bool) -> &'static str {
-    let ours = read_body(input, ReadOptions { capture_params: capture });
+    let ours = read_body(
+        input,
+        ReadOptions {
+            capture_params: capture,
+        },
+    );
     let value = serde_json::from_slice::<serde_json::Value>(input);
     let strict = oracle::strict(input);
     let out_of_range = matches!(&value, Err(e) if e.to_string().contains("number out of range"));
@@ -74,9 +104,16 @@ fn check(input: &[u8], capture: bool) -> &'static str {
                 return "out-of-range";
             }
             let v = value.unwrap_or_else(|e| {
-                panic!("we accepted JSON that serde_json rejects ({e}): {:?}", String::from_utf8_lossy(input))
+                panic!(
+                    "we accepted JSON that serde_json rejects ({e}): {:?}",
+                    String::from_utf8_lossy(input)
+                )
             });
-            assert!(strict.is_ok(), "we missed a duplicate key: {:?}", String::from_utf8_lossy(input));
+            assert!(
+                strict.is_ok(),
+                "we missed a duplicate key: {:?}",
+                String::from_utf8_lossy(input)
+            );
             assert!(depth(&v) <= MAX_DEPTH, "we missed the depth limit");
             if let Some(k) = folded_key(&v) {
                 // (A JSON-RPC-level problem earlier in the body may be reported instead.)
@@ -87,10 +124,16 @@ fn check(input: &[u8], capture: bool) -> &'static str {
                 );
             }
             if let Some(k) = nul_key(&v) {
-                assert!(ours.is_err(), "we accepted a key with U+0000 ({k:?}): {:?}", String::from_utf8_lossy(input));
+                assert!(
+                    ours.is_err(),
+                    "we accepted a key with U+0000 ({k:?}): {:?}",
+                    String::from_utf8_lossy(input)
+                );
             }
             let expected: Option<Vec<_>> = match &v {
-                serde_json::Value::Array(a) if !a.is_empty() => a.iter().map(|m| reference_message(m, capture)).collect(),
+                serde_json::Value::Array(a) if !a.is_empty() => {
+                    a.iter().map(|m| reference_message(m, capture)).collect()
+                }
                 serde_json::Value::Array(_) => None,
                 m => reference_message(m, capture).map(|x| vec![x]),
             };
@@ -106,7 +149,8 @@ fn check(input: &[u8], capture: bool) -> &'static str {
                                 m.id.map(|i| serde_json::from_str::<serde_json::Value>(i).unwrap()),
                                 m.name.as_deref().map(str::to_string),
                                 m.uri.as_deref().map(str::to_string),
-                                m.params.map(|p| serde_json::from_str::<serde_json::Value>(p).unwrap()),
+                                m.params
+                                    .map(|p| serde_json::from_str::<serde_json::Value>(p).unwrap()),
                             )
                         })
                         .collect();
@@ -114,7 +158,10 @@ fn check(input: &[u8], capture: bool) -> &'static str {
                     "ok"
                 }
                 (Err(_), None) => "not-mcp",
-                (o, e) => panic!("disagreement on {:?}: ours {o:?}, reference {e:?}", String::from_utf8_lossy(input)),
+                (o, e) => panic!(
+                    "disagreement on {:?}: ours {o:?}, reference {e:?}",
+                    String::from_utf8_lossy(input)
+                ),
             }
         }
         Err(NotMcp::DuplicateKey { .. }) => {
@@ -136,7 +183,11 @@ fn check(input: &[u8], capture: bool) -> &'static str {
             // The oracle finds a case-folded field name in a message or params (unless the JSON
             // is invalid further on: the reader stops at the first problem).
             if let (Ok(v), Ok(_)) = (&value, &strict) {
-                assert!(folded_key(v).is_some(), "false FoldedKey {key:?}: {:?}", String::from_utf8_lossy(input));
+                assert!(
+                    folded_key(v).is_some(),
+                    "false FoldedKey {key:?}: {:?}",
+                    String::from_utf8_lossy(input)
+                );
             }
             "folded"
         }
@@ -144,7 +195,11 @@ fn check(input: &[u8], capture: bool) -> &'static str {
             // serde_json reads the key (it holds U+0000) unless the JSON is invalid further on.
             assert!(key.contains('\0'), "{key:?}");
             if let (Ok(v), Ok(_)) = (&value, &strict) {
-                assert!(nul_key(v).is_some(), "false KeyWithNul {key:?}: {:?}", String::from_utf8_lossy(input));
+                assert!(
+                    nul_key(v).is_some(),
+                    "false KeyWithNul {key:?}: {:?}",
+                    String::from_utf8_lossy(input)
+                );
             }
             "nul-key"
         }
@@ -157,7 +212,11 @@ fn check(input: &[u8], capture: bool) -> &'static str {
         }
         Err(e) => {
             // A syntax error: serde_json must reject the input too.
-            assert!(value.is_err(), "we rejected valid JSON with {e}: {:?}", String::from_utf8_lossy(input));
+            assert!(
+                value.is_err(),
+                "we rejected valid JSON with {e}: {:?}",
+                String::from_utf8_lossy(input)
+            );
             "syntax"
         }
     }
@@ -284,7 +343,11 @@ fn gen_value(rng: &mut Rng, out: &mut String, depth: usize, max_depth: usize) {
             // Now and then a big object (hashed duplicate detection), keys drawn from 0..120 so
             // that duplicates are likely, some with an escaped spelling.
             let big = rng.below(12) == 0;
-            let n = if big { 14 + rng.below(40) } else { rng.below(4) };
+            let n = if big {
+                14 + rng.below(40)
+            } else {
+                rng.below(4)
+            };
             for i in 0..n {
                 if i > 0 {
                     out.push(',');
@@ -351,7 +414,13 @@ fn gen_message(rng: &mut Rng) -> String {
     if rng.below(10) > 0 {
         fields.push(r#""jsonrpc":"2.0""#.into());
     }
-    for (k, p) in [("id", 3), ("method", 2), ("params", 2), ("result", 5), ("x", 3)] {
+    for (k, p) in [
+        ("id", 3),
+        ("method", 2),
+        ("params", 2),
+        ("result", 5),
+        ("x", 3),
+    ] {
         if rng.below(p) == 0 {
             continue;
         }
@@ -400,11 +469,20 @@ fn fuzz_mutations_against_serde_json() {
     let mut outcomes = std::collections::BTreeMap::new();
     for iter in 0..100_000 {
         let mut input = match iter % 4 {
-            0 => (0..rng.below(64)).map(|_| *rng.pick(b"{}[]\",:\\ 0123-.eEtruefalsn\xff\x00a")).collect(),
+            0 => (0..rng.below(64))
+                .map(|_| *rng.pick(b"{}[]\",:\\ 0123-.eEtruefalsn\xff\x00a"))
+                .collect(),
             1 => gen_message(&mut rng).into_bytes(),
             2 => {
                 let n = 1 + rng.below(3);
-                format!("[{}]", (0..n).map(|_| gen_message(&mut rng)).collect::<Vec<_>>().join(",")).into_bytes()
+                format!(
+                    "[{}]",
+                    (0..n)
+                        .map(|_| gen_message(&mut rng))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+                .into_bytes()
             }
             _ => rng.pick(&seeds).clone().into_bytes(),
         };
@@ -413,10 +491,17 @@ fn fuzz_mutations_against_serde_json() {
                 mutate(&mut rng, &mut input);
             }
         }
-        *outcomes.entry(check(&input, iter % 3 == 0)).or_insert(0usize) += 1;
+        *outcomes
+            .entry(check(&input, iter % 3 == 0))
+            .or_insert(0usize) += 1;
     }
     // The loop must exercise every outcome, not just syntax errors.
-    for k in ["ok", "not-mcp", "dup", "deep", "syntax", "folded", "nul-key"] {
-        assert!(outcomes.get(k).copied().unwrap_or(0) > 100, "too few {k}: {outcomes:?}");
+    for k in [
+        "ok", "not-mcp", "dup", "deep", "syntax", "folded", "nul-key",
+    ] {
+        assert!(
+            outcomes.get(k).copied().unwrap_or(0) > 100,
+            "too few {k}: {outcomes:?}"
+        );
     }
 }

@@ -20,12 +20,14 @@ use prost::Message;
 use serde_json::{json, Map, Value as Json};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
-use toolgate_ext_authz_proto::envoy::config::core::v3::{address, socket_address::PortSpecifier, Address};
+use toolgate_ext_authz_proto::envoy::config::core::v3::{
+    address, socket_address::PortSpecifier, Address,
+};
 use toolgate_ext_authz_proto::google::rpc::{code, Status};
 use toolgate_ext_authz_proto::json::{from_struct, MCP_PROXY_NAMESPACE};
 use toolgate_ext_authz_proto::{
-    check_response::HttpResponse, CheckRequest, CheckResponse, DeniedHttpResponse, HeaderValueOption, HttpStatus, OkHttpResponse,
-    CHECK_PATH,
+    check_response::HttpResponse, CheckRequest, CheckResponse, DeniedHttpResponse,
+    HeaderValueOption, HttpStatus, OkHttpResponse, CHECK_PATH,
 };
 
 use crate::rule::{tool_name, Rule};
@@ -47,7 +49,8 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) {
                 let (state, abort) = (state.clone(), abort2.clone());
                 async move { Ok::<_, Infallible>(handle(req, state, abort).await) }
             });
-            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), svc);
+            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 _ = conn => {}
                 // close_mid_reply: drop the connection (TCP close, no GOAWAY) with the reply half sent.
@@ -68,7 +71,10 @@ pub struct GrpcBody {
 impl Body for GrpcBody {
     type Data = Bytes;
     type Error = Infallible;
-    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         if let Some(d) = self.data.take() {
             return Poll::Ready(Some(Ok(Frame::data(d))));
         }
@@ -90,35 +96,73 @@ fn frame(msg: &[u8]) -> Bytes {
     b.freeze()
 }
 
-fn grpc_response(data: Option<Bytes>, status: i32, message: &str, hang: bool) -> Response<GrpcBody> {
+fn grpc_response(
+    data: Option<Bytes>,
+    status: i32,
+    message: &str,
+    hang: bool,
+) -> Response<GrpcBody> {
     let mut trailers = HeaderMap::new();
     trailers.insert("grpc-status", HeaderValue::from(status));
     if !message.is_empty() {
         // grpc-message is percent-encoded; keep it to safe ASCII.
-        let safe: String = message.chars().map(|c| if c.is_ascii_graphic() && c != '%' || c == ' ' { c } else { '?' }).collect();
+        let safe: String = message
+            .chars()
+            .map(|c| {
+                if c.is_ascii_graphic() && c != '%' || c == ' ' {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
         trailers.insert("grpc-message", HeaderValue::from_str(&safe).unwrap());
     }
     if data.is_none() {
         // Trailers-only response: the status travels in the headers.
-        let mut resp = Response::new(GrpcBody { data: None, trailers: None, hang: false });
-        resp.headers_mut().insert("content-type", HeaderValue::from_static("application/grpc"));
+        let mut resp = Response::new(GrpcBody {
+            data: None,
+            trailers: None,
+            hang: false,
+        });
+        resp.headers_mut()
+            .insert("content-type", HeaderValue::from_static("application/grpc"));
         resp.headers_mut().extend(trailers);
         return resp;
     }
-    let mut resp = Response::new(GrpcBody { data, trailers: Some(trailers), hang });
-    resp.headers_mut().insert("content-type", HeaderValue::from_static("application/grpc"));
+    let mut resp = Response::new(GrpcBody {
+        data,
+        trailers: Some(trailers),
+        hang,
+    });
+    resp.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/grpc"));
     resp
 }
 
-async fn handle(req: Request<Incoming>, state: Arc<State>, abort: Arc<Notify>) -> Response<GrpcBody> {
+async fn handle(
+    req: Request<Incoming>,
+    state: Arc<State>,
+    abort: Arc<Notify>,
+) -> Response<GrpcBody> {
     if req.uri().path() != CHECK_PATH {
-        return grpc_response(None, 12, &format!("unimplemented: {}", req.uri().path()), false);
+        return grpc_response(
+            None,
+            12,
+            &format!("unimplemented: {}", req.uri().path()),
+            false,
+        );
     }
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
-        Err(e) => return grpc_response(None, code::UNKNOWN, &format!("reading request: {e}"), false),
+        Err(e) => {
+            return grpc_response(None, code::UNKNOWN, &format!("reading request: {e}"), false)
+        }
     };
-    if body.len() < 5 || body[0] != 0 || body.len() - 5 != u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize {
+    if body.len() < 5
+        || body[0] != 0
+        || body.len() - 5 != u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize
+    {
         return grpc_response(None, 13, "expected one uncompressed gRPC message", false);
     }
     let check = match CheckRequest::decode(&body[5..]) {
@@ -134,10 +178,21 @@ async fn handle(req: Request<Incoming>, state: Arc<State>, abort: Arc<Notify>) -
             return grpc_response(None, 13, &e, false);
         }
     };
-    let principal = entry["principal"].as_str().filter(|p| !p.is_empty()).map(str::to_string);
-    let mcp = if entry["mcp_proxy"].is_object() { Some(entry["mcp_proxy"].clone()) } else { None };
+    let principal = entry["principal"]
+        .as_str()
+        .filter(|p| !p.is_empty())
+        .map(str::to_string);
+    let mcp = if entry["mcp_proxy"].is_object() {
+        Some(entry["mcp_proxy"].clone())
+    } else {
+        None
+    };
     // Native Envoy ext_authz sends no mcp_proxy metadata: fall back to the request body.
-    let mcp = mcp.or_else(|| entry["body"].as_str().and_then(|b| serde_json::from_str::<Json>(b).ok()));
+    let mcp = mcp.or_else(|| {
+        entry["body"]
+            .as_str()
+            .and_then(|b| serde_json::from_str::<Json>(b).ok())
+    });
     let decision = rule.decide(principal.as_deref(), mcp.as_ref());
     entry["tool"] = json!(tool_name(mcp.as_ref()));
     entry["decision"] = json!(if decision.allow { "allow" } else { "deny" });
@@ -168,11 +223,16 @@ async fn handle(req: Request<Incoming>, state: Arc<State>, abort: Arc<Notify>) -
 /// The CheckResponse for a decision under `rule`.
 pub fn check_response(rule: &Rule, allow: bool, reason: &str) -> CheckResponse {
     let headers = |m: &std::collections::BTreeMap<String, String>| {
-        m.iter().map(|(k, v)| HeaderValueOption::new(k.clone(), v.clone())).collect::<Vec<_>>()
+        m.iter()
+            .map(|(k, v)| HeaderValueOption::new(k.clone(), v.clone()))
+            .collect::<Vec<_>>()
     };
     if allow {
         CheckResponse {
-            status: Some(Status { code: code::OK, ..Default::default() }),
+            status: Some(Status {
+                code: code::OK,
+                ..Default::default()
+            }),
             http_response: Some(HttpResponse::OkResponse(OkHttpResponse {
                 headers: headers(&rule.ok_headers),
                 ..Default::default()
@@ -181,9 +241,15 @@ pub fn check_response(rule: &Rule, allow: bool, reason: &str) -> CheckResponse {
         }
     } else {
         CheckResponse {
-            status: Some(Status { code: code::PERMISSION_DENIED, message: reason.to_string(), details: vec![] }),
+            status: Some(Status {
+                code: code::PERMISSION_DENIED,
+                message: reason.to_string(),
+                details: vec![],
+            }),
             http_response: Some(HttpResponse::DeniedResponse(DeniedHttpResponse {
-                status: Some(HttpStatus { code: rule.deny_status as i32 }),
+                status: Some(HttpStatus {
+                    code: rule.deny_status as i32,
+                }),
                 headers: headers(&rule.deny_headers),
                 body: rule.deny_body.clone(),
             })),
@@ -214,11 +280,21 @@ pub fn describe(check: &CheckRequest) -> Json {
     let http = request.http.unwrap_or_default();
     let metadata: Map<String, Json> = attrs
         .metadata_context
-        .map(|m| m.filter_metadata.iter().map(|(k, v)| (k.clone(), Json::Object(from_struct(v)))).collect())
+        .map(|m| {
+            m.filter_metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), Json::Object(from_struct(v))))
+                .collect()
+        })
         .unwrap_or_default();
     let route_metadata: Map<String, Json> = attrs
         .route_metadata_context
-        .map(|m| m.filter_metadata.iter().map(|(k, v)| (k.clone(), Json::Object(from_struct(v)))).collect())
+        .map(|m| {
+            m.filter_metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), Json::Object(from_struct(v))))
+                .collect()
+        })
         .unwrap_or_default();
     json!({
         "kind": "grpc",

@@ -45,7 +45,10 @@ struct Req {
 
 impl Req {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -96,19 +99,30 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
             return Err(bad("head too large"));
         }
         if !fill(stream, buf).await? {
-            return if buf.is_empty() { Ok(None) } else { Err(bad("eof in head")) };
+            return if buf.is_empty() {
+                Ok(None)
+            } else {
+                Err(bad("eof in head"))
+            };
         }
     };
     let mut headers = [httparse::EMPTY_HEADER; 128];
     let mut parsed = httparse::Request::new(&mut headers);
-    parsed.parse(&buf[..head_end]).map_err(|e| bad(&e.to_string()))?;
+    parsed
+        .parse(&buf[..head_end])
+        .map_err(|e| bad(&e.to_string()))?;
     let mut req = Req {
         method: parsed.method.unwrap_or("").to_string(),
         path: parsed.path.unwrap_or("").to_string(),
         headers: parsed
             .headers
             .iter()
-            .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+            .map(|h| {
+                (
+                    h.name.to_ascii_lowercase(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                )
+            })
             .collect(),
         body: Vec::new(),
         close: parsed.version == Some(0),
@@ -117,7 +131,9 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
     if let Some(c) = req.header("connection") {
         req.close = c.eq_ignore_ascii_case("close");
     }
-    let chunked = req.header("transfer-encoding").is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
+    let chunked = req
+        .header("transfer-encoding")
+        .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
     if chunked {
         loop {
             let line_end = loop {
@@ -129,8 +145,8 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
                 }
             };
             let size_text = String::from_utf8_lossy(&buf[..line_end]).to_string();
-            let size =
-                usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16).map_err(|_| bad("bad chunk size"))?;
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| bad("bad chunk size"))?;
             buf.drain(..line_end + 2);
             if size == 0 {
                 // Trailers (ignored) up to the empty line.
@@ -202,7 +218,11 @@ fn response(status: u16, headers: &[(String, String)], body: &[u8]) -> Vec<u8> {
     for (k, v) in headers {
         out.push_str(&format!("{k}: {v}\r\n"));
     }
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) && !body.is_empty() {
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        && !body.is_empty()
+    {
         out.push_str("content-type: text/plain\r\n");
     }
     out.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
@@ -214,14 +234,20 @@ fn response(status: u16, headers: &[(String, String)], body: &[u8]) -> Vec<u8> {
 /// `URI=` of the last element of an `x-forwarded-client-cert` value.
 fn xfcc_uri(xfcc: &str) -> Option<&str> {
     let last = xfcc.rsplit(',').next()?;
-    last.split(';').find_map(|kv| kv.strip_prefix("URI=")).map(|v| v.trim_matches('"'))
+    last.split(';')
+        .find_map(|kv| kv.strip_prefix("URI="))
+        .map(|v| v.trim_matches('"'))
 }
 
 async fn respond(req: &Req, state: &State) -> Reply {
     let principal = req
         .header(PRINCIPAL_HEADER)
         .map(str::to_string)
-        .or_else(|| req.header("x-forwarded-client-cert").and_then(xfcc_uri).map(str::to_string));
+        .or_else(|| {
+            req.header("x-forwarded-client-cert")
+                .and_then(xfcc_uri)
+                .map(str::to_string)
+        });
     let mcp: Option<Json> = serde_json::from_slice(&req.body).ok();
     let mut headers = Map::new();
     for (k, v) in &req.headers {
@@ -265,10 +291,18 @@ async fn respond(req: &Req, state: &State) -> Reply {
         return Reply::Drop(GARBAGE.to_vec());
     }
     let bytes = if decision.allow {
-        let headers: Vec<_> = rule.ok_headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let headers: Vec<_> = rule
+            .ok_headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         response(200, &headers, b"")
     } else {
-        let headers: Vec<_> = rule.deny_headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let headers: Vec<_> = rule
+            .deny_headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         response(rule.deny_status, &headers, rule.deny_body.as_bytes())
     };
     if rule.close_mid_reply {
@@ -289,5 +323,10 @@ async fn respond(req: &Req, state: &State) -> Reply {
 
 /// `head` with its `content-length: 0` replaced by `len`.
 fn response_with_length(head: &[u8], len: usize) -> Vec<u8> {
-    String::from_utf8_lossy(head).replace("content-length: 0\r\n", &format!("content-length: {len}\r\n")).into_bytes()
+    String::from_utf8_lossy(head)
+        .replace(
+            "content-length: 0\r\n",
+            &format!("content-length: {len}\r\n"),
+        )
+        .into_bytes()
 }

@@ -12,7 +12,9 @@ pub struct Log(Option<Mutex<File>>);
 impl Log {
     pub fn open(path: Option<&str>) -> std::io::Result<Log> {
         Ok(Log(match path {
-            Some(p) => Some(Mutex::new(OpenOptions::new().create(true).append(true).open(p)?)),
+            Some(p) => Some(Mutex::new(
+                OpenOptions::new().create(true).append(true).open(p)?,
+            )),
             None => None,
         }))
     }

@@ -16,6 +16,7 @@
 //! the bound addresses of the servers started, e.g. `{"grpc":"127.0.0.1:40001","http":"127.0.0.1:40002"}`
 //! (use port 0 and read it). Runs until killed.
 
+#![forbid(unsafe_code)]
 mod grpc;
 mod http;
 mod log;
@@ -27,7 +28,8 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-const USAGE: &str = "usage: toolgate-test-authz [--grpc ADDR] [--http ADDR] [--rule FILE] [--log FILE]";
+const USAGE: &str =
+    "usage: toolgate-test-authz [--grpc ADDR] [--http ADDR] [--rule FILE] [--log FILE]";
 
 pub struct State {
     pub rule: Option<PathBuf>,
@@ -63,7 +65,10 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let (mut grpc_addr, mut http_addr, mut rule, mut log_path) = (None, None, None, None);
     while let Some(flag) = args.next() {
-        let mut value = || args.next().unwrap_or_else(|| fail(&format!("{flag} needs a value")));
+        let mut value = || {
+            args.next()
+                .unwrap_or_else(|| fail(&format!("{flag} needs a value")))
+        };
         match flag.as_str() {
             "--grpc" => grpc_addr = Some(value()),
             "--http" => http_addr = Some(value()),
@@ -79,10 +84,13 @@ async fn main() {
     if grpc_addr.is_none() && http_addr.is_none() {
         fail("give --grpc ADDR and/or --http ADDR");
     }
-    let log = log::Log::open(log_path.as_deref()).unwrap_or_else(|e| fail(&format!("cannot open log file: {e}")));
+    let log = log::Log::open(log_path.as_deref())
+        .unwrap_or_else(|e| fail(&format!("cannot open log file: {e}")));
     let state = Arc::new(State { rule, log });
     let bind = |addr: String| async move {
-        TcpListener::bind(&addr).await.unwrap_or_else(|e| fail(&format!("cannot listen on {addr}: {e}")))
+        TcpListener::bind(&addr)
+            .await
+            .unwrap_or_else(|e| fail(&format!("cannot listen on {addr}: {e}")))
     };
     let mut bound = serde_json::Map::new();
     let mut tasks = Vec::new();

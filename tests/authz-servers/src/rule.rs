@@ -65,8 +65,11 @@ impl Default for Rule {
 impl Rule {
     /// The rule in `path`, or the default rule when there is no path.
     pub fn load(path: Option<&Path>) -> Result<Rule, String> {
-        let Some(path) = path else { return Ok(Rule::default()) };
-        let text = std::fs::read_to_string(path).map_err(|e| format!("rule file {}: {e}", path.display()))?;
+        let Some(path) = path else {
+            return Ok(Rule::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("rule file {}: {e}", path.display()))?;
         serde_json::from_str(&text).map_err(|e| format!("rule file {}: {e}", path.display()))
     }
 
@@ -86,13 +89,19 @@ impl Rule {
                     return Decision::deny(format!("tool {tool} in deny_tools"))
                 }
                 Some(tool) if self.allow_tools.iter().any(|t| t == tool) => {
-                    return Decision { allow: true, reason: format!("tool {tool} in allow_tools") }
+                    return Decision {
+                        allow: true,
+                        reason: format!("tool {tool} in allow_tools"),
+                    }
                 }
                 _ => {}
             }
         }
         match self.default {
-            Default_::Allow => Decision { allow: true, reason: "default allow".into() },
+            Default_::Allow => Decision {
+                allow: true,
+                reason: "default allow".into(),
+            },
             Default_::Deny => Decision::deny("default deny".into()),
         }
     }
@@ -111,7 +120,10 @@ pub struct Decision {
 
 impl Decision {
     fn deny(reason: String) -> Self {
-        Decision { allow: false, reason }
+        Decision {
+            allow: false,
+            reason,
+        }
     }
 }
 
@@ -132,7 +144,11 @@ mod tests {
         assert!(!rule.decide(Some("spiffe://a"), Some(&call("other"))).allow);
         assert!(!rule.decide(Some("spiffe://b"), Some(&call("echo"))).allow);
         assert!(!rule.decide(None, Some(&call("echo"))).allow);
-        assert!(!rule.decide(Some("spiffe://a"), Some(&json!({"method": "tools/list"}))).allow);
+        assert!(
+            !rule
+                .decide(Some("spiffe://a"), Some(&json!({"method": "tools/list"})))
+                .allow
+        );
         assert!(Rule::default().decide(None, None).allow);
         assert_eq!(Rule::default().deny_status, 403);
         assert!(serde_json::from_value::<Rule>(json!({"alow_tools": []})).is_err());

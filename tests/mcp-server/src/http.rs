@@ -41,12 +41,20 @@ pub struct Request {
 impl Request {
     /// First value of a header (name must be lower-case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// All values of a header joined with ", " (name must be lower-case).
     fn header_joined(&self, name: &str) -> Option<String> {
-        let vals: Vec<&str> = self.headers.iter().filter(|(n, _)| n == name).map(|(_, v)| v.as_str()).collect();
+        let vals: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect();
         if vals.is_empty() {
             None
         } else {
@@ -56,7 +64,8 @@ impl Request {
 }
 
 fn has_token(list: &str, token: &str) -> bool {
-    list.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
+    list.split(',')
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
 /// Reads a request and its whole body; the response to send instead when that fails (a body
@@ -68,12 +77,19 @@ pub async fn read(req: hyper::Request<Incoming>) -> Result<Request, Response> {
         .iter()
         .map(|(n, v)| {
             let v = String::from_utf8_lossy(v.as_bytes());
-            (n.as_str().to_string(), v.trim_matches(|c| c == ' ' || c == '\t').to_string())
+            (
+                n.as_str().to_string(),
+                v.trim_matches(|c| c == ' ' || c == '\t').to_string(),
+            )
         })
         .collect();
     let mut req = Request {
         method: parts.method.as_str().to_string(),
-        target: parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| parts.uri.to_string()),
+        target: parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| parts.uri.to_string()),
         headers,
         body: Vec::new(),
         keep_alive: false,
@@ -85,7 +101,11 @@ pub async fn read(req: hyper::Request<Incoming>) -> Result<Request, Response> {
     };
     let too_large = || Response::text(413, "request body too large");
     // hyper has checked the framing headers (a bad or conflicting content-length is its 400).
-    let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return Err(too_large());
     }
@@ -112,7 +132,12 @@ pub const CHUNK_PAUSE: std::time::Duration = std::time::Duration::from_millis(30
 
 impl Response {
     pub fn new(status: u16) -> Self {
-        Response { status, headers: Vec::new(), body: Vec::new(), chunks: Vec::new() }
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+            chunks: Vec::new(),
+        }
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Self {
@@ -122,7 +147,10 @@ impl Response {
 
     /// The first value of a header (name in lower case).
     pub fn header_value(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Replaces every field of a header (name in lower case) with one.
@@ -137,11 +165,15 @@ impl Response {
     }
 
     pub fn json(status: u16, value: &serde_json::Value) -> Self {
-        Response::new(status).header("content-type", "application/json").body(value.to_string())
+        Response::new(status)
+            .header("content-type", "application/json")
+            .body(value.to_string())
     }
 
     pub fn text(status: u16, text: &str) -> Self {
-        Response::new(status).header("content-type", "text/plain; charset=utf-8").body(format!("{text}\n"))
+        Response::new(status)
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(format!("{text}\n"))
     }
 
     /// The hyper response: `content-length` (hyper's, from the body), or chunked when it has
@@ -164,14 +196,21 @@ impl Response {
             body
         };
         let mut resp = hyper::Response::new(body);
-        *resp.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        *resp.status_mut() =
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let headers = resp.headers_mut();
         for (n, v) in &self.headers {
-            if let (Ok(n), Ok(v)) = (HeaderName::try_from(n.as_str()), HeaderValue::try_from(v.as_str())) {
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::try_from(n.as_str()),
+                HeaderValue::try_from(v.as_str()),
+            ) {
                 headers.append(n, v);
             }
         }
-        headers.insert(CONNECTION, HeaderValue::from_static(if keep_alive { "keep-alive" } else { "close" }));
+        headers.insert(
+            CONNECTION,
+            HeaderValue::from_static(if keep_alive { "keep-alive" } else { "close" }),
+        );
         resp
     }
 }
@@ -189,7 +228,10 @@ impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
     }
 }
@@ -200,7 +242,11 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc

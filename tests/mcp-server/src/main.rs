@@ -7,6 +7,7 @@
 //! HTTP/1.1 is hyper's (`http.rs`), on a Tokio runtime; the MCP handling is synchronous (no
 //! handler blocks), and streamed answers (`subscriptions/listen`, chunked SSE) are fed by tasks.
 
+#![forbid(unsafe_code)]
 mod http;
 mod mcp;
 mod modern;
@@ -100,7 +101,11 @@ fn parse_args() -> Result<Config, String> {
             other => return Err(format!("unknown argument: {other}")),
         }
     }
-    Ok(Config { listen: listen.ok_or("--listen is required")?, log, name })
+    Ok(Config {
+        listen: listen.ok_or("--listen is required")?,
+        log,
+        name,
+    })
 }
 
 struct Server {
@@ -136,8 +141,17 @@ impl From<Response> for Reply {
 
 impl Server {
     /// Appends one execution-log line to the log file (flushed) and stderr.
-    fn log_exec(&self, req: &Request, jsonrpc_method: Option<&str>, id: Option<&Value>, params: Option<&Value>) {
-        let ts = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    fn log_exec(
+        &self,
+        req: &Request,
+        jsonrpc_method: Option<&str>,
+        id: Option<&Value>,
+        params: Option<&Value>,
+    ) {
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
         let str_param = |key: &str| -> Value {
             match params.and_then(|p| p.get(key)) {
                 Some(v @ Value::String(_)) => v.clone(),
@@ -145,7 +159,11 @@ impl Server {
             }
         };
         let name = str_param("name");
-        let tool = if jsonrpc_method == Some("tools/call") { name.clone() } else { Value::Null };
+        let tool = if jsonrpc_method == Some("tools/call") {
+            name.clone()
+        } else {
+            Value::Null
+        };
         let mut headers: BTreeMap<&str, String> = BTreeMap::new();
         for (n, v) in &req.headers {
             headers
@@ -183,11 +201,12 @@ impl Server {
             return self.notify(req).into();
         }
         match req.method.as_str() {
-            "GET" | "DELETE" if modern::header_is_modern(version) => {
-                Response::text(405, "no GET stream or session in MCP 2026-07-28 (use subscriptions/listen)")
-                    .header("allow", "POST")
-                    .into()
-            }
+            "GET" | "DELETE" if modern::header_is_modern(version) => Response::text(
+                405,
+                "no GET stream or session in MCP 2026-07-28 (use subscriptions/listen)",
+            )
+            .header("allow", "POST")
+            .into(),
             "POST" => self.handle_post(req),
             "GET" => {
                 self.log_exec(req, None, None, None);
@@ -204,7 +223,9 @@ impl Server {
                 }
                 _ => Response::text(400, "missing mcp-session-id header").into(),
             },
-            _ => Response::text(405, "method not allowed").header("allow", "GET, POST, DELETE").into(),
+            _ => Response::text(405, "method not allowed")
+                .header("allow", "GET, POST, DELETE")
+                .into(),
         }
     }
 
@@ -220,14 +241,29 @@ impl Server {
         let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
         for l in listeners.iter() {
             let mut send = |method: &str, params: Map<String, Value>| {
-                if l.tx.send(modern::stream_notification(&l.sub_id, method, params)).is_ok() {
+                if l.tx
+                    .send(modern::stream_notification(&l.sub_id, method, params))
+                    .is_ok()
+                {
                     delivered += 1;
                 }
             };
             for (on, mine, method) in [
-                (flag("tools"), l.filter.tools, "notifications/tools/list_changed"),
-                (flag("prompts"), l.filter.prompts, "notifications/prompts/list_changed"),
-                (flag("resources"), l.filter.resources, "notifications/resources/list_changed"),
+                (
+                    flag("tools"),
+                    l.filter.tools,
+                    "notifications/tools/list_changed",
+                ),
+                (
+                    flag("prompts"),
+                    l.filter.prompts,
+                    "notifications/prompts/list_changed",
+                ),
+                (
+                    flag("resources"),
+                    l.filter.resources,
+                    "notifications/resources/list_changed",
+                ),
             ] {
                 if on && mine {
                     send(method, Map::new());
@@ -266,10 +302,14 @@ impl Server {
         match &body {
             Value::Array(items) => {
                 if items.is_empty() {
-                    let err = mcp::RpcError::new(mcp::INVALID_REQUEST, "Invalid Request: empty batch");
+                    let err =
+                        mcp::RpcError::new(mcp::INVALID_REQUEST, "Invalid Request: empty batch");
                     return Response::json(400, &mcp::error_response(Value::Null, &err)).into();
                 }
-                let responses: Vec<Value> = items.iter().filter_map(|m| self.handle_message(req, m, &mut session)).collect();
+                let responses: Vec<Value> = items
+                    .iter()
+                    .filter_map(|m| self.handle_message(req, m, &mut session))
+                    .collect();
                 if responses.is_empty() {
                     return Response::new(202).into();
                 }
@@ -277,7 +317,8 @@ impl Server {
             }
             single => {
                 if let Message::Invalid(err) = mcp::classify(single) {
-                    return Response::json(400, &mcp::error_response(mcp::id_of(single), &err)).into();
+                    return Response::json(400, &mcp::error_response(mcp::id_of(single), &err))
+                        .into();
                 }
                 match self.handle_message(req, single, &mut session) {
                     Some(resp) => with_session(Response::json(200, &resp), session).into(),
@@ -289,25 +330,36 @@ impl Server {
 
     /// A 2026-07-28 POST: one message, headers checked against it before anything runs.
     fn handle_modern(&self, req: &Request, body: &Value) -> Reply {
-        let err =
-            |status: u16, id: Value, e: &mcp::RpcError| -> Reply { Response::json(status, &mcp::error_response(id, e)).into() };
+        let err = |status: u16, id: Value, e: &mcp::RpcError| -> Reply {
+            Response::json(status, &mcp::error_response(id, e)).into()
+        };
         let (method, id, params) = match mcp::classify(body) {
             Message::Request { method, id, params } => (method, Some(id), params),
             Message::Notification { method } => (method, None, body.get("params")),
             Message::Invalid(e) => return err(400, mcp::id_of(body), &e),
             Message::Response => {
-                let e =
-                    mcp::RpcError::new(mcp::INVALID_REQUEST, "Invalid Request: clients send no JSON-RPC responses in 2026-07-28");
+                let e = mcp::RpcError::new(
+                    mcp::INVALID_REQUEST,
+                    "Invalid Request: clients send no JSON-RPC responses in 2026-07-28",
+                );
                 return err(400, Value::Null, &e);
             }
         };
         let rid = id.cloned().unwrap_or(Value::Null);
-        let values =
-            |name: &str| -> Vec<&str> { req.headers.iter().filter(|(n, _)| n == name).map(|(_, v)| v.as_str()).collect() };
-        if let Err(why) = modern::check_headers(values, method, params, modern::meta_version(body)) {
+        let values = |name: &str| -> Vec<&str> {
+            req.headers
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .collect()
+        };
+        if let Err(why) = modern::check_headers(values, method, params, modern::meta_version(body))
+        {
             return err(400, rid, &modern::mismatch(&why));
         }
-        let version = modern::meta_version(body).or(req.header("mcp-protocol-version")).unwrap_or_default();
+        let version = modern::meta_version(body)
+            .or(req.header("mcp-protocol-version"))
+            .unwrap_or_default();
         if version != modern::VERSION {
             return err(400, rid, &modern::unsupported(version));
         }
@@ -334,16 +386,32 @@ impl Server {
         let honoured = filter.honoured(mcp::resource_exists);
         let first = modern::acknowledged(&sub_id, &honoured);
         let (tx, events) = mpsc::unbounded_channel();
-        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(Listener { key, sub_id, filter: honoured, tx });
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Listener {
+                key,
+                sub_id,
+                filter: honoured,
+                tx,
+            });
         Reply::Listen { key, first, events }
     }
 
     fn close_listen(&self, key: u64) {
-        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).retain(|l| l.key != key);
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|l| l.key != key);
     }
 
     /// Handles one JSON-RPC message; returns the response to send, if any.
-    fn handle_message(&self, req: &Request, msg: &Value, session: &mut Option<String>) -> Option<Value> {
+    fn handle_message(
+        &self,
+        req: &Request,
+        msg: &Value,
+        session: &mut Option<String>,
+    ) -> Option<Value> {
         match mcp::classify(msg) {
             Message::Invalid(err) => Some(mcp::error_response(mcp::id_of(msg), &err)),
             Message::Response => {
@@ -356,15 +424,17 @@ impl Server {
             }
             Message::Request { method, id, params } => {
                 self.log_exec(req, Some(method), Some(id), params);
-                Some(match mcp::handle_with(&self.name, method, params, hooks(req)) {
-                    Ok(result) => {
-                        if method == "initialize" {
-                            *session = Some(new_session_id());
+                Some(
+                    match mcp::handle_with(&self.name, method, params, hooks(req)) {
+                        Ok(result) => {
+                            if method == "initialize" {
+                                *session = Some(new_session_id());
+                            }
+                            mcp::result_response(id.clone(), result)
                         }
-                        mcp::result_response(id.clone(), result)
-                    }
-                    Err(err) => mcp::error_response(id.clone(), &err),
-                })
+                        Err(err) => mcp::error_response(id.clone(), &err),
+                    },
+                )
             }
         }
     }
@@ -372,7 +442,12 @@ impl Server {
 
 /// The list hooks a request's headers ask for.
 fn hooks(req: &Request) -> mcp::Hooks {
-    mcp::Hooks { page_size: req.header("x-test-page-size").and_then(|v| v.parse::<usize>().ok()).filter(|n| *n > 0) }
+    mcp::Hooks {
+        page_size: req
+            .header("x-test-page-size")
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0),
+    }
 }
 
 fn flag(req: &Request, name: &str) -> bool {
@@ -381,17 +456,30 @@ fn flag(req: &Request, name: &str) -> bool {
 
 /// Whether `accept-encoding` accepts gzip (a `gzip` or `x-gzip` coding whose q is not 0).
 fn accepts_gzip(req: &Request) -> bool {
-    req.headers.iter().filter(|(n, _)| n == "accept-encoding").flat_map(|(_, v)| v.split(',')).any(|coding| {
-        let mut parts = coding.split(';').map(str::trim);
-        let name = parts.next().unwrap_or("");
-        let q_zero = parts.any(|p| p.strip_prefix("q=").and_then(|q| q.trim().parse::<f64>().ok()).is_some_and(|q| q == 0.0));
-        (name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip")) && !q_zero
-    })
+    req.headers
+        .iter()
+        .filter(|(n, _)| n == "accept-encoding")
+        .flat_map(|(_, v)| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or("");
+            let q_zero = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f64>().ok())
+                    .is_some_and(|q| q == 0.0)
+            });
+            (name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip")) && !q_zero
+        })
 }
 
 /// Whether a POST body (one message or a batch) holds a list request (with an id).
 fn has_list_request(body: &Value) -> bool {
-    let is_list_request = |m: &Value| m.get("id").is_some() && m.get("method").and_then(Value::as_str).is_some_and(mcp::is_list);
+    let is_list_request = |m: &Value| {
+        m.get("id").is_some()
+            && m.get("method")
+                .and_then(Value::as_str)
+                .is_some_and(mcp::is_list)
+    };
     match body {
         Value::Array(items) => items.iter().any(is_list_request),
         one => is_list_request(one),
@@ -413,7 +501,10 @@ fn shape(req: &Request, mut resp: Response) -> Response {
             Value::Array(items) => items,
             one => vec![one],
         };
-        let method = body.get("method").and_then(Value::as_str).unwrap_or("a batch");
+        let method = body
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("a batch");
         let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
             "params": {"level": "info", "logger": "sample", "data": format!("answering {method}")}});
         let mut chunks = vec![modern::sse_event(&note).into_bytes()];
@@ -438,8 +529,11 @@ fn shape(req: &Request, mut resp: Response) -> Response {
     }
     let forced = flag(req, "x-test-gzip");
     if forced || (accepts_gzip(req) && resp.chunks.is_empty()) {
-        let plain =
-            if resp.chunks.is_empty() { std::mem::take(&mut resp.body) } else { std::mem::take(&mut resp.chunks).concat() };
+        let plain = if resp.chunks.is_empty() {
+            std::mem::take(&mut resp.body)
+        } else {
+            std::mem::take(&mut resp.chunks).concat()
+        };
         resp.body = http::gzip(&plain);
         resp.set_header("content-encoding", "gzip");
         resp.set_header("vary", "accept-encoding");
@@ -458,7 +552,10 @@ fn with_session(resp: Response, session: Option<String>) -> Response {
 fn new_session_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let mut out = String::with_capacity(32);
     for salt in 0..2u64 {
         let mut h = RandomState::new().build_hasher();
@@ -477,7 +574,10 @@ fn j<T: serde::Serialize + ?Sized>(v: &T) -> String {
 }
 
 /// Answers one request (hyper calls this for each request of a connection).
-async fn serve(server: Arc<Server>, req: hyper::Request<Incoming>) -> Result<hyper::Response<http::Body>, Infallible> {
+async fn serve(
+    server: Arc<Server>,
+    req: hyper::Request<Incoming>,
+) -> Result<hyper::Response<http::Body>, Infallible> {
     let req = match http::read(req).await {
         Ok(req) => req,
         Err(refusal) => return Ok(refusal.into_hyper(false)),
@@ -491,7 +591,12 @@ async fn serve(server: Arc<Server>, req: hyper::Request<Incoming>) -> Result<hyp
 /// A `subscriptions/listen` SSE response (chunked): the acknowledgment, then each event, with a
 /// keep-alive comment when idle, until the client closes the stream (hyper then drops the body,
 /// and the subscription ends).
-fn listen(server: Arc<Server>, key: u64, first: Value, mut events: UnboundedReceiver<Value>) -> hyper::Response<http::Body> {
+fn listen(
+    server: Arc<Server>,
+    key: u64,
+    first: Value,
+    mut events: UnboundedReceiver<Value>,
+) -> hyper::Response<http::Body> {
     let (tx, body) = http::channel(1);
     tokio::spawn(async move {
         let mut next = Some(modern::sse_event(&first));
@@ -508,8 +613,13 @@ fn listen(server: Arc<Server>, key: u64, first: Value, mut events: UnboundedRece
         server.close_listen(key);
     });
     let mut resp = hyper::Response::new(body);
-    for (n, v) in [("content-type", "text/event-stream"), ("cache-control", "no-cache"), ("x-accel-buffering", "no")] {
-        resp.headers_mut().insert(n, hyper::header::HeaderValue::from_static(v));
+    for (n, v) in [
+        ("content-type", "text/event-stream"),
+        ("cache-control", "no-cache"),
+        ("x-accel-buffering", "no"),
+    ] {
+        resp.headers_mut()
+            .insert(n, hyper::header::HeaderValue::from_static(v));
     }
     resp
 }
@@ -548,8 +658,16 @@ fn main() -> ExitCode {
         let _ = writeln!(out, "listening on {addr}");
         let _ = out.flush();
     }
-    let server = Arc::new(Server { name: config.name, log, listeners: Mutex::new(Vec::new()) });
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build() {
+    let server = Arc::new(Server {
+        name: config.name,
+        log,
+        listeners: Mutex::new(Vec::new()),
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -561,7 +679,10 @@ fn main() -> ExitCode {
 
 /// Accepts connections until the process is killed; each is served by hyper in a task of its own.
 async fn accept(listener: TcpListener, server: Arc<Server>) -> ExitCode {
-    let listener = match listener.set_nonblocking(true).and_then(|()| tokio::net::TcpListener::from_std(listener)) {
+    let listener = match listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(listener))
+    {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: cannot listen: {e}");
@@ -582,8 +703,10 @@ async fn accept(listener: TcpListener, server: Arc<Server>) -> ExitCode {
         };
         let _ = stream.set_nodelay(true);
         let server = Arc::clone(&server);
-        let conn =
-            http1.serve_connection(TokioIo::new(stream), hyper::service::service_fn(move |req| serve(server.clone(), req)));
+        let conn = http1.serve_connection(
+            TokioIo::new(stream),
+            hyper::service::service_fn(move |req| serve(server.clone(), req)),
+        );
         tokio::spawn(async move {
             let _ = conn.await;
         });

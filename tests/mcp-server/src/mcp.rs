@@ -21,7 +21,11 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into(), data: None }
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
 
     fn with_data(mut self, data: Value) -> Self {
@@ -51,7 +55,11 @@ pub fn result_response(id: Value, result: Value) -> Value {
 /// What one element of a POST body is.
 pub enum Message<'a> {
     /// Has `method` and `id`: needs a response.
-    Request { method: &'a str, id: &'a Value, params: Option<&'a Value> },
+    Request {
+        method: &'a str,
+        id: &'a Value,
+        params: Option<&'a Value>,
+    },
     /// Has `method` but no `id`.
     Notification { method: &'a str },
     /// Client-sent response (`result` or `error`, no `method`).
@@ -63,7 +71,12 @@ pub enum Message<'a> {
 pub fn classify(v: &Value) -> Message<'_> {
     let obj = match v.as_object() {
         Some(o) => o,
-        None => return Message::Invalid(RpcError::new(INVALID_REQUEST, "Invalid Request: not an object")),
+        None => {
+            return Message::Invalid(RpcError::new(
+                INVALID_REQUEST,
+                "Invalid Request: not an object",
+            ))
+        }
     };
     match obj.get("method") {
         Some(Value::String(method)) => {
@@ -78,13 +91,19 @@ pub fn classify(v: &Value) -> Message<'_> {
             }
             match obj.get("id") {
                 None => Message::Notification { method },
-                Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => Message::Request { method, id, params },
-                Some(_) => {
-                    Message::Invalid(RpcError::new(INVALID_REQUEST, "Invalid Request: id must be a string, number or null"))
+                Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => {
+                    Message::Request { method, id, params }
                 }
+                Some(_) => Message::Invalid(RpcError::new(
+                    INVALID_REQUEST,
+                    "Invalid Request: id must be a string, number or null",
+                )),
             }
         }
-        Some(_) => Message::Invalid(RpcError::new(INVALID_REQUEST, "Invalid Request: method must be a string")),
+        Some(_) => Message::Invalid(RpcError::new(
+            INVALID_REQUEST,
+            "Invalid Request: method must be a string",
+        )),
         None if obj.contains_key("result") || obj.contains_key("error") => Message::Response,
         None => Message::Invalid(RpcError::new(INVALID_REQUEST, "Invalid Request: no method")),
     }
@@ -179,14 +198,34 @@ fn tools() -> Vec<Value> {
                 "required": ["name"]
             }
         }),
-        binary_tool("get-product", "Product", "Returns the product of two numbers."),
+        binary_tool(
+            "get-product",
+            "Product",
+            "Returns the product of two numbers.",
+        ),
         binary_tool("get-difference", "Difference", "Returns a minus b."),
-        binary_tool("get-quotient", "Quotient", "Returns a divided by b (b must not be 0)."),
+        binary_tool(
+            "get-quotient",
+            "Quotient",
+            "Returns a divided by b (b must not be 0).",
+        ),
         text_tool("uppercase", "Upper case", "Returns the text in upper case."),
         text_tool("lowercase", "Lower case", "Returns the text in lower case."),
-        text_tool("reverse", "Reverse", "Returns the text's characters in reverse order."),
-        text_tool("word-count", "Word count", "Returns the number of whitespace-separated words."),
-        text_tool("char-count", "Character count", "Returns the number of characters (Unicode scalar values)."),
+        text_tool(
+            "reverse",
+            "Reverse",
+            "Returns the text's characters in reverse order.",
+        ),
+        text_tool(
+            "word-count",
+            "Word count",
+            "Returns the number of whitespace-separated words.",
+        ),
+        text_tool(
+            "char-count",
+            "Character count",
+            "Returns the number of characters (Unicode scalar values).",
+        ),
         json!({
             "name": "get-time",
             "title": "Current time",
@@ -234,8 +273,18 @@ const RESOURCES: &[(&str, &str, &str, &str)] = &[
         "Business insights memo",
         "Insights memo: revenue is up 12% quarter over quarter; churn is flat.",
     ),
-    ("file:///data/report.txt", "report.txt", "Quarterly report", "Quarterly report: all systems nominal."),
-    ("memo://roadmap", "roadmap", "Product roadmap memo", "Roadmap memo: list filtering ships next quarter."),
+    (
+        "file:///data/report.txt",
+        "report.txt",
+        "Quarterly report",
+        "Quarterly report: all systems nominal.",
+    ),
+    (
+        "memo://roadmap",
+        "roadmap",
+        "Product roadmap memo",
+        "Roadmap memo: list filtering ships next quarter.",
+    ),
 ];
 
 /// Whether this server has a resource with this URI.
@@ -254,21 +303,32 @@ fn format_number(x: f64) -> String {
 fn number_arg(args: Option<&Value>, key: &str) -> Result<Value, RpcError> {
     match args.and_then(|a| a.get(key)) {
         Some(v @ Value::Number(_)) => Ok(v.clone()),
-        _ => Err(RpcError::new(INVALID_PARAMS, format!("Invalid params: argument '{key}' must be a number"))),
+        _ => Err(RpcError::new(
+            INVALID_PARAMS,
+            format!("Invalid params: argument '{key}' must be a number"),
+        )),
     }
 }
 
 fn string_arg<'a>(args: Option<&'a Value>, key: &str) -> Result<&'a str, RpcError> {
     match args.and_then(|a| a.get(key)) {
         Some(Value::String(s)) => Ok(s),
-        _ => Err(RpcError::new(INVALID_PARAMS, format!("Invalid params: argument '{key}' must be a string"))),
+        _ => Err(RpcError::new(
+            INVALID_PARAMS,
+            format!("Invalid params: argument '{key}' must be a string"),
+        )),
     }
 }
 
 fn call_tool(params: Option<&Value>) -> Result<Value, RpcError> {
     let name = match param(params, "name") {
         Some(Value::String(n)) => n.as_str(),
-        _ => return Err(RpcError::new(INVALID_PARAMS, "Invalid params: missing tool name")),
+        _ => {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                "Invalid params: missing tool name",
+            ))
+        }
     };
     let args = param(params, "arguments");
     match name {
@@ -291,18 +351,35 @@ fn call_tool(params: Option<&Value>) -> Result<Value, RpcError> {
             let value = match name {
                 "get-product" => a * b,
                 "get-difference" => a - b,
-                _ if b == 0.0 => return Err(RpcError::new(INVALID_PARAMS, "Invalid params: division by zero")),
+                _ if b == 0.0 => {
+                    return Err(RpcError::new(
+                        INVALID_PARAMS,
+                        "Invalid params: division by zero",
+                    ))
+                }
                 _ => a / b,
             };
             Ok(text_content(format_number(value)))
         }
         "uppercase" => Ok(text_content(string_arg(args, "text")?.to_uppercase())),
         "lowercase" => Ok(text_content(string_arg(args, "text")?.to_lowercase())),
-        "reverse" => Ok(text_content(string_arg(args, "text")?.chars().rev().collect::<String>())),
-        "word-count" => Ok(text_content(string_arg(args, "text")?.split_whitespace().count().to_string())),
-        "char-count" => Ok(text_content(string_arg(args, "text")?.chars().count().to_string())),
+        "reverse" => Ok(text_content(
+            string_arg(args, "text")?.chars().rev().collect::<String>(),
+        )),
+        "word-count" => Ok(text_content(
+            string_arg(args, "text")?
+                .split_whitespace()
+                .count()
+                .to_string(),
+        )),
+        "char-count" => Ok(text_content(
+            string_arg(args, "text")?.chars().count().to_string(),
+        )),
         "get-time" => {
-            let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
             Ok(text_content(secs.to_string()))
         }
         "get-env" => {
@@ -314,14 +391,22 @@ fn call_tool(params: Option<&Value>) -> Result<Value, RpcError> {
             };
             Ok(text_content(value))
         }
-        other => Err(RpcError::new(INVALID_PARAMS, format!("Unknown tool: {other}")).with_data(json!({"tool": other}))),
+        other => Err(
+            RpcError::new(INVALID_PARAMS, format!("Unknown tool: {other}"))
+                .with_data(json!({"tool": other})),
+        ),
     }
 }
 
 fn get_prompt(params: Option<&Value>) -> Result<Value, RpcError> {
     let name = match param(params, "name") {
         Some(Value::String(n)) => n.as_str(),
-        _ => return Err(RpcError::new(INVALID_PARAMS, "Invalid params: missing prompt name")),
+        _ => {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                "Invalid params: missing prompt name",
+            ))
+        }
     };
     let arg = |key: &str, default: &str| match param(params, "arguments").and_then(|a| a.get(key)) {
         Some(Value::String(s)) => s.clone(),
@@ -334,13 +419,26 @@ fn get_prompt(params: Option<&Value>) -> Result<Value, RpcError> {
         })
     };
     match name {
-        "greeting" => Ok(user("A friendly greeting", format!("Hello, {}!", arg("name", "world")))),
-        "summarize" => Ok(user("A summary request", format!("Summarize this text:\n\n{}", arg("text", "")))),
+        "greeting" => Ok(user(
+            "A friendly greeting",
+            format!("Hello, {}!", arg("name", "world")),
+        )),
+        "summarize" => Ok(user(
+            "A summary request",
+            format!("Summarize this text:\n\n{}", arg("text", "")),
+        )),
         "code-review" => Ok(user(
             "A code review request",
-            format!("Review this {} code:\n\n{}", arg("language", "unspecified"), arg("code", "")),
+            format!(
+                "Review this {} code:\n\n{}",
+                arg("language", "unspecified"),
+                arg("code", "")
+            ),
         )),
-        other => Err(RpcError::new(INVALID_PARAMS, format!("Unknown prompt: {other}")).with_data(json!({"prompt": other}))),
+        other => Err(
+            RpcError::new(INVALID_PARAMS, format!("Unknown prompt: {other}"))
+                .with_data(json!({"prompt": other})),
+        ),
     }
 }
 
@@ -353,7 +451,10 @@ fn read_resource(params: Option<&Value>) -> Result<Value, RpcError> {
         Some((uri, _, _, text)) => Ok(json!({
             "contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]
         })),
-        None => Err(RpcError::new(RESOURCE_NOT_FOUND, "Resource not found").with_data(json!({"uri": uri}))),
+        None => {
+            Err(RpcError::new(RESOURCE_NOT_FOUND, "Resource not found")
+                .with_data(json!({"uri": uri})))
+        }
     }
 }
 
@@ -371,14 +472,24 @@ fn cursor(offset: usize, size: usize) -> String {
 
 /// One page of a list and the cursor of the next one. Without a cursor and a page size, the whole
 /// list; a cursor carries its page size, which `x-test-page-size` overrides.
-fn paginate(items: Vec<Value>, params: Option<&Value>, hooks: Hooks) -> Result<(Vec<Value>, Option<String>), RpcError> {
+fn paginate(
+    items: Vec<Value>,
+    params: Option<&Value>,
+    hooks: Hooks,
+) -> Result<(Vec<Value>, Option<String>), RpcError> {
     let bad = || RpcError::new(INVALID_PARAMS, "Invalid params: invalid cursor");
     let (offset, size) = match param(params, "cursor") {
         None | Some(Value::Null) => (0, hooks.page_size),
         Some(Value::String(c)) => {
             let mut parts = c.strip_prefix("page:").ok_or_else(bad)?.split(':');
-            let offset = parts.next().and_then(|o| o.parse::<usize>().ok()).ok_or_else(bad)?;
-            let size = parts.next().and_then(|o| o.parse::<usize>().ok()).ok_or_else(bad)?;
+            let offset = parts
+                .next()
+                .and_then(|o| o.parse::<usize>().ok())
+                .ok_or_else(bad)?;
+            let size = parts
+                .next()
+                .and_then(|o| o.parse::<usize>().ok())
+                .ok_or_else(bad)?;
             if parts.next().is_some() || size == 0 || offset > items.len() {
                 return Err(bad());
             }
@@ -393,7 +504,12 @@ fn paginate(items: Vec<Value>, params: Option<&Value>, hooks: Hooks) -> Result<(
 }
 
 /// A list result: `{key: page}` with `nextCursor` when there is a next page.
-fn list_result(key: &str, items: Vec<Value>, params: Option<&Value>, hooks: Hooks) -> Result<Value, RpcError> {
+fn list_result(
+    key: &str,
+    items: Vec<Value>,
+    params: Option<&Value>,
+    hooks: Hooks,
+) -> Result<Value, RpcError> {
     let (page, next) = paginate(items, params, hooks)?;
     let mut m = Map::new();
     m.insert(key.into(), Value::Array(page));
@@ -417,7 +533,12 @@ pub fn is_list(method: &str) -> bool {
 }
 
 /// Executes a request and returns its `result` or error; `hooks` from the request's test headers.
-pub fn handle_with(server_name: &str, method: &str, params: Option<&Value>, hooks: Hooks) -> Result<Value, RpcError> {
+pub fn handle_with(
+    server_name: &str,
+    method: &str,
+    params: Option<&Value>,
+    hooks: Hooks,
+) -> Result<Value, RpcError> {
     match method {
         "initialize" => Ok(json!({
             // The client's version when this server speaks it (2024-11-05 .. 2025-11-25).
@@ -452,6 +573,9 @@ pub fn handle_with(server_name: &str, method: &str, params: Option<&Value>, hook
         "completion/complete" => Ok(json!({
             "completion": {"values": [], "total": 0, "hasMore": false}
         })),
-        other => Err(RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {other}"))),
+        other => Err(RpcError::new(
+            METHOD_NOT_FOUND,
+            format!("Method not found: {other}"),
+        )),
     }
 }

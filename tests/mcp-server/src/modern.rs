@@ -39,7 +39,10 @@ pub const TTL_MS: u64 = 60_000;
 
 /// The body's `params._meta` protocol version, if it is a string.
 pub fn meta_version(msg: &Value) -> Option<&str> {
-    msg.get("params")?.get("_meta")?.get(META_PROTOCOL_VERSION)?.as_str()
+    msg.get("params")?
+        .get("_meta")?
+        .get(META_PROTOCOL_VERSION)?
+        .as_str()
 }
 
 /// Whether a POST is a 2026-07-28 (or later) request: its `MCP-Protocol-Version` header names a
@@ -63,7 +66,11 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 pub fn base64_encode(data: &[u8]) -> String {
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -111,7 +118,10 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
 /// The value of an `Mcp-Name` / `Mcp-Param-*` header: the `=?base64?…?=` form decoded (UTF-8),
 /// other values as sent. None for a malformed encoded value.
 pub fn decode_header_value(v: &str) -> Option<String> {
-    match v.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
         Some(payload) => String::from_utf8(base64_decode(payload)?).ok(),
         None => Some(v.to_string()),
     }
@@ -154,14 +164,20 @@ pub fn check_headers<'a>(
         Some(h) => {
             if let Some(b) = body_version {
                 if h != b {
-                    return Err(format!("MCP-Protocol-Version header value '{h}' does not match body value '{b}'"));
+                    return Err(format!(
+                        "MCP-Protocol-Version header value '{h}' does not match body value '{b}'"
+                    ));
                 }
             }
         }
     }
     match one("mcp-method", "Mcp-Method")? {
         None => return Err("Mcp-Method header is missing".into()),
-        Some(h) if h != method => return Err(format!("Mcp-Method header value '{h}' does not match body value '{method}'")),
+        Some(h) if h != method => {
+            return Err(format!(
+                "Mcp-Method header value '{h}' does not match body value '{method}'"
+            ))
+        }
         Some(_) => {}
     }
     let body = body_name(method, params);
@@ -169,8 +185,8 @@ pub fn check_headers<'a>(
         None if name_bearing(method) => Err("Mcp-Name header is missing".into()),
         None => Ok(()),
         Some(h) => {
-            let decoded =
-                decode_header_value(h).ok_or_else(|| format!("Mcp-Name header value '{h}' is not valid base64 UTF-8"))?;
+            let decoded = decode_header_value(h)
+                .ok_or_else(|| format!("Mcp-Name header value '{h}' is not valid base64 UTF-8"))?;
             match body {
                 None => Err(format!("Mcp-Name header sent for a message without params.name or params.uri ('{decoded}')")),
                 Some(b) if b != decoded => Err(format!("Mcp-Name header value '{decoded}' does not match body value '{b}'")),
@@ -187,7 +203,10 @@ pub fn mismatch(why: &str) -> RpcError {
 
 /// The error for a protocol version this server does not speak.
 pub fn unsupported(requested: &str) -> RpcError {
-    let mut e = RpcError::new(UNSUPPORTED_PROTOCOL_VERSION, format!("Unsupported protocol version: {requested}"));
+    let mut e = RpcError::new(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        format!("Unsupported protocol version: {requested}"),
+    );
     e.data = Some(json!({"supported": [VERSION], "requested": requested}));
     e
 }
@@ -207,13 +226,24 @@ pub fn capabilities() -> Value {
 }
 
 /// Methods this revision removed; a 2026-07-28 request for them is "method not found".
-const REMOVED: &[&str] = &["initialize", "ping", "resources/subscribe", "resources/unsubscribe", "logging/setLevel"];
+const REMOVED: &[&str] = &[
+    "initialize",
+    "ping",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "logging/setLevel",
+];
 
 /// Whether a result of this method is cacheable (carries `ttlMs` and `cacheScope`).
 fn cacheable(method: &str) -> bool {
     matches!(
         method,
-        "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" | "resources/read"
+        "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
     )
 }
 
@@ -225,9 +255,17 @@ pub fn handle(server_name: &str, method: &str, params: Option<&Value>) -> Result
 }
 
 /// [`handle`] with the test hooks of the request's headers.
-pub fn handle_with(server_name: &str, method: &str, params: Option<&Value>, hooks: mcp::Hooks) -> Result<Value, RpcError> {
+pub fn handle_with(
+    server_name: &str,
+    method: &str,
+    params: Option<&Value>,
+    hooks: mcp::Hooks,
+) -> Result<Value, RpcError> {
     if REMOVED.contains(&method) {
-        return Err(RpcError::new(mcp::METHOD_NOT_FOUND, format!("Method not found: {method} (removed in {VERSION})")));
+        return Err(RpcError::new(
+            mcp::METHOD_NOT_FOUND,
+            format!("Method not found: {method} (removed in {VERSION})"),
+        ));
     }
     let result = match method {
         "server/discover" => Ok(json!({
@@ -303,14 +341,19 @@ impl Filter {
     /// The acknowledged filter: the requested types (all supported) and the requested URIs
     /// this server has.
     pub fn honoured(&self, known_uri: impl Fn(&str) -> bool) -> Filter {
-        Filter { uris: self.uris.iter().filter(|u| known_uri(u)).cloned().collect(), ..self.clone() }
+        Filter {
+            uris: self.uris.iter().filter(|u| known_uri(u)).cloned().collect(),
+            ..self.clone()
+        }
     }
 
     pub fn to_value(&self) -> Value {
         let mut m = Map::new();
-        for (k, on) in
-            [("toolsListChanged", self.tools), ("promptsListChanged", self.prompts), ("resourcesListChanged", self.resources)]
-        {
+        for (k, on) in [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ] {
             if on {
                 m.insert(k.into(), json!(true));
             }
@@ -345,7 +388,12 @@ mod tests {
     use super::*;
 
     fn hdrs<'a>(h: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Vec<&'a str> + 'a {
-        move |name: &str| h.iter().filter(|(n, _)| *n == name).map(|(_, v)| *v).collect()
+        move |name: &str| {
+            h.iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+                .collect()
+        }
     }
 
     #[test]
@@ -354,12 +402,18 @@ mod tests {
             let e = base64_encode(s.as_bytes());
             assert_eq!(base64_decode(&e).unwrap(), s.as_bytes(), "{s}");
         }
-        assert_eq!(base64_encode("Hello, 世界".as_bytes()), "SGVsbG8sIOS4lueVjA==");
+        assert_eq!(
+            base64_encode("Hello, 世界".as_bytes()),
+            "SGVsbG8sIOS4lueVjA=="
+        );
         assert_eq!(base64_decode("SGVsbG8sIOS4lueVjB=="), None); // non-zero trailing bits
         assert_eq!(base64_decode("SGVsbG8"), None); // unpadded
         assert_eq!(base64_decode("SG=sbG8s"), None);
         assert_eq!(base64_decode("SGVs!G8s"), None);
-        assert_eq!(decode_header_value("=?base64?SGVsbG8sIOS4lueVjA==?=").as_deref(), Some("Hello, 世界"));
+        assert_eq!(
+            decode_header_value("=?base64?SGVsbG8sIOS4lueVjA==?=").as_deref(),
+            Some("Hello, 世界")
+        );
         assert_eq!(decode_header_value("get-sum").as_deref(), Some("get-sum"));
         assert_eq!(decode_header_value("=?base64?//8=?="), None); // not UTF-8
     }
@@ -367,8 +421,15 @@ mod tests {
     #[test]
     fn header_checks() {
         let p = json!({"name": "get-sum"});
-        let ok = [("mcp-protocol-version", VERSION), ("mcp-method", "tools/call"), ("mcp-name", "get-sum")];
-        assert_eq!(check_headers(hdrs(&ok), "tools/call", Some(&p), Some(VERSION)), Ok(()));
+        let ok = [
+            ("mcp-protocol-version", VERSION),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "get-sum"),
+        ];
+        assert_eq!(
+            check_headers(hdrs(&ok), "tools/call", Some(&p), Some(VERSION)),
+            Ok(())
+        );
         let err = |h: &[(&str, &str)], method: &str, p: &Value, bv: Option<&str>| {
             check_headers(hdrs(h), method, Some(p), bv).unwrap_err()
         };
@@ -382,15 +443,25 @@ mod tests {
         let uni = json!({"name": "ünïcødé"});
         let enc = format!("=?base64?{}?=", base64_encode("ünïcødé".as_bytes()));
         let h = [ok[0], ok[1], ("mcp-name", enc.as_str())];
-        assert_eq!(check_headers(hdrs(&h), "tools/call", Some(&uni), None), Ok(()));
+        assert_eq!(
+            check_headers(hdrs(&h), "tools/call", Some(&uni), None),
+            Ok(())
+        );
         assert!(err(&h, "tools/call", &p, None).contains("does not match body value 'get-sum'"));
         // Mcp-Name on a message with neither name nor uri.
         let h = [ok[0], ("mcp-method", "tools/list"), ("mcp-name", "x")];
         assert!(err(&h, "tools/list", &json!({}), None).contains("without params.name"));
         // resources/read mirrors the uri.
-        let h = [ok[0], ("mcp-method", "resources/read"), ("mcp-name", "memo://insights")];
+        let h = [
+            ok[0],
+            ("mcp-method", "resources/read"),
+            ("mcp-name", "memo://insights"),
+        ];
         let r = json!({"uri": "memo://insights"});
-        assert_eq!(check_headers(hdrs(&h), "resources/read", Some(&r), None), Ok(()));
+        assert_eq!(
+            check_headers(hdrs(&h), "resources/read", Some(&r), None),
+            Ok(())
+        );
     }
 
     #[test]
@@ -400,10 +471,18 @@ mod tests {
         assert_eq!(r["ttlMs"], TTL_MS);
         assert_eq!(r["cacheScope"], "public");
         assert_eq!(r["_meta"][META_SERVER_INFO]["name"], "s");
-        let r = handle("s", "tools/call", Some(&json!({"name": "echo", "arguments": {"message": "hi"}}))).unwrap();
+        let r = handle(
+            "s",
+            "tools/call",
+            Some(&json!({"name": "echo", "arguments": {"message": "hi"}})),
+        )
+        .unwrap();
         assert_eq!(r["resultType"], "complete");
         assert!(r.get("ttlMs").is_none());
-        assert_eq!(handle("s", "ping", None).unwrap_err().code, mcp::METHOD_NOT_FOUND);
+        assert_eq!(
+            handle("s", "ping", None).unwrap_err().code,
+            mcp::METHOD_NOT_FOUND
+        );
         let e = handle("s", "resources/read", Some(&json!({"uri": "memo://nope"}))).unwrap_err();
         assert_eq!(e.code, mcp::INVALID_PARAMS);
     }
@@ -414,7 +493,13 @@ mod tests {
             "toolsListChanged": true, "resourceSubscriptions": ["memo://insights", "memo://nope"]}})))
         .unwrap();
         let h = f.honoured(|u| u == "memo://insights");
-        assert_eq!(h.to_value(), json!({"toolsListChanged": true, "resourceSubscriptions": ["memo://insights"]}));
-        assert!(Filter::from_params(Some(&json!({"notifications": {"resourceSubscriptions": [1]}}))).is_err());
+        assert_eq!(
+            h.to_value(),
+            json!({"toolsListChanged": true, "resourceSubscriptions": ["memo://insights"]})
+        );
+        assert!(Filter::from_params(Some(
+            &json!({"notifications": {"resourceSubscriptions": [1]}})
+        ))
+        .is_err());
     }
 }

@@ -35,16 +35,24 @@ impl Server {
             .spawn()
             .expect("spawn server");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr =
-            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_string();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
         Server { child, addr, log }
     }
 
     fn connect(&self) -> Conn {
         let s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Conn { r: BufReader::new(s.try_clone().unwrap()), w: s }
+        Conn {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
     }
 
     /// One request on a fresh connection.
@@ -53,7 +61,12 @@ impl Server {
     }
 
     fn rpc(&self, body: &Value) -> Resp {
-        self.request("POST", "/mcp", &[("content-type", "application/json")], &body.to_string())
+        self.request(
+            "POST",
+            "/mcp",
+            &[("content-type", "application/json")],
+            &body.to_string(),
+        )
     }
 
     fn log_lines(&self) -> Vec<Value> {
@@ -87,11 +100,18 @@ struct Resp {
 
 impl Resp {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 }
 
@@ -101,7 +121,10 @@ impl Conn {
         for (n, v) in headers {
             req.push_str(&format!("{n}: {v}\r\n"));
         }
-        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding")) {
+        if !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"))
+        {
             req.push_str(&format!("content-length: {}\r\n", body.len()));
         }
         req.push_str("\r\n");
@@ -119,7 +142,10 @@ impl Conn {
         resp.body = if resp.header("transfer-encoding") == Some("chunked") {
             self.read_chunks().concat()
         } else {
-            let len = resp.header("content-length").map(|v| v.parse::<usize>().unwrap()).unwrap_or(0);
+            let len = resp
+                .header("content-length")
+                .map(|v| v.parse::<usize>().unwrap())
+                .unwrap_or(0);
             let mut body = vec![0; len];
             self.r.read_exact(&mut body).unwrap();
             body
@@ -131,7 +157,12 @@ impl Conn {
     fn read_head(&mut self) -> Resp {
         let mut line = String::new();
         self.r.read_line(&mut line).unwrap();
-        let status: u16 = line.split(' ').nth(1).unwrap_or_else(|| panic!("bad status line {line:?}")).parse().unwrap();
+        let status: u16 = line
+            .split(' ')
+            .nth(1)
+            .unwrap_or_else(|| panic!("bad status line {line:?}"))
+            .parse()
+            .unwrap();
         let mut headers = Vec::new();
         loop {
             let mut h = String::new();
@@ -143,7 +174,11 @@ impl Conn {
             let (n, v) = h.split_once(':').unwrap();
             headers.push((n.to_ascii_lowercase(), v.trim().to_string()));
         }
-        Resp { status, headers, body: Vec::new() }
+        Resp {
+            status,
+            headers,
+            body: Vec::new(),
+        }
     }
 
     /// The chunks of a chunked body, as sent.
@@ -213,7 +248,10 @@ fn initialize_returns_session_id_and_server_info() {
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("application/json"));
     let sid = r.header("mcp-session-id").expect("session id header");
-    assert!(sid.len() >= 16 && sid.bytes().all(|b| b.is_ascii_hexdigit()), "{sid}");
+    assert!(
+        sid.len() >= 16 && sid.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{sid}"
+    );
     let v = r.json();
     assert_eq!(v["jsonrpc"], "2.0");
     assert_eq!(v["id"], 1);
@@ -234,7 +272,9 @@ fn initialize_returns_session_id_and_server_info() {
 #[test]
 fn tools_list_and_calls() {
     let s = Server::start("tools");
-    let v = s.rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).json();
+    let v = s
+        .rpc(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .json();
     let names: Vec<&str> = v["result"]["tools"]
         .as_array()
         .unwrap()
@@ -252,14 +292,34 @@ fn tools_list_and_calls() {
     assert_eq!(v["id"], 2);
     assert_eq!(v["result"]["content"][0]["type"], "text");
     assert_eq!(text_of(&v), "5");
-    assert_eq!(text_of(&s.rpc(&call(json!(3), "get-sum", json!({"a": 1.5, "b": 2}))).json()), "3.5");
+    assert_eq!(
+        text_of(
+            &s.rpc(&call(json!(3), "get-sum", json!({"a": 1.5, "b": 2})))
+                .json()
+        ),
+        "3.5"
+    );
 
-    let v = s.rpc(&call(json!(4), "echo", json!({"message": "hello, wörld"}))).json();
+    let v = s
+        .rpc(&call(json!(4), "echo", json!({"message": "hello, wörld"})))
+        .json();
     assert_eq!(text_of(&v), "hello, wörld");
 
-    let v = s.rpc(&call(json!(5), "get-env", json!({"name": "TOOLGATE_TEST_SECRET"}))).json();
+    let v = s
+        .rpc(&call(
+            json!(5),
+            "get-env",
+            json!({"name": "TOOLGATE_TEST_SECRET"}),
+        ))
+        .json();
     assert_eq!(text_of(&v), "s3cr3t");
-    let v = s.rpc(&call(json!(6), "get-env", json!({"name": "TOOLGATE_DEFINITELY_UNSET"}))).json();
+    let v = s
+        .rpc(&call(
+            json!(6),
+            "get-env",
+            json!({"name": "TOOLGATE_DEFINITELY_UNSET"}),
+        ))
+        .json();
     assert_eq!(text_of(&v), "");
 
     for (tool, args, want) in [
@@ -275,28 +335,42 @@ fn tools_list_and_calls() {
         let v = s.rpc(&call(json!(9), tool, args)).json();
         assert_eq!(text_of(&v), want, "{tool}");
     }
-    let now: u64 = text_of(&s.rpc(&call(json!(9), "get-time", json!({}))).json()).parse().unwrap();
+    let now: u64 = text_of(&s.rpc(&call(json!(9), "get-time", json!({}))).json())
+        .parse()
+        .unwrap();
     assert!(now > 1_600_000_000, "{now}");
-    let v = s.rpc(&call(json!(9), "get-quotient", json!({"a": 1, "b": 0}))).json();
+    let v = s
+        .rpc(&call(json!(9), "get-quotient", json!({"a": 1, "b": 0})))
+        .json();
     assert_eq!(v["error"]["code"], -32602);
 
     let v = s.rpc(&call(json!(7), "rm-rf", json!({}))).json();
     assert_eq!(v["error"]["code"], -32602);
     assert_eq!(v["id"], 7);
-    let v = s.rpc(&call(json!(8), "get-sum", json!({"a": "x", "b": 1}))).json();
+    let v = s
+        .rpc(&call(json!(8), "get-sum", json!({"a": "x", "b": 1})))
+        .json();
     assert_eq!(v["error"]["code"], -32602);
 }
 
 #[test]
 fn id_type_is_preserved() {
     let s = Server::start("ids");
-    let v = s.rpc(&call(json!("abc-1"), "echo", json!({"message": "m"}))).json();
+    let v = s
+        .rpc(&call(json!("abc-1"), "echo", json!({"message": "m"})))
+        .json();
     assert_eq!(v["id"], json!("abc-1"));
-    let v = s.rpc(&call(json!("42"), "echo", json!({"message": "m"}))).json();
+    let v = s
+        .rpc(&call(json!("42"), "echo", json!({"message": "m"})))
+        .json();
     assert_eq!(v["id"], json!("42"), "string id must stay a string");
-    let v = s.rpc(&call(json!(42), "echo", json!({"message": "m"}))).json();
+    let v = s
+        .rpc(&call(json!(42), "echo", json!({"message": "m"})))
+        .json();
     assert_eq!(v["id"], json!(42), "numeric id must stay a number");
-    let v = s.rpc(&json!({"jsonrpc": "2.0", "id": "u", "method": "no/such"})).json();
+    let v = s
+        .rpc(&json!({"jsonrpc": "2.0", "id": "u", "method": "no/such"}))
+        .json();
     assert_eq!(v["id"], json!("u"));
     assert_eq!(v["error"]["code"], -32601);
 }
@@ -325,8 +399,10 @@ fn batch_and_notifications() {
     assert_eq!(r.status, 202);
     assert!(r.body.is_empty());
     // A batch of notifications only -> 202.
-    let r = s.rpc(&json!([{"jsonrpc": "2.0", "method": "notifications/cancelled",
-                           "params": {"requestId": 1}}]));
+    let r = s.rpc(
+        &json!([{"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": 1}}]),
+    );
     assert_eq!(r.status, 202);
     // Client-sent JSON-RPC response -> 202.
     let r = s.rpc(&json!({"jsonrpc": "2.0", "id": 9, "result": {}}));
@@ -338,35 +414,80 @@ fn batch_and_notifications() {
 fn prompts_resources_and_misc_methods() {
     let s = Server::start("misc");
     let rpc = |id: i64, method: &str, params: Value| {
-        s.rpc(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).json()
+        s.rpc(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .json()
     };
     let v = rpc(1, "prompts/list", json!({}));
-    let names: Vec<&str> = v["result"]["prompts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["greeting", "summarize", "code-review"]);
     for (name, args, has) in [
         ("summarize", json!({"text": "a long text"}), "a long text"),
-        ("code-review", json!({"code": "fn x() {}", "language": "Rust"}), "Rust code"),
+        (
+            "code-review",
+            json!({"code": "fn x() {}", "language": "Rust"}),
+            "Rust code",
+        ),
     ] {
         let v = rpc(2, "prompts/get", json!({"name": name, "arguments": args}));
-        let text = v["result"]["messages"][0]["content"]["text"].as_str().unwrap();
+        let text = v["result"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap();
         assert!(text.contains(has), "{name}: {text}");
     }
-    let v = rpc(2, "prompts/get", json!({"name": "greeting", "arguments": {"name": "Ada"}}));
-    let text = v["result"]["messages"][0]["content"]["text"].as_str().unwrap();
+    let v = rpc(
+        2,
+        "prompts/get",
+        json!({"name": "greeting", "arguments": {"name": "Ada"}}),
+    );
+    let text = v["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap();
     assert!(text.contains("Ada"), "{text}");
     assert!(rpc(3, "prompts/get", json!({"name": "nope"}))["error"]["code"].is_i64());
 
     let v = rpc(4, "resources/list", json!({}));
-    let uris: Vec<&str> = v["result"]["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
-    assert_eq!(uris, ["memo://insights", "file:///data/report.txt", "memo://roadmap"]);
+    let uris: Vec<&str> = v["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "memo://insights",
+            "file:///data/report.txt",
+            "memo://roadmap"
+        ]
+    );
     for uri in uris {
         let v = rpc(5, "resources/read", json!({"uri": uri}));
         assert_eq!(v["result"]["contents"][0]["uri"], uri);
-        assert!(!v["result"]["contents"][0]["text"].as_str().unwrap().is_empty());
+        assert!(!v["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .is_empty());
     }
-    assert_eq!(rpc(6, "resources/read", json!({"uri": "file:///etc/passwd"}))["error"]["code"], -32002);
-    for m in ["resources/subscribe", "resources/unsubscribe", "logging/setLevel", "ping"] {
-        assert_eq!(rpc(7, m, json!({"uri": "memo://insights", "level": "info"}))["result"], json!({}), "{m}");
+    assert_eq!(
+        rpc(6, "resources/read", json!({"uri": "file:///etc/passwd"}))["error"]["code"],
+        -32002
+    );
+    for m in [
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "logging/setLevel",
+        "ping",
+    ] {
+        assert_eq!(
+            rpc(7, m, json!({"uri": "memo://insights", "level": "info"}))["result"],
+            json!({}),
+            "{m}"
+        );
     }
     let v = rpc(8, "completion/complete", json!({}));
     assert_eq!(v["result"]["completion"]["values"], json!([]));
@@ -395,7 +516,11 @@ fn delete_requires_session_id() {
     let r = s.request("PUT", "/mcp", &[], "");
     assert_eq!(r.status, 405);
     let log = s.log_lines();
-    assert_eq!(log.len(), 1, "only the successful DELETE is executed: {log:?}");
+    assert_eq!(
+        log.len(),
+        1,
+        "only the successful DELETE is executed: {log:?}"
+    );
     assert_eq!(log[0]["http_method"], "DELETE");
     assert_eq!(log[0]["headers"]["mcp-session-id"], "abc123");
 }
@@ -406,11 +531,17 @@ fn execution_log_has_one_line_per_executed_call() {
     s.request(
         "POST",
         "/rewritten/path?tenant=a&x=1",
-        &[("content-type", "application/json"), ("X-Forwarded-User", "alice"), ("mcp-session-id", "s1")],
+        &[
+            ("content-type", "application/json"),
+            ("X-Forwarded-User", "alice"),
+            ("mcp-session-id", "s1"),
+        ],
         &call(json!("c1"), "get-sum", json!({"a": 2, "b": 3})).to_string(),
     );
-    s.rpc(&json!({"jsonrpc": "2.0", "id": 7, "method": "resources/read",
-                  "params": {"uri": "memo://insights"}}));
+    s.rpc(
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "resources/read",
+                  "params": {"uri": "memo://insights"}}),
+    );
     s.rpc(&json!([
         {"jsonrpc": "2.0", "id": 8, "method": "prompts/get", "params": {"name": "greeting"}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -421,7 +552,18 @@ fn execution_log_has_one_line_per_executed_call() {
     let log = s.log_lines();
     assert_eq!(log.len(), 4, "{log:#?}");
     let keys: Vec<&String> = log[0].as_object().unwrap().keys().collect();
-    for k in ["ts", "server", "http_method", "path", "jsonrpc_method", "id", "tool", "name", "uri", "headers"] {
+    for k in [
+        "ts",
+        "server",
+        "http_method",
+        "path",
+        "jsonrpc_method",
+        "id",
+        "tool",
+        "name",
+        "uri",
+        "headers",
+    ] {
         assert!(log[0].get(k).is_some(), "missing {k}: {keys:?}");
     }
     let l = &log[0];
@@ -454,13 +596,23 @@ fn execution_log_has_one_line_per_executed_call() {
 fn malformed_json_is_400_and_server_keeps_serving() {
     let s = Server::start("malformed");
     let mut c = s.connect();
-    let r = c.send("POST", "/mcp", &[("content-type", "application/json")], "{\"jsonrpc\": ");
+    let r = c.send(
+        "POST",
+        "/mcp",
+        &[("content-type", "application/json")],
+        "{\"jsonrpc\": ",
+    );
     assert_eq!(r.status, 400);
     let v = r.json();
     assert_eq!(v["error"]["code"], -32700);
     assert_eq!(v["id"], Value::Null);
     // Same keep-alive connection still works.
-    let r = c.send("POST", "/mcp", &[], &call(json!(1), "get-sum", json!({"a": 2, "b": 3})).to_string());
+    let r = c.send(
+        "POST",
+        "/mcp",
+        &[],
+        &call(json!(1), "get-sum", json!({"a": 2, "b": 3})).to_string(),
+    );
     assert_eq!(text_of(&r.json()), "5");
     // Structurally invalid JSON-RPC -> 400 invalid request.
     let r = s.request("POST", "/mcp", &[], "42");
@@ -481,11 +633,16 @@ fn malformed_json_is_400_and_server_keeps_serving() {
     assert_eq!(r.status, 400);
     // Truncated request then hang-up.
     let mut c = s.connect();
-    c.w.write_all(b"POST /mcp HTTP/1.1\r\ncontent-length: 100\r\n\r\n{").unwrap();
+    c.w.write_all(b"POST /mcp HTTP/1.1\r\ncontent-length: 100\r\n\r\n{")
+        .unwrap();
     drop(c);
     let r = s.rpc(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
     assert_eq!(r.status, 200);
-    assert_eq!(s.log_lines().len(), 2, "only the two valid calls were executed");
+    assert_eq!(
+        s.log_lines().len(),
+        2,
+        "only the two valid calls were executed"
+    );
 }
 
 #[test]
@@ -506,7 +663,10 @@ fn chunked_body_expect_continue_and_keep_alive() {
 
     // Expect: 100-continue on the same connection.
     let body = call(json!(2), "get-sum", json!({"a": 40, "b": 2})).to_string();
-    let head = format!("POST /mcp HTTP/1.1\r\nhost: t\r\nexpect: 100-continue\r\ncontent-length: {}\r\n\r\n", body.len());
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: t\r\nexpect: 100-continue\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
     c.w.write_all(head.as_bytes()).unwrap();
     let interim = c.read_response();
     assert_eq!(interim.status, 100);
@@ -541,7 +701,12 @@ fn concurrent_clients() {
             scope.spawn(move || {
                 let mut c = s.connect();
                 for i in 0..10i64 {
-                    let r = c.send("POST", "/mcp", &[], &call(json!(i), "get-sum", json!({"a": t, "b": i})).to_string());
+                    let r = c.send(
+                        "POST",
+                        "/mcp",
+                        &[],
+                        &call(json!(i), "get-sum", json!({"a": t, "b": i})).to_string(),
+                    );
                     assert_eq!(text_of(&r.json()), (t + i).to_string());
                 }
             });

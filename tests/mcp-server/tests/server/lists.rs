@@ -5,7 +5,11 @@ use super::*;
 
 /// `data` decoded from a gzip member of stored deflate blocks (what the server writes).
 fn gunzip_stored(data: &[u8]) -> Vec<u8> {
-    assert_eq!(&data[..4], &[0x1f, 0x8b, 8, 0], "a gzip member without optional fields");
+    assert_eq!(
+        &data[..4],
+        &[0x1f, 0x8b, 8, 0],
+        "a gzip member without optional fields"
+    );
     let mut i = 10;
     let mut out = Vec::new();
     loop {
@@ -27,7 +31,10 @@ fn gunzip_stored(data: &[u8]) -> Vec<u8> {
 }
 
 fn list(s: &Server, id: i64, method: &str, params: Value, headers: &[(&str, &str)]) -> Resp {
-    s.post(headers, &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    s.post(
+        headers,
+        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+    )
 }
 
 fn names(v: &Value, key: &str, field: &str) -> Vec<String> {
@@ -67,7 +74,14 @@ fn pages_follow_cursors_to_every_entry() {
     assert_eq!(pages, 3);
     assert_eq!(seen, ALL_TOOLS);
     // Prompts and resources page the same way, in both revisions.
-    let v = list(&s, 3, "prompts/list", json!({}), &[("x-test-page-size", "2")]).json();
+    let v = list(
+        &s,
+        3,
+        "prompts/list",
+        json!({}),
+        &[("x-test-page-size", "2")],
+    )
+    .json();
     assert_eq!(names(&v, "prompts", "name"), ["greeting", "summarize"]);
     let c = v["result"]["nextCursor"].as_str().unwrap().to_string();
     let v = list(&s, 4, "prompts/list", json!({"cursor": c}), &[]).json();
@@ -75,13 +89,25 @@ fn pages_follow_cursors_to_every_entry() {
     assert!(v["result"].get("nextCursor").is_none());
     let pv = ("mcp-protocol-version", V26);
     let v = s
-        .post(&[pv, ("mcp-method", "resources/list"), ("x-test-page-size", "1")], &modern(json!(5), "resources/list", json!({})))
+        .post(
+            &[
+                pv,
+                ("mcp-method", "resources/list"),
+                ("x-test-page-size", "1"),
+            ],
+            &modern(json!(5), "resources/list", json!({})),
+        )
         .json();
     assert_eq!(names(&v, "resources", "uri"), ["memo://insights"]);
     assert_eq!(v["result"]["cacheScope"], "public");
     assert!(v["result"]["nextCursor"].is_string(), "{v}");
     // A cursor this server did not make: invalid params.
-    for bad in [json!("nope"), json!("page:x:1"), json!("page:99:1"), json!(3)] {
+    for bad in [
+        json!("nope"),
+        json!("page:x:1"),
+        json!("page:99:1"),
+        json!(3),
+    ] {
         let v = list(&s, 6, "tools/list", json!({"cursor": bad}), &[]).json();
         assert_eq!(v["error"]["code"], -32602, "{bad}");
     }
@@ -100,10 +126,22 @@ fn sse_answers_come_chunked_after_a_notification() {
     // Read the head, then the chunks one by one.
     let head = c.read_head();
     assert_eq!(head.status, 200, "{head:?}");
-    assert_eq!(head.header("content-type"), Some("text/event-stream"), "{head:?}");
-    assert_eq!(head.header("transfer-encoding"), Some("chunked"), "{head:?}");
+    assert_eq!(
+        head.header("content-type"),
+        Some("text/event-stream"),
+        "{head:?}"
+    );
+    assert_eq!(
+        head.header("transfer-encoding"),
+        Some("chunked"),
+        "{head:?}"
+    );
     let chunks = c.read_chunks();
-    assert_eq!(chunks.len(), 3, "a notification, the response in two pieces");
+    assert_eq!(
+        chunks.len(),
+        3,
+        "a notification, the response in two pieces"
+    );
     let text = String::from_utf8(chunks.concat()).unwrap();
     let events: Vec<&str> = text.split_terminator("\n\n").collect();
     assert_eq!(events.len(), 2, "{text}");
@@ -117,7 +155,12 @@ fn sse_answers_come_chunked_after_a_notification() {
     assert_eq!(names(&v, "tools", "name"), ALL_TOOLS[..4]);
     assert!(v["result"]["nextCursor"].is_string());
     // The connection stays usable.
-    let r = c.send("POST", "/mcp", &[], &call(json!(8), "echo", json!({"message": "m"})).to_string());
+    let r = c.send(
+        "POST",
+        "/mcp",
+        &[],
+        &call(json!(8), "echo", json!({"message": "m"})).to_string(),
+    );
     assert_eq!(text_of(&r.json()), "m");
     // A batch: one event per response.
     let r = s.request(
@@ -138,12 +181,24 @@ fn gzip_when_accepted_or_forced_and_broken_lists() {
     let plain = list(&s, 1, "tools/list", json!({}), &[]);
     assert_eq!(plain.header("content-encoding"), None);
     for accept in ["gzip", "deflate, gzip;q=0.5", "br, x-gzip"] {
-        let r = list(&s, 1, "tools/list", json!({}), &[("accept-encoding", accept)]);
+        let r = list(
+            &s,
+            1,
+            "tools/list",
+            json!({}),
+            &[("accept-encoding", accept)],
+        );
         assert_eq!(r.header("content-encoding"), Some("gzip"), "{accept}");
         assert_eq!(gunzip_stored(&r.body), plain.body, "{accept}");
     }
     for refuse in ["identity", "gzip;q=0", "br"] {
-        let r = list(&s, 1, "tools/list", json!({}), &[("accept-encoding", refuse)]);
+        let r = list(
+            &s,
+            1,
+            "tools/list",
+            json!({}),
+            &[("accept-encoding", refuse)],
+        );
         assert_eq!(r.header("content-encoding"), None, "{refuse}");
     }
     // Forced: whatever accept-encoding says; any response.
@@ -151,19 +206,35 @@ fn gzip_when_accepted_or_forced_and_broken_lists() {
     assert_eq!(r.header("content-encoding"), Some("gzip"));
     let v: Value = serde_json::from_slice(&gunzip_stored(&r.body)).unwrap();
     assert_eq!(names(&v, "prompts", "name").len(), 3);
-    let r = list(&s, 1, "tools/list", json!({}), &[("x-test-gzip", "1"), ("x-test-sse", "1")]);
+    let r = list(
+        &s,
+        1,
+        "tools/list",
+        json!({}),
+        &[("x-test-gzip", "1"), ("x-test-sse", "1")],
+    );
     let text = String::from_utf8(gunzip_stored(&r.body)).unwrap();
     assert!(text.starts_with("event: message\ndata: {"), "{text}");
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
     // Broken: the list response loses its last byte; other methods are untouched.
-    let r = list(&s, 1, "resources/list", json!({}), &[("x-test-broken-list", "1")]);
+    let r = list(
+        &s,
+        1,
+        "resources/list",
+        json!({}),
+        &[("x-test-broken-list", "1")],
+    );
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert!(serde_json::from_slice::<Value>(&r.body).is_err());
     let whole = list(&s, 1, "resources/list", json!({}), &[]);
     assert_eq!(r.body, whole.body[..whole.body.len() - 1]);
-    let r =
-        s.request("POST", "/mcp", &[("x-test-broken-list", "1")], &call(json!(2), "echo", json!({"message": "ok"})).to_string());
+    let r = s.request(
+        "POST",
+        "/mcp",
+        &[("x-test-broken-list", "1")],
+        &call(json!(2), "echo", json!({"message": "ok"})).to_string(),
+    );
     assert_eq!(text_of(&r.json()), "ok");
     // The execution log has every header the server got.
     let log = s.log_lines();
@@ -175,5 +246,8 @@ fn gzip_when_accepted_or_forced_and_broken_lists() {
 fn templates_are_listed() {
     let s = Server::start("templates");
     let v = list(&s, 1, "resources/templates/list", json!({}), &[]).json();
-    assert_eq!(v["result"]["resourceTemplates"][0]["uriTemplate"], "file:///data/{name}");
+    assert_eq!(
+        v["result"]["resourceTemplates"][0]["uriTemplate"],
+        "file:///data/{name}"
+    );
 }

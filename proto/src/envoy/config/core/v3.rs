@@ -51,7 +51,11 @@ impl HeaderValueOption {
     /// A header with `value`, default append action (`APPEND_IF_EXISTS_OR_ADD`), `append` unset.
     pub fn new(key: impl Into<String>, value: impl Into<String>) -> Self {
         HeaderValueOption {
-            header: Some(HeaderValue { key: key.into(), value: value.into(), raw_value: Vec::new() }),
+            header: Some(HeaderValue {
+                key: key.into(),
+                value: value.into(),
+                raw_value: Vec::new(),
+            }),
             ..Default::default()
         }
     }
