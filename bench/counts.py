@@ -13,7 +13,7 @@ from load import body_name, request_headers
 import harness  # tests/e2e (on the path common sets): Envoy binary lookup, free ports, an HTTPS client
 
 # Started in this order, two at a time: the Toolgate ones take longest under valgrind (V8 compiles the
-# 1.5 MB module at valgrind speed), so they go first; the native rows start at once.
+# whole module at valgrind speed), so they go first; the native rows start at once.
 CALLGRIND_CONFIGS = ("c", "cn", "c26", BASELINE_KEY, "l1", "l0", "g1", "g0", "f1", "f2", "d", "a", "n", "m", "e", "g2",
                      "nm", "cm", "dm", "gm", "lm")
 
@@ -28,14 +28,14 @@ def callgrind_one(key: str, gateway_dir: Path, port: int, certs: Path, body: Pat
     """Envoy under `valgrind --tool=callgrind --cache-sim=yes`: counters zeroed after a warm-up, then
     `requests` requests (h2load over HTTP/1.1, one connection, agent-a's certificate; `body` with the
     MCP `headers`), then a dump.
-    One connection, so requests come one at a time: with 4, how many requests Envoy handled per event
-    loop wake-up depended on timing under valgrind, and the same row moved by up to 10 k instructions
-    per request between runs (bench/notes.md); one at a time, two runs agree within 0.1 k.
+    One connection, so requests come one at a time: with several, how many requests Envoy handled per
+    event loop wake-up depended on timing under valgrind, and the same row moved between runs by more
+    than most targets' margins; one at a time, two runs agree (bench/notes.md).
     Counts every thread but Envoy's main thread (`--separate-threads=yes`; valgrind's thread 1). The
     main thread serves no request: what it runs in the counted window is its timers (the stats flush
     among them), so it grows with how long the window lasts, not with the requests. Counted, it made a
-    row move with its wall time under valgrind: (a) came out 2.8 k higher in a full `make bench`, where
-    it runs beside slower rows, than in a reduced run (bench/notes.md). Its count is kept beside,
+    row move with its wall time under valgrind: (a) came out higher in a full `make bench`, where it
+    runs beside slower rows, than in a reduced run. Its count is kept beside,
     `main_thread_Ir`. Every other thread is counted: the worker, and V8's own threads for the Wasm rows.
     Returns the events per request and an estimate of cycles (Ir + 10 x L1 misses + 100 x LL misses,
     KCachegrind's rule of thumb). Deterministic up to the worker's timers, unlike CPU time on a

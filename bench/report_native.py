@@ -1,6 +1,6 @@
-"""The native host's part of docs/benchmarks.md (bench/report.py calls it): issue 27's targets for
-Toolgate as an Envoy dynamic module, computed from the same run's callgrind counts and start-up
-measurements (bench/startup.py), and the Wasm/native side by side."""
+"""The native host's part of docs/benchmarks.md (bench/report.py calls it): the targets for Toolgate as
+an Envoy dynamic module (docs/design/native-host.md), computed from the same run's callgrind counts and
+start-up measurements (bench/startup.py), and the Wasm/native side by side."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def targets(results: dict, summ: dict) -> list[tuple[str, str, str, str]]:
 
     floor, work = ir("nm", "a"), ir("cm", "nm")
     floor_text = (f"the no-op dynamic module (nm) adds {_k(floor)} over (a), and Toolgate's hooks with Envoy's buffering "
-                  f"of the body {_k(work)} over (nm) (bench/notes.md: where they go)") if floor is not None and work is not None else ""
+                  f"of the body {_k(work)} over (nm) (docs/design/native-host.md: where they go)") if floor is not None and work is not None else ""
     cm = ir("cm", "a")
     for other, what in (("m", "Envoy's MCP filter + RBAC (m)"), ("n", "the no-op proxy-wasm filter (n)")):
         o = ir(other, "a")

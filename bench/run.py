@@ -273,7 +273,7 @@ def main() -> int:
     baseline_wasm = None
     if args.baseline:
         baseline_wasm, short = build_baseline(args.baseline)
-    # What the baseline filter predates: the lifecycle in the engine (4df76a5 and earlier), list
+    # What the baseline filter predates: the lifecycle in the engine (no policy/src/lifecycle/), list
     # filtering (what "(c) unchanged by list filtering" compares).
     def at_baseline(path: str) -> bool:
         return bool(args.baseline) and subprocess.run(

@@ -256,7 +256,7 @@ def image_config(rel: Release, arch: str, os_name: str, diff_id: str, created_by
 
 
 def build_image(rel: Release, oras: Path, name: str, description: str, entries: list, arch: str,
-                os_name: str, created_by: str, cfg: dict) -> dict:
+                os_name: str, created_by: str, cfg: dict, annotations: dict | None = None) -> dict:
     work = WORK / "images" / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -267,7 +267,7 @@ def build_image(rel: Release, oras: Path, name: str, description: str, entries: 
     (work / "config.json").write_bytes(image_config(rel, arch, os_name, diff_id, created_by, cfg))
     layout = rel.dist / "oci" / name
     oras_push_layout(rel, oras, layout, work, ("config.json", OCI_CONFIG), [(layer_name, OCI_LAYER_GZIP)],
-                     rel.annotations(name, description))
+                     {**rel.annotations(name, description), **(annotations or {})})
     info = read_layout(layout, rel.version)
     info.update(name=name, repository=f"{rel.registry}/{name}", layout=layout,
                 uncompressed=sum(len(d) for _, d, _ in entries if d is not None))
@@ -277,13 +277,22 @@ def build_image(rel: Release, oras: Path, name: str, description: str, entries: 
     return info
 
 
+def plan_version() -> int:
+    """policy/src/plan.rs's PLAN_VERSION: the one place it is written."""
+    m = re.search(r"^pub const PLAN_VERSION: u32 = (\d+);$", (ROOT / "policy/src/plan.rs").read_text(), re.M)
+    return int(m.group(1)) if m else die("policy/src/plan.rs: no PLAN_VERSION")
+
+
 def build_filter_image(rel: Release, oras: Path) -> dict:
     if not WASM.is_file():
         die(f"{WASM} is missing: `make wasm` (make release runs it first)")
     wasm = WASM.read_bytes()
     return build_image(rel, oras, "toolgate-filter", "Toolgate's proxy-wasm filter (plugin.wasm) for Istio WasmPlugins",
                        [("plugin.wasm", wasm, 0o644)], "wasm", "wasip1",
-                       "make wasm: target/wasm32-wasip1/release/toolgate_filter.wasm as plugin.wasm", {})
+                       "make wasm: target/wasm32-wasip1/release/toolgate_filter.wasm as plugin.wasm", {},
+                       # The plan version the filter reads: the controller reports a mismatch on the
+                       # Gateways (controller/src/runtime/filter_image.rs).
+                       {"dev.toolgate.plan-version": str(plan_version())})
 
 
 def build_controller_image(rel: Release, oras: Path, binary: Path) -> dict:

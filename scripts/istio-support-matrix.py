@@ -30,9 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 RELEASES = REPO / "tests/istio/releases.txt"
 GOBUILD = REPO / "tests/istio/gobuild.sh"
 RECORDS = REPO / "docs/istio-support.json"
+README = REPO / "README.md"
 PAGE = REPO / "docs/istio-support.md"
 BEGIN = "<!-- istio-support-matrix:begin (written by scripts/istio-support-matrix.py: make support-matrix) -->"
 END = "<!-- istio-support-matrix:end -->"
+# The README's short table (README_BEGIN ... END), from the same records.
+README_BEGIN = "<!-- istio-support-matrix:begin (README; written by make support-matrix) -->"
 PYTEST = REPO / ".venv/bin/pytest"
 
 PAGE_HEAD = """# Istio support
@@ -206,13 +209,32 @@ def render(records: dict) -> str:
     return "\n".join([BEGIN, "", *rows, "", *details, END])
 
 
+def render_readme(records: dict) -> str:
+    """The README's short form: each release, what ran, the result and the day (no commits: the page has them)."""
+    order = [r for r, _ in releases()]
+    rows = ["| Istio | `make test-istio ISTIO=…` (tests/istio) | run |", "|---|---|---|"]
+    for name in [n for n in order + sorted(set(records) - set(order)) if n in records]:
+        r = records[name]
+        label = name + (" (default in `make test`)" if order and name == order[0] else "")
+        if r.get("status") == "not built":
+            result = "not built"
+        else:
+            result = ("passed: " if r.get("status") == "passed" else "FAILED: ") + counts(r["totals"])
+        rows.append(f"| {label} | {result} | {r['started'].split(' ')[0]} |")
+    return "\n".join([README_BEGIN, *rows, END])
+
+
+def replace_between(path: Path, begin: str, body: str, default: str) -> None:
+    text = path.read_text() if path.exists() else default
+    if begin not in text or END not in text:
+        text = text.rstrip("\n") + "\n\n" + begin + "\n" + END + "\n"
+    head, rest = text.split(begin, 1)
+    path.write_text(head + body + rest.split(END, 1)[1])
+
+
 def write_page(records: dict) -> None:
-    text = PAGE.read_text() if PAGE.exists() else PAGE_HEAD + BEGIN + "\n" + END + "\n"
-    if BEGIN not in text or END not in text:
-        text = text.rstrip("\n") + "\n\n" + BEGIN + "\n" + END + "\n"
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    PAGE.write_text(head + render(records) + tail)
+    replace_between(PAGE, BEGIN, render(records), PAGE_HEAD + BEGIN + "\n" + END + "\n")
+    replace_between(README, README_BEGIN, render_readme(records), "")
 
 
 def main(argv: list[str]) -> int:

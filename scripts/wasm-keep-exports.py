@@ -11,9 +11,9 @@ silently does nothing). `make wasm` uses it for toolgate_filter_no_list_filterin
 
 Why: Envoy calls every proxy_on_* callback a module exports, on every request; the proxy-wasm SDK
 exports all of them. Dropping the ones the filter does not implement saves those calls into the VM
-(docs/benchmarks.md). Only the export section changes: exports refer to functions by index, so
-nothing else in the module moves. The `name` section (function names for backtraces, ~0.19 MB, 9 %
-of the module) is dropped: Envoy loads it into every VM, and a build for debugging keeps it with
+(docs/design/proxy-wasm-abi.md). Only the export section changes: exports refer to functions by index,
+so nothing else in the module moves. The `name` section (function names for backtraces; its size is in
+docs/wasm-size.md) is dropped: Envoy loads it into every VM, and a build for debugging keeps it with
 WASM_KEEP_NAMES=1 in the environment. Fails (exit 1) if a listed export is missing, so a renamed
 callback cannot silently disappear. Idempotent.
 """

@@ -1,4 +1,8 @@
-//! Arguments and steps shared by the commands that read objects (`compile`, `render`, `explain`).
+//! Arguments and steps shared by the commands that read objects (`crate::commands`: `validate`,
+//! `compile`, `render`, `explain`): reading the inputs into the model, the topology with what it
+//! refused printed, writing a file; how a command failed ([`Failure`]). Below the commands and what
+//! they call: `render` writes with it, and the controller's arguments (`crate::runtime`) use its
+//! parsers of durations and switches.
 
 use std::collections::HashSet;
 use std::path::PathBuf;

@@ -8,16 +8,18 @@
 //! and k8s-openapi 0.29, so both versions are in the build: k8s-openapi's `links` key names its version,
 //! and the CLI gives 0.28 the Kubernetes version feature it needs through the renamed dependency
 //! `k8s-openapi-gwapi` (Cargo.toml). Only the serde types are used, never the kube 4 `Resource` impls,
-//! so kube 4 never meets the kube 5 client. The cost, measured (`cargo build --release -p toolgate`
-//! from clean, 2 cores, beside a benchmark): 484 s of CPU time (user + system) instead of 395 s (+22 %),
-//! and a binary of 13,256,224 bytes instead of 13,042,328 (+1.6 %). The second kube and k8s-openapi go
-//! when a `gateway-api` release is built on kube 5.
+//! so kube 4 never meets the kube 5 client. The cost (`cargo build --release -p toolgate` from
+//! clean, with and without): a longer build and a slightly larger binary (docs/layout.md,
+//! "Kubernetes types and YAML"). The second kube and k8s-openapi go when a `gateway-api` release is
+//! built on kube 5.
 //!
 //! The generated types are as strict as the CRD schema's required fields and enums, which the former
 //! hand-written types were not: a Gateway or HTTPRoute the API server would refuse for a missing
 //! required field or an unknown enum value (e.g. an experimental-channel filter type) is reported as
 //! invalid, offline too. Two readings of the former types are kept (`gateway_spec`, `route_spec`):
 //! `tls.frontend` without `default` is read, and ports and weights out of range are errors.
+
+pub mod request_authentication;
 
 use std::collections::BTreeMap;
 
@@ -258,7 +260,7 @@ pub struct Inventory {
     pub rejected_policies: Vec<RejectedPolicy>,
     /// Istio RequestAuthentications (security.istio.io/v1): `toolgate render` configures Envoy's
     /// jwt_authn from those targeting a Gateway (docs/semantics.md §6b).
-    pub request_authentications: Vec<Object<crate::request_authn::RequestAuthenticationSpec>>,
+    pub request_authentications: Vec<Object<request_authentication::RequestAuthenticationSpec>>,
     /// Namespaces with their labels (`allowedRoutes.namespaces.selector`).
     pub namespaces: Vec<Object<BTreeMap<String, String>>>,
 }
@@ -293,7 +295,7 @@ enum Typed {
     Grant(Object<ReferenceGrantSpec>),
     Secret(Object<BTreeMap<String, String>>),
     ConfigMap(Object<BTreeMap<String, String>>),
-    RequestAuthentication(Object<crate::request_authn::RequestAuthenticationSpec>),
+    RequestAuthentication(Object<request_authentication::RequestAuthenticationSpec>),
     Namespace(Object<BTreeMap<String, String>>),
     /// An XAccessPolicy the API server would refuse.
     Rejected(RejectedPolicy),
@@ -402,7 +404,7 @@ fn read(raw: &RawObject, default_ns: &str) -> Result<Typed, String> {
             typed(raw, default_ns, || read_spec(&data_of(raw, false))).map(Typed::ConfigMap)
         }
         ("v1", "Namespace") => typed(raw, default_ns, || labels_of(raw)).map(Typed::Namespace),
-        (crate::request_authn::ISTIO_SECURITY_GROUP, "RequestAuthentication") => {
+        (request_authentication::ISTIO_SECURITY_GROUP, "RequestAuthentication") => {
             typed(raw, default_ns, || spec_of(raw)).map(Typed::RequestAuthentication)
         }
         _ => Ok(Typed::Ignored),

@@ -13,12 +13,11 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use clap::Args;
 use serde_json::{json, Value};
 
-use crate::cli::{self, Failure, InputArgs, PlanArgs};
+use crate::cli::{self, Failure};
 use crate::model::Inventory;
 use crate::topology::{GatewayOut, ListenerOut};
 
@@ -26,161 +25,42 @@ mod clusters;
 mod routes;
 mod tls;
 
-use routes::envoy_duration;
+pub use routes::envoy_duration;
 
-#[derive(Args, Debug)]
-pub struct RenderArgs {
-    #[command(flatten)]
-    pub input: InputArgs,
-    #[command(flatten)]
-    pub plan: PlanArgs,
-    /// The compiled filter (toolgate_filter.wasm).
-    #[arg(
-        long,
-        value_name = "FILE",
-        required_unless_present = "native_module",
-        conflicts_with = "native_module"
-    )]
-    pub wasm: Option<PathBuf>,
-    /// Instead of --wasm: the filter as an Envoy dynamic module (libtoolgate_module.so, `make module`),
-    /// loaded by Envoy's dynamic_modules HTTP filter from this path. Not for Istio (which loads
-    /// dynamic modules from 1.31 on only): the controller renders the Wasm filter.
-    #[arg(long, value_name = "FILE")]
-    pub native_module: Option<PathBuf>,
-    /// Output folder: one sub-folder per Gateway, `<namespace>.<name>`.
-    #[arg(short = 'o', long = "output", value_name = "DIR")]
-    pub output: PathBuf,
+/// What every Gateway's configuration is rendered with besides the topology: the command's options,
+/// read and checked (`crate::commands::render`).
+pub struct Options<'a> {
+    /// The filter: the Wasm module, or with `native_module` the dynamic module (absolute paths).
+    pub filter: &'a Path,
+    pub native_module: bool,
     /// Address the listeners bind to.
-    #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
-    pub bind: String,
-    /// Admin interface address (port 0 picks one; see admin.address file).
-    #[arg(long, default_value = "127.0.0.1:9901", value_name = "ADDR:PORT")]
+    pub bind: &'a str,
+    /// The admin interface's address.
     pub admin: SocketAddr,
-    /// Map a Service or XBackend serviceName to a local address: NAME.NAMESPACE=HOST:PORT (repeatable).
-    #[arg(long = "resolve", value_name = "NAME.NAMESPACE=HOST:PORT")]
-    pub resolve: Vec<String>,
-    /// Client CA (PEM) for HTTPS listeners without a spec.tls.frontend CA, as a trust bundle.
-    #[arg(long, value_name = "FILE")]
-    pub client_ca: Option<PathBuf>,
-    /// How long a stream (an SSE response, a GET stream, a slow tool call) may stay without any data
-    /// before Envoy resets it; MCP routes have no request timeout unless the HTTPRoute sets one.
-    #[arg(long, value_name = "DURATION", default_value = "1h")]
-    pub stream_idle_timeout: String,
-    /// Envoy log file for the access log (default: stdout).
-    #[arg(long, value_name = "FILE")]
-    pub access_log: Option<PathBuf>,
+    /// Services and XBackend serviceNames mapped to local addresses (`NAME.NAMESPACE` → host, port).
+    pub resolve: &'a BTreeMap<String, (String, u16)>,
+    /// The client CA (PEM) of HTTPS listeners without a spec.tls.frontend CA.
+    pub client_ca: Option<&'a str>,
+    /// A duration Envoy's `envoy_duration` reads (checked by the command).
+    pub stream_idle_timeout: &'a str,
+    /// The access log's file (None: stdout).
+    pub access_log: Option<&'a Path>,
 }
 
-pub fn run(args: &RenderArgs) -> Result<(), Failure> {
-    let inv = cli::load_inventory(&args.input)?;
-    let topo = cli::build_topology(&inv, &args.plan, true)?;
-    let resolve = parse_resolve(&args.resolve)?;
-    if envoy_duration(&args.stream_idle_timeout).is_none() {
-        eprintln!(
-            "error: --stream-idle-timeout {:?}: a duration like 1h, 30m, 90s or 500ms",
-            args.stream_idle_timeout
-        );
-        return Err(Failure::Usage);
-    }
-    let (flag, code, make) = match (&args.wasm, &args.native_module) {
-        (_, Some(native)) => ("--native-module", native, "make module"),
-        (Some(wasm), None) => ("--wasm", wasm, "make wasm"),
-        (None, None) => {
-            eprintln!("error: --wasm or --native-module is required");
-            return Err(Failure::Usage);
-        }
-    };
-    let wasm = absolute(code)?;
-    if !wasm.is_file() {
-        eprintln!(
-            "error: {flag} {}: no such file (build it with `{make}`)",
-            wasm.display()
-        );
-        return Err(Failure::Usage);
-    }
-    let client_ca = match &args.client_ca {
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
-            eprintln!("error: --client-ca {}: {e}", p.display());
-            Failure::Usage
-        })?),
-        None => None,
-    };
-    if topo.gateways.is_empty() {
-        eprintln!(
-            "error: no Gateway found in the input{}",
-            args.plan
-                .gateway_class
-                .as_ref()
-                .map(|c| format!(" with class {c}"))
-                .unwrap_or_default()
-        );
-        return Err(Failure::Invalid);
-    }
-    for gw in &topo.gateways {
-        let dir = absolute(
-            &args
-                .output
-                .join(format!("{}.{}", gw.gateway.namespace, gw.gateway.name)),
-        )?;
-        let ctx = Ctx {
-            args,
-            inv: &inv,
-            resolve: &resolve,
-            wasm: &wasm,
-            client_ca: client_ca.as_deref(),
-            dir: &dir,
-        };
-        ctx.render_gateway(gw)?;
-        println!(
-            "{}: Envoy configuration for Gateway {}/{} ({} listeners)",
-            dir.display(),
-            gw.gateway.namespace,
-            gw.gateway.name,
-            gw.listeners.len()
-        );
-    }
-    Ok(())
-}
-
-fn absolute(p: &Path) -> Result<PathBuf, Failure> {
-    std::path::absolute(p).map_err(|e| {
-        eprintln!("error: {}: {e}", p.display());
-        Failure::Usage
-    })
-}
-
-fn parse_resolve(items: &[String]) -> Result<BTreeMap<String, (String, u16)>, Failure> {
-    let mut out = BTreeMap::new();
-    for item in items {
-        let parsed = item.split_once('=').and_then(|(name, addr)| {
-            let (host, port) = addr.rsplit_once(':')?;
-            Some((
-                name.to_string(),
-                (
-                    host.trim_matches(['[', ']']).to_string(),
-                    port.parse().ok()?,
-                ),
-            ))
-        });
-        match parsed {
-            Some((name, addr)) if name.contains('.') => {
-                out.insert(name, addr);
-            }
-            _ => {
-                eprintln!("error: --resolve {item:?}: expected NAME.NAMESPACE=HOST:PORT");
-                return Err(Failure::Usage);
-            }
-        }
-    }
-    Ok(out)
+/// Writes Gateway `gw`'s folder `dir`: `envoy.json`, `lds.json`, `cds.json` and `certs/`. An error is
+/// printed, and says whether it is the input's or the machine's.
+pub fn write_gateway(
+    options: &Options<'_>,
+    inv: &Inventory,
+    gw: &GatewayOut,
+    dir: &Path,
+) -> Result<(), Failure> {
+    Ctx { options, inv, dir }.render_gateway(gw)
 }
 
 struct Ctx<'a> {
-    args: &'a RenderArgs,
+    options: &'a Options<'a>,
     inv: &'a Inventory,
-    resolve: &'a BTreeMap<String, (String, u16)>,
-    wasm: &'a Path,
-    client_ca: Option<&'a str>,
     dir: &'a Path,
 }
 
@@ -195,8 +75,8 @@ impl Ctx<'_> {
         // Token callers (docs/semantics.md §6b): the Gateway's RequestAuthentications as jwt_authn.
         let ras =
             crate::request_authn::for_gateway(self.inv, &gw.gateway.namespace, &gw.gateway.name);
-        let tokens = crate::request_authn::render(&ras, self.args.native_module.is_some())
-            .map_err(|e| {
+        let tokens =
+            crate::request_authn::render(&ras, self.options.native_module).map_err(|e| {
                 eprintln!("error: {e}");
                 Failure::Invalid
             })?;
@@ -250,12 +130,14 @@ impl Ctx<'_> {
         json!({
             "node": { "id": format!("toolgate-{}-{}", gw.gateway.namespace, gw.gateway.name), "cluster": "toolgate" },
             "admin": {
-                "address": { "socket_address": { "address": self.args.admin.ip().to_string(), "port_value": self.args.admin.port() } },
+                "address": { "socket_address": { "address": self.options.admin.ip().to_string(), "port_value": self.options.admin.port() } },
             },
             "dynamic_resources": { "lds_config": watched("lds.json"), "cds_config": watched("cds.json") },
         })
     }
 
+    /// One listener: its connection manager (routes, access log, the filters) and TLS. Long, as one
+    /// JSON literal laid out as Envoy reads it.
     fn listener(
         &self,
         gw: &GatewayOut,
@@ -270,16 +152,15 @@ impl Ctx<'_> {
         let limit = l.plan.settings.max_body_bytes;
         let plan_json = serde_json::to_string(&l.plan).expect("plans serialise");
         let access_log_path = self
-            .args
+            .options
             .access_log
-            .as_ref()
             .map_or_else(|| "/dev/stdout".to_string(), |p| p.display().to_string());
         let mut hcm = json!({
             "name": "envoy.filters.network.http_connection_manager",
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
                 "stat_prefix": format!("toolgate_{}_{}_{}", gw.gateway.namespace, gw.gateway.name, listener.name),
-                "stream_idle_timeout": envoy_duration(&self.args.stream_idle_timeout).unwrap_or_else(|| "3600.000s".into()),
+                "stream_idle_timeout": envoy_duration(self.options.stream_idle_timeout).unwrap_or_else(|| "3600.000s".into()),
                 // The path the routes and the Toolgate filter see must be the path the upstream gets:
                 // without normalisation, `/mcp/public/../private` passes a PathPrefix /mcp/public rule
                 // and an upstream that resolves dot segments serves /mcp/private. Envoy's edge best
@@ -298,13 +179,13 @@ impl Ctx<'_> {
                             "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%\" %RESPONSE_CODE% \
                              peer=%DOWNSTREAM_PEER_URI_SAN% cluster=%UPSTREAM_CLUSTER% toolgate=\"%FILTER_STATE({}:PLAIN)%\"\n",
                             // The filter state the Wasm filter's decision property, or the module's, is in.
-                            if self.args.native_module.is_some() { "toolgate.decision" } else { "wasm.toolgate_decision" }) } },
+                            if self.options.native_module { "toolgate.decision" } else { "wasm.toolgate_decision" }) } },
                     },
                 }],
                 // Envoy's jwt_authn (and the removal of the headers it writes) before Toolgate, which
                 // reads what it verified (docs/semantics.md §6b).
                 "http_filters": tokens.filters.iter().cloned().chain([
-                    if self.args.native_module.is_some() { native_filter(&id, self.wasm, &plan_json, !tokens.filters.is_empty()) } else { json!(
+                    if self.options.native_module { native_filter(&id, self.options.filter, &plan_json, !tokens.filters.is_empty()) } else { json!(
                     {
                         "name": "envoy.filters.http.wasm",
                         "typed_config": {
@@ -322,14 +203,14 @@ impl Ctx<'_> {
                                 "vm_config": {
                                     "vm_id": "toolgate",
                                     "runtime": "envoy.wasm.runtime.v8",
-                                    "code": { "local": { "filename": self.wasm } },
+                                    "code": { "local": { "filename": self.options.filter } },
                                 },
                             },
                         },
                     }) },
                     // The dynamic module holds the request itself (the lifecycle's
                     // `Host::holds_request`); the Wasm filter needs the buffer filter after it.
-                ]).chain(self.args.native_module.is_none().then(|| hold_filter(limit))).chain([
+                ]).chain((!self.options.native_module).then(|| hold_filter(limit))).chain([
                     json!({ "name": "envoy.filters.http.router", "typed_config": { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } }),
                 ]).collect::<Vec<Value>>(),
             },
@@ -354,7 +235,7 @@ impl Ctx<'_> {
         Ok(json!({
             "@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
             "name": id,
-            "address": { "socket_address": { "address": self.args.bind, "port_value": listener.port } },
+            "address": { "socket_address": { "address": self.options.bind, "port_value": listener.port } },
             // Larger than the body limit, so that the filter answers 413 before Envoy's own limit.
             "per_connection_buffer_limit_bytes": limit.saturating_mul(2).max(1024 * 1024),
             "filter_chains": [chain],

@@ -17,77 +17,13 @@
 //!
 //! Under Istio, RequestAuthentication is Istio's to apply: the controller writes nothing for it.
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use toolgate_policy::api::GATEWAY_GROUP;
 use toolgate_policy::jwt::{JWT_METADATA_NAMESPACE, JWT_PAYLOAD_HEADER, SPACE_DELIMITED_CLAIMS};
 
+use crate::model::request_authentication::{JwtRule, RequestAuthenticationSpec};
 use crate::model::{Inventory, Object};
-
-pub const ISTIO_SECURITY_GROUP: &str = "security.istio.io";
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RequestAuthenticationSpec {
-    #[serde(default)]
-    pub target_refs: Vec<TargetRef>,
-    #[serde(default)]
-    pub jwt_rules: Vec<JwtRule>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct TargetRef {
-    #[serde(default)]
-    pub group: String,
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub namespace: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct JwtRule {
-    pub issuer: String,
-    #[serde(default)]
-    pub audiences: Vec<String>,
-    #[serde(default)]
-    pub jwks: Option<String>,
-    #[serde(default, alias = "jwks_uri")]
-    pub jwks_uri: Option<String>,
-    #[serde(default)]
-    pub from_headers: Vec<JwtHeader>,
-    #[serde(default)]
-    pub from_params: Vec<String>,
-    #[serde(default)]
-    pub from_cookies: Vec<String>,
-    #[serde(default)]
-    pub forward_original_token: bool,
-    #[serde(default)]
-    pub output_payload_to_header: Option<String>,
-    #[serde(default)]
-    pub output_claim_to_headers: Vec<ClaimToHeader>,
-    #[serde(default)]
-    pub timeout: Option<String>,
-    #[serde(default)]
-    pub space_delimited_claims: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct JwtHeader {
-    pub name: String,
-    #[serde(default)]
-    pub prefix: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct ClaimToHeader {
-    pub header: String,
-    pub claim: String,
-}
 
 /// The RequestAuthentications whose `targetRefs` name the Gateway `namespace/name` (in its own
 /// namespace, as Istio reads them), in name order.
@@ -182,6 +118,148 @@ fn local_reply_config() -> Value {
     })
 }
 
+/// One jwtRule (`at` names it) as a jwt_authn provider, or what is wrong with it. The JWKS cluster it
+/// needs is added to `jwks`; the headers it writes, to `removed` (taken off the client's request).
+fn provider(
+    rule: &JwtRule,
+    at: &str,
+    native_module: bool,
+    jwks: &mut Vec<JwksUpstream>,
+    removed: &mut Vec<String>,
+) -> Result<Value, String> {
+    if rule.issuer.is_empty() {
+        return Err(format!("{at}: issuer is required"));
+    }
+    let named = rule
+        .from_headers
+        .iter()
+        .map(|h| &h.name)
+        .chain(&rule.output_payload_to_header);
+    if let Some(h) = named
+        .chain(rule.output_claim_to_headers.iter().map(|c| &c.header))
+        .find(|h| h.eq_ignore_ascii_case(JWT_PAYLOAD_HEADER))
+    {
+        return Err(format!(
+            "{at}: header {h:?} is reserved for the verified payload (docs/semantics.md §6b)"
+        ));
+    }
+    let mut provider = json!({
+        "issuer": rule.issuer,
+        // Kept for the filter to see (a second credential drops the claims); removed by the
+        // route when the rule does not forward it (`upstream_removed`).
+        "forward": true,
+        // Where Istio leaves it, and the filter reads it (docs/semantics.md §6b).
+        "payload_in_metadata": rule.issuer,
+    });
+    if !rule.audiences.is_empty() {
+        provider["audiences"] = json!(rule.audiences);
+    }
+    provider_keys(rule, at, &mut provider, jwks)?;
+    if !rule.from_headers.is_empty() {
+        provider["from_headers"] = rule
+            .from_headers
+            .iter()
+            .map(
+                |h| json!({ "name": h.name, "value_prefix": h.prefix.clone().unwrap_or_default() }),
+            )
+            .collect();
+    }
+    if !rule.from_params.is_empty() {
+        provider["from_params"] = json!(rule.from_params);
+    }
+    if !rule.from_cookies.is_empty() {
+        provider["from_cookies"] = json!(rule.from_cookies);
+    }
+    if let Some(h) = &rule.output_payload_to_header {
+        if native_module {
+            return Err(format!(
+                "{at}: outputPayloadToHeader is not supported with --native-module (jwt_authn writes the payload \
+                 to {JWT_PAYLOAD_HEADER} for the module, and a provider writes one payload header)"
+            ));
+        }
+        provider["forward_payload_header"] = json!(h);
+        removed.push(h.to_ascii_lowercase());
+    }
+    if native_module {
+        provider["forward_payload_header"] = json!(JWT_PAYLOAD_HEADER);
+    }
+    provider["normalize_payload_in_metadata"] =
+        json!({ "space_delimited_claims": space_delimited_claims(rule, at, native_module)? });
+    if !rule.output_claim_to_headers.is_empty() {
+        provider["claim_to_headers"] = rule
+            .output_claim_to_headers
+            .iter()
+            .map(|c| json!({ "header_name": c.header, "claim_name": c.claim }))
+            .collect();
+        removed.extend(
+            rule.output_claim_to_headers
+                .iter()
+                .map(|c| c.header.to_ascii_lowercase()),
+        );
+    }
+    Ok(provider)
+}
+
+/// Where a provider's keys come from: inline (`jwks`), or fetched from `jwksUri`, whose cluster is
+/// added to `jwks`.
+fn provider_keys(
+    rule: &JwtRule,
+    at: &str,
+    provider: &mut Value,
+    jwks: &mut Vec<JwksUpstream>,
+) -> Result<(), String> {
+    match (&rule.jwks, &rule.jwks_uri) {
+        (Some(_), Some(_)) => return Err(format!("{at}: only one of jwks or jwksUri can be set")),
+        (Some(inline), None) => provider["local_jwks"] = json!({ "inline_string": inline }),
+        (None, Some(uri)) => {
+            let up = jwks_upstream(uri)
+                .ok_or_else(|| format!("{at}: jwksUri {uri:?}: url must have scheme http:// or https://"))?;
+            provider["remote_jwks"] = json!({
+                "http_uri": { "uri": uri, "cluster": up.cluster, "timeout": rule.timeout.clone().unwrap_or_else(|| "5s".into()) },
+                "cache_duration": "300s",
+                // Fetched when the listener starts, not by the first request.
+                "async_fetch": {},
+            });
+            if !jwks.contains(&up) {
+                jwks.push(up);
+            }
+        }
+        (None, None) => {
+            return Err(format!(
+            "{at}: jwks or jwksUri is required (Istio would fetch the issuer's OpenID configuration; render does not)"
+        ))
+        }
+    }
+    Ok(())
+}
+
+/// The claims whose space-delimited values are split into lists, as Istio does (`scope: "a b"` is
+/// `["a", "b"]` in the metadata): the claims policies read are the same under both. The native
+/// host's header carries the payload as signed; the engine splits the same default claims, and
+/// only those.
+fn space_delimited_claims(
+    rule: &JwtRule,
+    at: &str,
+    native_module: bool,
+) -> Result<Vec<String>, String> {
+    let mut space_delimited: Vec<String> = SPACE_DELIMITED_CLAIMS
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    for c in &rule.space_delimited_claims {
+        if native_module && !space_delimited.contains(c) {
+            return Err(format!(
+                "{at}: spaceDelimitedClaims {c:?} is not supported with --native-module (the module splits {})",
+                SPACE_DELIMITED_CLAIMS.join(" and ")
+            ));
+        }
+        if !space_delimited.contains(c) {
+            space_delimited.push(c.clone());
+        }
+    }
+    Ok(space_delimited)
+}
+
 /// The filters (none without RequestAuthentication), or what is wrong with a rule. `native_module`:
 /// for the dynamic module, which reads the payload from [`JWT_PAYLOAD_HEADER`].
 pub fn render(
@@ -199,20 +277,7 @@ pub fn render(
                 "RequestAuthentication {}/{} jwtRules[{i}]",
                 ra.namespace, ra.name
             );
-            if rule.issuer.is_empty() {
-                return Err(format!("{at}: issuer is required"));
-            }
-            let named = rule
-                .from_headers
-                .iter()
-                .map(|h| &h.name)
-                .chain(&rule.output_payload_to_header);
-            if let Some(h) = named
-                .chain(rule.output_claim_to_headers.iter().map(|c| &c.header))
-                .find(|h| h.eq_ignore_ascii_case(JWT_PAYLOAD_HEADER))
-            {
-                return Err(format!("{at}: header {h:?} is reserved for the verified payload (docs/semantics.md §6b)"));
-            }
+            let provider = provider(rule, &at, native_module, &mut jwks, &mut removed)?;
             let locations: Vec<String> = if rule.from_headers.is_empty() {
                 vec!["authorization".into()]
             } else {
@@ -227,97 +292,6 @@ pub fn render(
                 &mut unforwarded
             }
             .extend(locations);
-            let mut provider = json!({
-                "issuer": rule.issuer,
-                // Kept for the filter to see (a second credential drops the claims); removed by the
-                // route when the rule does not forward it (`upstream_removed`).
-                "forward": true,
-                // Where Istio leaves it, and the filter reads it (docs/semantics.md §6b).
-                "payload_in_metadata": rule.issuer,
-            });
-            if !rule.audiences.is_empty() {
-                provider["audiences"] = json!(rule.audiences);
-            }
-            match (&rule.jwks, &rule.jwks_uri) {
-                (Some(_), Some(_)) => return Err(format!("{at}: only one of jwks or jwksUri can be set")),
-                (Some(inline), None) => provider["local_jwks"] = json!({ "inline_string": inline }),
-                (None, Some(uri)) => {
-                    let up = jwks_upstream(uri)
-                        .ok_or_else(|| format!("{at}: jwksUri {uri:?}: url must have scheme http:// or https://"))?;
-                    provider["remote_jwks"] = json!({
-                        "http_uri": { "uri": uri, "cluster": up.cluster, "timeout": rule.timeout.clone().unwrap_or_else(|| "5s".into()) },
-                        "cache_duration": "300s",
-                        // Fetched when the listener starts, not by the first request.
-                        "async_fetch": {},
-                    });
-                    if !jwks.contains(&up) {
-                        jwks.push(up);
-                    }
-                }
-                (None, None) => {
-                    return Err(format!(
-                    "{at}: jwks or jwksUri is required (Istio would fetch the issuer's OpenID configuration; render does not)"
-                ))
-                }
-            }
-            if !rule.from_headers.is_empty() {
-                provider["from_headers"] = rule
-                    .from_headers
-                    .iter()
-                    .map(|h| json!({ "name": h.name, "value_prefix": h.prefix.clone().unwrap_or_default() }))
-                    .collect();
-            }
-            if !rule.from_params.is_empty() {
-                provider["from_params"] = json!(rule.from_params);
-            }
-            if !rule.from_cookies.is_empty() {
-                provider["from_cookies"] = json!(rule.from_cookies);
-            }
-            if let Some(h) = &rule.output_payload_to_header {
-                if native_module {
-                    return Err(format!(
-                        "{at}: outputPayloadToHeader is not supported with --native-module (jwt_authn writes the payload \
-                         to {JWT_PAYLOAD_HEADER} for the module, and a provider writes one payload header)"
-                    ));
-                }
-                provider["forward_payload_header"] = json!(h);
-                removed.push(h.to_ascii_lowercase());
-            }
-            if native_module {
-                provider["forward_payload_header"] = json!(JWT_PAYLOAD_HEADER);
-            }
-            // As Istio does (`scope: "a b"` is `["a", "b"]` in the metadata): the claims policies read
-            // are the same under both. The native host's header carries the payload as signed; the
-            // engine splits the same default claims, and only those.
-            let mut space_delimited: Vec<String> = SPACE_DELIMITED_CLAIMS
-                .iter()
-                .map(|c| c.to_string())
-                .collect();
-            for c in &rule.space_delimited_claims {
-                if native_module && !space_delimited.contains(c) {
-                    return Err(format!(
-                        "{at}: spaceDelimitedClaims {c:?} is not supported with --native-module (the module splits {})",
-                        SPACE_DELIMITED_CLAIMS.join(" and ")
-                    ));
-                }
-                if !space_delimited.contains(c) {
-                    space_delimited.push(c.clone());
-                }
-            }
-            provider["normalize_payload_in_metadata"] =
-                json!({ "space_delimited_claims": space_delimited });
-            if !rule.output_claim_to_headers.is_empty() {
-                provider["claim_to_headers"] = rule
-                    .output_claim_to_headers
-                    .iter()
-                    .map(|c| json!({ "header_name": c.header, "claim_name": c.claim }))
-                    .collect();
-                removed.extend(
-                    rule.output_claim_to_headers
-                        .iter()
-                        .map(|c| c.header.to_ascii_lowercase()),
-                );
-            }
             let name = format!("origins-{}", providers.len());
             requirements.push(json!({ "provider_name": name }));
             providers.insert(name, provider);

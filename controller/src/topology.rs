@@ -9,7 +9,9 @@ use toolgate_policy::api::{
     AccessPolicySpec, Condition, ParentReference, PolicyAction, PolicyAncestorStatus,
     PolicyTargetRef, GATEWAY_GROUP, GROUP,
 };
-use toolgate_policy::compile::{compile, ClusterNaming, CompileOptions, CompiledPolicy};
+use toolgate_policy::compile::{
+    compile, ClusterNaming, CompileError, CompileOptions, CompiledPolicy,
+};
 use toolgate_policy::plan::{CompiledPlan, LevelPlan, PlanSettings};
 
 use crate::grants;
@@ -187,6 +189,8 @@ fn level<'a>(attachments: impl Iterator<Item = &'a Attachment<'a>>) -> LevelPlan
     level
 }
 
+/// The topology of the objects: each policy's status, and each Gateway's listeners with their routes
+/// and plans.
 pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     let mut topo = Topology::default();
 
@@ -210,252 +214,382 @@ pub fn build(inv: &Inventory, opts: &TopologyOptions) -> Topology {
     });
     let xbackends = XBackends::new(inv);
     let backend_keys = BackendKeys::new(inv, &opts.compile.clusters);
-
-    // Per target, the accepted attachments in order, plus how many ExternalAuth policies.
-    let mut by_target: BTreeMap<TargetKey, Vec<Attachment<'_>>> = BTreeMap::new();
-    let mut statuses: Vec<Option<PolicyStatus>> = vec![None; inv.policies.len()];
-    for (&i, compiled) in order.iter().zip(&compiled) {
-        let policy = &inv.policies[i];
-        let refusal = external_auth_refusal(inv, policy);
-        if let Some(v) = policy.annotations.get(DRY_RUN_ANNOTATION).filter(|v| {
-            !["true", "false"]
-                .iter()
-                .any(|b| v.trim().eq_ignore_ascii_case(b))
-        }) {
-            topo.warnings.push(format!(
-                "policy {}: annotation {DRY_RUN_ANNOTATION}: {v:?} is neither \"true\" nor \"false\": the policy is enforced",
-                policy.key()
-            ));
-        }
-        let mut ancestors = Vec::new();
-        for target in &policy.spec.target_refs {
-            let ancestor_ref = ancestor_ref(target, &policy.namespace);
-            let condition = match (
-                compiled,
-                target_key(inv, &xbackends, &backend_keys, policy, target),
-            ) {
-                (Err(e), _) => condition(false, e.reason(), e.to_string(), policy.generation),
-                (_, Err((reason, message))) => condition(false, reason, message, policy.generation),
-                (Ok(_), Ok(_)) if refusal.is_some() => condition(
-                    false,
-                    "Invalid",
-                    refusal.clone().unwrap_or_default(),
-                    policy.generation,
-                ),
-                (Ok(plan), Ok(key)) => {
-                    let attached = by_target.entry(key).or_default();
-                    let external_auths = attached
-                        .iter()
-                        .filter(|a| {
-                            inv.policies[a.policy].spec.action == PolicyAction::ExternalAuth
-                        })
-                        .count();
-                    if policy.spec.action == PolicyAction::ExternalAuth && external_auths > 0 {
-                        condition(
-                            false,
-                            "LimitPerTargetExceeded",
-                            "an older ExternalAuth policy already targets this target (at most one per target)".into(),
-                            policy.generation,
-                        )
-                    } else if attached.len() >= MAX_POLICIES_PER_TARGET {
-                        condition(
-                            false,
-                            "LimitPerTargetExceeded",
-                            format!("{MAX_POLICIES_PER_TARGET} older policies already target this target (at most {MAX_POLICIES_PER_TARGET})"),
-                            policy.generation,
-                        )
-                    } else {
-                        attached.push(Attachment {
-                            policy: i,
-                            section: target.section_name.clone(),
-                            plan,
-                        });
-                        let message = if is_dry_run(&policy.annotations) {
-                            "Policy accepted (dry-run: not enforced)"
-                        } else {
-                            "Policy accepted"
-                        };
-                        condition(true, "Accepted", message.into(), policy.generation)
-                    }
-                }
-            };
-            ancestors.push(PolicyAncestorStatus {
-                ancestor_ref,
-                controller_name: CONTROLLER_NAME.to_string(),
-                conditions: vec![condition],
-            });
-        }
-        statuses[i] = Some(PolicyStatus {
-            policy: policy.key(),
-            ancestors,
-        });
-    }
-    topo.statuses = statuses.into_iter().flatten().collect();
-    for rejected in &inv.rejected_policies {
-        let ancestors = rejected
-            .target_refs
-            .iter()
-            .map(|t| PolicyAncestorStatus {
-                ancestor_ref: ancestor_ref(t, &rejected.namespace),
-                controller_name: CONTROLLER_NAME.to_string(),
-                conditions: vec![condition(false, "Invalid", rejected.message.clone(), None)],
-            })
-            .collect();
-        topo.statuses.push(PolicyStatus {
-            policy: format!("{}/{}", rejected.namespace, rejected.name),
-            ancestors,
-        });
-    }
+    let attaching = Attaching {
+        inv,
+        xbackends: &xbackends,
+        backend_keys: &backend_keys,
+    };
+    let by_target = attaching.attach_all(&order, &compiled, &mut topo);
+    topo.statuses
+        .extend(inv.rejected_policies.iter().map(rejected_status));
     topo.statuses.sort_by(|a, b| a.policy.cmp(&b.policy));
 
-    // Backend levels by XBackend.
-    let backend_level = |ns: &str, name: &str| -> LevelPlan {
-        let key = TargetKey::Backend {
-            namespace: ns.to_string(),
-            name: name.to_string(),
-        };
-        level(by_target.get(&key).into_iter().flatten())
+    let placing = Placing {
+        inv,
+        opts,
+        xbackends: &xbackends,
+        backend_keys: &backend_keys,
+        by_target: &by_target,
     };
-
     for gw in &inv.gateways {
-        if !(opts.gateway_classes.is_empty()
-            || opts.gateway_classes.contains(&gw.spec.gateway_class_name))
+        if opts.gateway_classes.is_empty()
+            || opts.gateway_classes.contains(&gw.spec.gateway_class_name)
         {
-            continue;
+            let gateway = placing.gateway(gw, &mut topo.warnings, &mut topo.errors);
+            topo.gateways.push(gateway);
         }
+    }
+    topo
+}
+
+/// What attaching policies to their targets reads.
+struct Attaching<'a> {
+    inv: &'a Inventory,
+    xbackends: &'a XBackends<'a>,
+    backend_keys: &'a BackendKeys,
+}
+
+impl Attaching<'_> {
+    /// Attaches the compiled policies (`compiled[k]` is policy `order[k]`'s) to their targets in
+    /// evaluation order: the accepted attachments per target, in order. Each policy's status goes to
+    /// `topo.statuses` (in the inventory's order), a bad dry-run annotation to its warnings.
+    fn attach_all<'c>(
+        &self,
+        order: &[usize],
+        compiled: &'c [Result<CompiledPolicy, CompileError>],
+        topo: &mut Topology,
+    ) -> BTreeMap<TargetKey, Vec<Attachment<'c>>> {
+        let mut by_target: BTreeMap<TargetKey, Vec<Attachment<'_>>> = BTreeMap::new();
+        let mut statuses: Vec<Option<PolicyStatus>> = vec![None; self.inv.policies.len()];
+        for (&i, compiled) in order.iter().zip(compiled) {
+            let policy = &self.inv.policies[i];
+            let refusal = external_auth_refusal(self.inv, policy);
+            if let Some(v) = policy.annotations.get(DRY_RUN_ANNOTATION).filter(|v| {
+                !["true", "false"]
+                    .iter()
+                    .any(|b| v.trim().eq_ignore_ascii_case(b))
+            }) {
+                topo.warnings.push(format!(
+                    "policy {}: annotation {DRY_RUN_ANNOTATION}: {v:?} is neither \"true\" nor \"false\": the policy is enforced",
+                    policy.key()
+                ));
+            }
+            let ancestors = policy
+                .spec
+                .target_refs
+                .iter()
+                .map(|target| PolicyAncestorStatus {
+                    ancestor_ref: ancestor_ref(target, &policy.namespace),
+                    controller_name: CONTROLLER_NAME.to_string(),
+                    conditions: vec![self.attach(
+                        i,
+                        compiled,
+                        refusal.as_deref(),
+                        target,
+                        &mut by_target,
+                    )],
+                })
+                .collect();
+            statuses[i] = Some(PolicyStatus {
+                policy: policy.key(),
+                ancestors,
+            });
+        }
+        topo.statuses = statuses.into_iter().flatten().collect();
+        by_target
+    }
+
+    /// Attaches policy `i` to `target` unless something refuses it (its compilation, the target,
+    /// its authorizer reference, the limits per target): the condition that says which.
+    fn attach<'c>(
+        &self,
+        i: usize,
+        compiled: &'c Result<CompiledPolicy, CompileError>,
+        refusal: Option<&str>,
+        target: &PolicyTargetRef,
+        by_target: &mut BTreeMap<TargetKey, Vec<Attachment<'c>>>,
+    ) -> Condition {
+        let policy = &self.inv.policies[i];
+        let key = target_key(self.inv, self.xbackends, self.backend_keys, policy, target);
+        match (compiled, key) {
+            (Err(e), _) => condition(false, e.reason(), e.to_string(), policy.generation),
+            (_, Err((reason, message))) => condition(false, reason, message, policy.generation),
+            (Ok(_), Ok(_)) if refusal.is_some() => condition(
+                false,
+                "Invalid",
+                refusal.unwrap_or_default().to_string(),
+                policy.generation,
+            ),
+            (Ok(plan), Ok(key)) => {
+                let attached = by_target.entry(key).or_default();
+                let external_auths = attached
+                    .iter()
+                    .filter(|a| {
+                        self.inv.policies[a.policy].spec.action == PolicyAction::ExternalAuth
+                    })
+                    .count();
+                if policy.spec.action == PolicyAction::ExternalAuth && external_auths > 0 {
+                    condition(
+                        false,
+                        "LimitPerTargetExceeded",
+                        "an older ExternalAuth policy already targets this target (at most one per target)".into(),
+                        policy.generation,
+                    )
+                } else if attached.len() >= MAX_POLICIES_PER_TARGET {
+                    condition(
+                        false,
+                        "LimitPerTargetExceeded",
+                        format!("{MAX_POLICIES_PER_TARGET} older policies already target this target (at most {MAX_POLICIES_PER_TARGET})"),
+                        policy.generation,
+                    )
+                } else {
+                    attached.push(Attachment {
+                        policy: i,
+                        section: target.section_name.clone(),
+                        plan,
+                    });
+                    let message = if is_dry_run(&policy.annotations) {
+                        "Policy accepted (dry-run: not enforced)"
+                    } else {
+                        "Policy accepted"
+                    };
+                    condition(true, "Accepted", message.into(), policy.generation)
+                }
+            }
+        }
+    }
+}
+
+/// The status of a policy the model refused: Invalid on every target.
+fn rejected_status(rejected: &model::RejectedPolicy) -> PolicyStatus {
+    let ancestors = rejected
+        .target_refs
+        .iter()
+        .map(|t| PolicyAncestorStatus {
+            ancestor_ref: ancestor_ref(t, &rejected.namespace),
+            controller_name: CONTROLLER_NAME.to_string(),
+            conditions: vec![condition(false, "Invalid", rejected.message.clone(), None)],
+        })
+        .collect();
+    PolicyStatus {
+        policy: format!("{}/{}", rejected.namespace, rejected.name),
+        ancestors,
+    }
+}
+
+/// What placing the Gateways' listeners reads: the objects, the options, and the accepted
+/// attachments by target.
+struct Placing<'a> {
+    inv: &'a Inventory,
+    opts: &'a TopologyOptions,
+    xbackends: &'a XBackends<'a>,
+    backend_keys: &'a BackendKeys,
+    by_target: &'a BTreeMap<TargetKey, Vec<Attachment<'a>>>,
+}
+
+impl Placing<'_> {
+    /// A Gateway's listeners, each with its routes and plan.
+    fn gateway(
+        &self,
+        gw: &Object<GatewaySpec>,
+        warnings: &mut Vec<String>,
+        errors: &mut Vec<String>,
+    ) -> GatewayOut {
         let key = TargetKey::Gateway {
             namespace: gw.namespace.clone(),
             name: gw.name.clone(),
         };
         // docs/semantics.md §6a: deny by default, for every Gateway or this one by its annotation.
-        let mut settings = opts.settings.clone();
+        let mut settings = self.opts.settings.clone();
         match gw.annotations.get(DEFAULT_ANNOTATION).map(|v| v.trim()) {
             Some("deny") => settings.default_deny = true,
             Some("allow") | None => {}
-            Some(other) => topo.warnings.push(format!(
+            Some(other) => warnings.push(format!(
                 "gateway {}: annotation {DEFAULT_ANNOTATION}: {other:?} is neither deny nor allow (ignored)",
                 gw.key()
             )),
         }
-        let gateway_attachments = by_target.get(&key).map(Vec::as_slice).unwrap_or(&[]);
-        let mut listeners = Vec::new();
-        for listener in &gw.spec.listeners {
-            let listener_id = format!("{}/{}/{}", gw.namespace, gw.name, listener.name);
-            let gateway_level = level(
-                gateway_attachments
-                    .iter()
-                    .filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name)),
-            );
-            let routes = attached_routes(
-                inv,
-                &xbackends,
-                gw,
-                listener,
-                &opts.compile.clusters,
-                &mut topo.warnings,
-                &mut topo.errors,
-            );
-            let mut backends = BTreeMap::new();
-            let mut backend_targets = BTreeMap::new();
-            match &opts.compile.clusters {
-                ClusterNaming::Rendered => {
-                    for upstream in routes
-                        .iter()
-                        .flat_map(|r| &r.rules)
-                        .flat_map(|r| &r.backends)
-                        .map(|(u, _)| u)
-                    {
-                        if let Upstream::XBackend {
-                            namespace, name, ..
-                        } = upstream
-                        {
-                            let level = backend_level(namespace, name);
-                            if !level.is_empty() {
-                                backends.insert(upstream.cluster_name(), level);
-                                backend_targets.insert(
-                                    (namespace.clone(), name.clone()),
-                                    upstream.cluster_name(),
-                                );
-                            }
-                        }
-                    }
-                }
-                // Istio routes to Services, never to an XBackend kind: a request routed to the
-                // Service (or host) an XBackend names is a request to that XBackend. A listener's
-                // plan keys only what its own routes can send traffic to (tenancy: no other
-                // namespace's policies, and a change elsewhere leaves this output unchanged): the
-                // XBackends its routes name, and those naming a Service its routes name (references
-                // into other namespaces count only with a ReferenceGrant: `resolve_backend`).
-                naming @ ClusterNaming::Istio { .. } => {
-                    for xb in reachable_xbackends(inv, &routes, naming) {
-                        if let Some(key) = backend_keys.key(&xb.namespace, &xb.name) {
-                            let level = backend_level(&xb.namespace, &xb.name);
-                            if !level.is_empty() {
-                                backends.insert(key.to_string(), level);
-                                backend_targets.insert(
-                                    (xb.namespace.clone(), xb.name.clone()),
-                                    key.to_string(),
-                                );
-                            }
-                        } else if let Some(cluster) = backend_keys.contested_cluster(xb, naming) {
-                            backends
-                                .insert(cluster.clone(), backend_keys.contested_level(&cluster));
-                        }
-                    }
-                }
-            }
-            // docs/semantics.md §2: under Istio a listener that lets unverified certificates through has
-            // no caller identities (istiod accepts untrusted chains there); `render` always verifies.
-            let insecure = model::insecure_client_fallback(&gw.spec, listener.port);
-            let istio = matches!(opts.compile.clusters, ClusterNaming::Istio { .. });
-            let plan = CompiledPlan {
-                settings: PlanSettings {
-                    unverified_client_certificates: insecure && istio,
-                    ..settings.clone()
-                },
-                gateway: gateway_level,
-                backends,
-                ..CompiledPlan::empty(&listener_id)
-            }
-            .seal();
-            let sourced = plan
-                .gateway
-                .allow
-                .iter()
-                .chain(plan.backends.values().flat_map(|l| &l.allow))
-                .any(|p| p.rules.iter().any(|r| r.principal.is_some()));
-            if insecure && istio && sourced {
-                topo.warnings.push(format!(
-                    "listener {listener_id}: spec.tls.frontend validation mode AllowInsecureFallback lets clients through \
-                     with certificates nobody verified, so a URI SAN there is a claim, not an identity: the filter reads \
-                     no caller identity on this listener and rules with a source match no one (use AllowValidOnly)"
-                ));
-            } else if insecure && !istio {
-                topo.warnings.push(format!(
-                    "listener {listener_id}: spec.tls.frontend validation mode AllowInsecureFallback is not honoured by \
-                     render: the listener requires a client certificate its CA signed"
-                ));
-            }
-            if sourced && model::client_ca_refs(&gw.spec, listener.port).is_empty() {
-                topo.warnings.push(format!(
-                    "listener {listener_id}: rules with a source apply, but the listener does not request client \
-                     certificates (no spec.tls.frontend CA), so its callers have no identity and those rules never match; \
-                     use --client-ca FILE or configure spec.tls.frontend"
-                ));
-            }
-            listeners.push(ListenerOut {
-                listener: listener.clone(),
-                routes,
-                plan,
-                backend_targets,
-            });
-        }
-        topo.gateways.push(GatewayOut {
+        let gateway_attachments = self.by_target.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+        let listeners = gw
+            .spec
+            .listeners
+            .iter()
+            .map(|listener| {
+                self.listener(
+                    gw,
+                    listener,
+                    &settings,
+                    gateway_attachments,
+                    warnings,
+                    errors,
+                )
+            })
+            .collect();
+        GatewayOut {
             gateway: gw.clone(),
             listeners,
-        });
+        }
     }
-    topo
+
+    /// A listener's routes and plan: the gateway level of the attachments to the Gateway that name
+    /// no other listener, and the backend levels of what its routes reach.
+    fn listener(
+        &self,
+        gw: &Object<GatewaySpec>,
+        listener: &Listener,
+        settings: &PlanSettings,
+        gateway_attachments: &[Attachment<'_>],
+        warnings: &mut Vec<String>,
+        errors: &mut Vec<String>,
+    ) -> ListenerOut {
+        let listener_id = format!("{}/{}/{}", gw.namespace, gw.name, listener.name);
+        let gateway_level = level(
+            gateway_attachments
+                .iter()
+                .filter(|a| a.section.as_deref().is_none_or(|s| s == listener.name)),
+        );
+        let routes = attached_routes(
+            self.inv,
+            self.xbackends,
+            gw,
+            listener,
+            &self.opts.compile.clusters,
+            warnings,
+            errors,
+        );
+        let (backends, backend_targets) = self.backend_levels(&routes);
+        // docs/semantics.md §2: under Istio a listener that lets unverified certificates through has
+        // no caller identities (istiod accepts untrusted chains there); `render` always verifies.
+        let insecure = model::insecure_client_fallback(&gw.spec, listener.port);
+        let istio = matches!(self.opts.compile.clusters, ClusterNaming::Istio { .. });
+        let plan = CompiledPlan {
+            settings: PlanSettings {
+                unverified_client_certificates: insecure && istio,
+                ..settings.clone()
+            },
+            gateway: gateway_level,
+            backends,
+            ..CompiledPlan::empty(&listener_id)
+        }
+        .seal();
+        identity_warnings(
+            &listener_id,
+            gw,
+            listener,
+            &plan,
+            (insecure, istio),
+            warnings,
+        );
+        ListenerOut {
+            listener: listener.clone(),
+            routes,
+            plan,
+            backend_targets,
+        }
+    }
+
+    /// The backend levels of a listener's plan by the cluster key the filter sees, and the key of each
+    /// XBackend that has one.
+    fn backend_levels(
+        &self,
+        routes: &[RouteOut],
+    ) -> (
+        BTreeMap<String, LevelPlan>,
+        BTreeMap<(String, String), String>,
+    ) {
+        // Backend levels by XBackend.
+        let backend_level = |ns: &str, name: &str| -> LevelPlan {
+            let key = TargetKey::Backend {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            };
+            level(self.by_target.get(&key).into_iter().flatten())
+        };
+        let mut backends = BTreeMap::new();
+        let mut backend_targets = BTreeMap::new();
+        match &self.opts.compile.clusters {
+            ClusterNaming::Rendered => {
+                for upstream in routes
+                    .iter()
+                    .flat_map(|r| &r.rules)
+                    .flat_map(|r| &r.backends)
+                    .map(|(u, _)| u)
+                {
+                    if let Upstream::XBackend {
+                        namespace, name, ..
+                    } = upstream
+                    {
+                        let level = backend_level(namespace, name);
+                        if !level.is_empty() {
+                            backends.insert(upstream.cluster_name(), level);
+                            backend_targets
+                                .insert((namespace.clone(), name.clone()), upstream.cluster_name());
+                        }
+                    }
+                }
+            }
+            // Istio routes to Services, never to an XBackend kind: a request routed to the
+            // Service (or host) an XBackend names is a request to that XBackend. A listener's
+            // plan keys only what its own routes can send traffic to (tenancy: no other
+            // namespace's policies, and a change elsewhere leaves this output unchanged): the
+            // XBackends its routes name, and those naming a Service its routes name (references
+            // into other namespaces count only with a ReferenceGrant: `resolve_backend`).
+            naming @ ClusterNaming::Istio { .. } => {
+                for xb in reachable_xbackends(self.inv, routes, naming) {
+                    if let Some(key) = self.backend_keys.key(&xb.namespace, &xb.name) {
+                        let level = backend_level(&xb.namespace, &xb.name);
+                        if !level.is_empty() {
+                            backends.insert(key.to_string(), level);
+                            backend_targets
+                                .insert((xb.namespace.clone(), xb.name.clone()), key.to_string());
+                        }
+                    } else if let Some(cluster) = self.backend_keys.contested_cluster(xb, naming) {
+                        backends
+                            .insert(cluster.clone(), self.backend_keys.contested_level(&cluster));
+                    }
+                }
+            }
+        }
+        (backends, backend_targets)
+    }
+}
+
+/// Warnings about rules with a source on a listener whose callers have no identity: under Istio one
+/// that lets unverified certificates through (`insecure`: AllowInsecureFallback), or one that asks
+/// for no client certificate; and about AllowInsecureFallback where `render` does not honour it.
+fn identity_warnings(
+    listener_id: &str,
+    gw: &Object<GatewaySpec>,
+    listener: &Listener,
+    plan: &CompiledPlan,
+    (insecure, istio): (bool, bool),
+    warnings: &mut Vec<String>,
+) {
+    let sourced = plan
+        .gateway
+        .allow
+        .iter()
+        .chain(plan.backends.values().flat_map(|l| &l.allow))
+        .any(|p| p.rules.iter().any(|r| r.principal.is_some()));
+    if insecure && istio && sourced {
+        warnings.push(format!(
+            "listener {listener_id}: spec.tls.frontend validation mode AllowInsecureFallback lets clients through \
+             with certificates nobody verified, so a URI SAN there is a claim, not an identity: the filter reads \
+             no caller identity on this listener and rules with a source match no one (use AllowValidOnly)"
+        ));
+    } else if insecure && !istio {
+        warnings.push(format!(
+            "listener {listener_id}: spec.tls.frontend validation mode AllowInsecureFallback is not honoured by \
+             render: the listener requires a client certificate its CA signed"
+        ));
+    }
+    if sourced && model::client_ca_refs(&gw.spec, listener.port).is_empty() {
+        warnings.push(format!(
+            "listener {listener_id}: rules with a source apply, but the listener does not request client \
+             certificates (no spec.tls.frontend CA), so its callers have no identity and those rules never match; \
+             use --client-ca FILE or configure spec.tls.frontend"
+        ));
+    }
 }
 
 fn condition(ok: bool, reason: &str, message: String, generation: Option<i64>) -> Condition {

@@ -16,7 +16,7 @@
 //!
 //! [`validate_objects`] returns [`Problem`]s; later stages (compile-time checks, topology warnings)
 //! append theirs to the same list. This is per-object admission, below the model (which admits each
-//! object through [`admit`]); the command, which also needs the topology, is `crate::validate_cmd`.
+//! object through [`admit`]); the command, which also needs the topology, is `crate::commands::validate`.
 
 mod metadata;
 pub mod rules;

@@ -1,6 +1,7 @@
 //! The documentation against what it describes, where that is cheap to check: the README is a short
 //! page, docs/layout.md's layout table against the tree and the CLI, `docs/semantics.md §N` citations against its sections, paths
-//! the docs name against the files, docs/security.md's fuzzing table against `fuzz/`, and the
+//! the docs name against the files, docs/security.md's fuzzing table against `fuzz/`, `make help`
+//! against the Makefile's targets, and the
 //! generated docs against their generators' inputs. (The CRDs' test is in `src/crds.rs`; the bypass
 //! table's in `tests/bypass/test_reference_table.py`.)
 //!
@@ -8,7 +9,7 @@
 //! run: rerunning one takes minutes, so each says at which commit it was measured, and what can be
 //! compared without measuring is):
 //! - `crds/` (`toolgate crds`): byte for byte against the generator (`src/crds.rs`);
-//! - docs/benchmarks.md (`make bench`, bench/report.py): ends with bench/notes.md, names its commit;
+//! - docs/benchmarks.md (`make bench`, bench/report.py): ends with bench/how-to-read.md, names its commit;
 //! - docs/wasm-size.md (`make wasm-size`): built with `.cargo/config.toml`'s time zones, names its commit;
 //! - docs/controller.md (`make measure-controller`): names its commit.
 
@@ -262,6 +263,12 @@ fn the_paths_the_docs_name_exist() {
             .map(|n| format!("docs/{n}")),
     );
     docs.extend(
+        entries("docs/design")
+            .into_iter()
+            .filter(|n| n.ends_with(".md"))
+            .map(|n| format!("docs/design/{n}")),
+    );
+    docs.extend(
         entries("tests")
             .into_iter()
             .map(|d| format!("tests/{d}/README.md"))
@@ -437,13 +444,14 @@ fn the_security_doc_lists_every_fuzz_target() {
 }
 
 #[test]
-fn the_benchmarks_docs_end_with_the_notes() {
-    // bench/report.py appends bench/notes.md to the generated part; an edit of either alone is stale.
-    let notes = read("bench/notes.md");
+fn the_benchmarks_doc_ends_with_how_to_read_it() {
+    // bench/report.py ends the generated report with bench/how-to-read.md, its one hand-written
+    // section; an edit of either alone is stale.
+    let how = read("bench/how-to-read.md");
     assert!(
-        read("docs/benchmarks.md").ends_with(&format!("{}\n", notes.trim_end())),
-        "docs/benchmarks.md does not end with bench/notes.md: rerun `.venv/bin/python bench/report.py` on \
-         the last results"
+        read("docs/benchmarks.md").ends_with(&format!("{}\n", how.trim_end())),
+        "docs/benchmarks.md does not end with bench/how-to-read.md: rerun `.venv/bin/python bench/report.py` \
+         on the last results"
     );
 }
 
@@ -506,7 +514,7 @@ fn git(args: &[&str]) -> Option<String> {
 
 #[test]
 fn the_wasm_size_doc_was_built_with_the_configured_time_zones() {
-    // Every zone is ~1.5 KB of the module; a changed CHRONO_TZ_TIMEZONE_FILTER makes its sizes stale.
+    // Every zone adds to the module's size; a changed CHRONO_TZ_TIMEZONE_FILTER makes its sizes stale.
     let config = read(".cargo/config.toml");
     let zones = config
         .lines()
@@ -517,4 +525,32 @@ fn the_wasm_size_doc_was_built_with_the_configured_time_zones() {
         read("docs/wasm-size.md").contains(&format!("`{zones}`")),
         "docs/wasm-size.md was not measured with .cargo/config.toml's CHRONO_TZ_TIMEZONE_FILTER: run `make wasm-size`"
     );
+}
+
+/// `make help` names every target of the Makefile (the internal steps of `make test`'s graph aside).
+#[test]
+fn make_help_names_every_target() {
+    let makefile = read("Makefile");
+    let help: String = makefile
+        .split("\nhelp:\n")
+        .nth(1)
+        .expect("a help target")
+        .lines()
+        .take_while(|l| l.starts_with('\t'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let internal = ["help", "test-graph", "test-unit-build", "test-fuzz-build"];
+    let targets: BTreeSet<&str> = makefile
+        .lines()
+        .filter(|l| !l.starts_with(['\t', '#', '.', ' ']) && !l.contains(":="))
+        .filter_map(|l| l.split_once(':').map(|(t, _)| t.trim()))
+        .filter(|t| !t.is_empty() && !t.contains(['$', ' ', '%']) && !internal.contains(t))
+        .collect();
+    assert!(targets.len() > 20, "{targets:?}");
+    let named = |t: &str| {
+        help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .any(|w| w == t)
+    };
+    let missing: Vec<&&str> = targets.iter().filter(|t| !named(t)).collect();
+    assert!(missing.is_empty(), "make help does not name {missing:?}");
 }

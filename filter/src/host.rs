@@ -1,438 +1,126 @@
-//! The host calls the filter makes, straight to the proxy-wasm ABI 0.2.1 (no SDK).
-//!
-//! Every call allocates nothing but the result the host hands over and turns every failure into
-//! `None` / `false` / nothing: a status the SDK's wrappers did not expect made them panic, and a
-//! panic kills the VM. Property paths are already serialised (parts joined by NUL).
+//! The engine's [`Host`] for one request: the lifecycle's reads and writes of the stream, made with
+//! proxy-wasm host calls on the current context (calls to authorizers: `callout.rs`).
 
-/// `connection.uri_san_peer_certificate`: the first URI SAN of the verified client certificate.
-pub const PEER_URI_SAN: &[u8] = b"connection\0uri_san_peer_certificate";
-/// `metadata`: the request's dynamic metadata, an `envoy.config.core.v3.Metadata` message serialised
-/// (where `jwt_authn` leaves verified token payloads, docs/semantics.md §6b). Asked whole: a path
-/// into `filter_metadata` would be handed over as CEL map pairs, which lose the claims' types.
-pub const METADATA: &[u8] = b"metadata";
-/// `xds.cluster_name`: the cluster the route selected (docs/envoy-notes.md §1).
-pub const CLUSTER_NAME: &[u8] = b"xds\0cluster_name";
-/// `destination.port`: the listener's port, an 8-byte little-endian integer.
-pub const DESTINATION_PORT: &[u8] = b"destination\0port";
-pub const REQUESTED_SERVER_NAME: &[u8] = b"connection\0requested_server_name";
-/// `request.protocol`: `HTTP/1.1`, `HTTP/2`, ...
-pub const REQUEST_PROTOCOL: &[u8] = b"request\0protocol";
-/// `plugin_name`: the Wasm filter's configured name (read once, when the plan loads).
-pub const PLUGIN_NAME: &[u8] = b"plugin_name";
-/// Filter state `wasm.toolgate_decision`, read by access logs (`%FILTER_STATE(...)%`).
-pub const DECISION: &[u8] = b"toolgate_decision";
+use toolgate_policy::lifecycle::{
+    Callout, Counter, HeaderSink, Host, HostBase, LogLevel, Property,
+};
 
-// Map, buffer and stream types of the ABI.
-pub const REQUEST_HEADERS: u32 = 0;
-pub const RESPONSE_HEADERS: u32 = 2;
-pub const HTTP_CALL_RESPONSE_HEADERS: u32 = 6;
-pub const REQUEST_BODY: u32 = 0;
-pub const RESPONSE_BODY: u32 = 1;
-pub const HTTP_CALL_RESPONSE_BODY: u32 = 4;
-pub const GRPC_RECEIVE_BUFFER: u32 = 5;
-pub const PLUGIN_CONFIGURATION: u32 = 7;
-const STREAM_HTTP_REQUEST: u32 = 0;
-const OK: u32 = 0;
+use crate::abi;
+use crate::base::{log, logs_at, now_ms};
+use crate::counters::{Counters, DECISION};
+use crate::header_map;
 
-/// proxy-wasm log levels.
-pub const DEBUG: u32 = 1;
-pub const INFO: u32 = 2;
-pub const WARN: u32 = 3;
-pub const ERROR: u32 = 4;
-
-#[link(wasm_import_module = "env")]
-extern "C" {
-    fn proxy_get_header_map_pairs(
-        map_type: u32,
-        return_map_data: *mut *mut u8,
-        return_map_size: *mut usize,
-    ) -> u32;
-    fn proxy_get_header_map_value(
-        map_type: u32,
-        key: *const u8,
-        key_size: usize,
-        return_value_data: *mut *mut u8,
-        return_value_size: *mut usize,
-    ) -> u32;
-    fn proxy_set_buffer_bytes(
-        buffer_type: u32,
-        start: usize,
-        size: usize,
-        data: *const u8,
-        data_size: usize,
-    ) -> u32;
-    fn proxy_replace_header_map_value(
-        map_type: u32,
-        key: *const u8,
-        key_size: usize,
-        value: *const u8,
-        value_size: usize,
-    ) -> u32;
-    fn proxy_add_header_map_value(
-        map_type: u32,
-        key: *const u8,
-        key_size: usize,
-        value: *const u8,
-        value_size: usize,
-    ) -> u32;
-    fn proxy_remove_header_map_value(map_type: u32, key: *const u8, key_size: usize) -> u32;
-    fn proxy_get_property(
-        path: *const u8,
-        path_size: usize,
-        return_data: *mut *mut u8,
-        return_size: *mut usize,
-    ) -> u32;
-    fn proxy_set_property(
-        path: *const u8,
-        path_size: usize,
-        value: *const u8,
-        value_size: usize,
-    ) -> u32;
-    fn proxy_get_buffer_bytes(
-        buffer_type: u32,
-        start: usize,
-        max_size: usize,
-        return_data: *mut *mut u8,
-        return_size: *mut usize,
-    ) -> u32;
-    fn proxy_log(level: u32, message: *const u8, message_size: usize) -> u32;
-    fn proxy_get_log_level(return_level: *mut u32) -> u32;
-    fn proxy_set_tick_period_milliseconds(period: u32) -> u32;
-    fn proxy_define_metric(
-        metric_type: u32,
-        name: *const u8,
-        name_size: usize,
-        return_id: *mut u32,
-    ) -> u32;
-    fn proxy_increment_metric(metric_id: u32, offset: i64) -> u32;
-    #[allow(clippy::too_many_arguments)]
-    fn proxy_send_local_response(
-        status_code: u32,
-        details: *const u8,
-        details_size: usize,
-        body: *const u8,
-        body_size: usize,
-        headers: *const u8,
-        headers_size: usize,
-        grpc_status: i32,
-    ) -> u32;
-    fn proxy_continue_stream(stream_type: u32) -> u32;
-    #[allow(clippy::too_many_arguments)]
-    fn proxy_http_call(
-        upstream: *const u8,
-        upstream_size: usize,
-        headers: *const u8,
-        headers_size: usize,
-        body: *const u8,
-        body_size: usize,
-        trailers: *const u8,
-        trailers_size: usize,
-        timeout_ms: u32,
-        return_token: *mut u32,
-    ) -> u32;
-    #[allow(clippy::too_many_arguments)]
-    fn proxy_grpc_call(
-        upstream: *const u8,
-        upstream_size: usize,
-        service: *const u8,
-        service_size: usize,
-        method: *const u8,
-        method_size: usize,
-        initial_metadata: *const u8,
-        initial_metadata_size: usize,
-        message: *const u8,
-        message_size: usize,
-        timeout_ms: u32,
-        return_token: *mut u32,
-    ) -> u32;
-    fn proxy_set_effective_context(context_id: u32) -> u32;
-    fn proxy_get_current_time_nanoseconds(return_time: *mut u64) -> u32;
-    fn proxy_get_shared_data(
-        key: *const u8,
-        key_size: usize,
-        return_value: *mut *mut u8,
-        return_value_size: *mut usize,
-        return_cas: *mut u32,
-    ) -> u32;
-    fn proxy_set_shared_data(
-        key: *const u8,
-        key_size: usize,
-        value: *const u8,
-        value_size: usize,
-        cas: u32,
-    ) -> u32;
+/// The host of a request.
+pub(crate) struct FilterHost {
+    pub(crate) context_id: u32,
+    pub(crate) counters: Counters,
 }
 
-/// Takes ownership of a block the host returned.
-///
-/// SAFETY: `data` must come from the host after a successful call: a block it got from
-/// `proxy_on_memory_allocate` (a boxed slice of exactly `size` bytes, see `lib.rs`).
-unsafe fn owned(status: u32, data: *mut u8, size: usize) -> Option<Vec<u8>> {
-    unsafe { (status == OK && !data.is_null()).then(|| Vec::from_raw_parts(data, size, size)) }
-}
-
-/// A serialised header map (count, then key/value lengths, then NUL-terminated text).
-pub fn header_map(map_type: u32) -> Option<Vec<u8>> {
-    let (mut data, mut size) = (std::ptr::null_mut(), 0);
-    // SAFETY: see `owned`.
-    unsafe {
-        owned(
-            proxy_get_header_map_pairs(map_type, &mut data, &mut size),
-            data,
-            size,
-        )
-    }
-}
-
-/// One header's value (the first, if repeated); `None` if absent.
-pub fn header(map_type: u32, name: &str) -> Option<Vec<u8>> {
-    let (mut data, mut size) = (std::ptr::null_mut(), 0);
-    // SAFETY: see `owned`; `name` is valid for its length for the duration of the call.
-    unsafe {
-        owned(
-            proxy_get_header_map_value(map_type, name.as_ptr(), name.len(), &mut data, &mut size),
-            data,
-            size,
-        )
-    }
-}
-
-pub fn replace_header(name: &str, value: &str) {
-    // SAFETY: the pointers are valid for their lengths for the duration of the call.
-    unsafe {
-        proxy_replace_header_map_value(
-            REQUEST_HEADERS,
-            name.as_ptr(),
-            name.len(),
-            value.as_ptr(),
-            value.len(),
-        );
-    }
-}
-
-pub fn add_header(name: &str, value: &str) {
-    // SAFETY: as above.
-    unsafe {
-        proxy_add_header_map_value(
-            REQUEST_HEADERS,
-            name.as_ptr(),
-            name.len(),
-            value.as_ptr(),
-            value.len(),
-        );
-    }
-}
-
-pub fn remove_header(map_type: u32, name: &str) {
-    // SAFETY: as above.
-    unsafe {
-        proxy_remove_header_map_value(map_type, name.as_ptr(), name.len());
-    }
-}
-
-/// A property's value; `None` if it is missing or cannot be read.
-pub fn property(path: &'static [u8]) -> Option<Vec<u8>> {
-    let (mut data, mut size) = (std::ptr::null_mut(), 0);
-    // SAFETY: see `owned`.
-    unsafe {
-        owned(
-            proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut size),
-            data,
-            size,
-        )
-    }
-}
-
-/// Sets a property (filter state); a refusal is ignored, as there is nothing better to do with it.
-pub fn set_property(path: &'static [u8], value: &[u8]) {
-    // SAFETY: both pointers are valid for their lengths for the duration of the call.
-    unsafe {
-        proxy_set_property(path.as_ptr(), path.len(), value.as_ptr(), value.len());
-    }
-}
-
-/// The first `size` bytes of a buffer.
-pub fn buffer(buffer_type: u32, size: usize) -> Option<Vec<u8>> {
-    let (mut data, mut len) = (std::ptr::null_mut(), 0);
-    // SAFETY: see `owned`.
-    unsafe {
-        owned(
-            proxy_get_buffer_bytes(buffer_type, 0, size, &mut data, &mut len),
-            data,
-            len,
-        )
-    }
-}
-
-/// Replaces the first `size` bytes of a buffer with `data`; false if the host refused.
-pub fn replace_buffer(buffer_type: u32, size: usize, data: &[u8]) -> bool {
-    // SAFETY: `data` is valid for its length for the duration of the call.
-    unsafe { proxy_set_buffer_bytes(buffer_type, 0, size, data.as_ptr(), data.len()) == OK }
-}
-
-/// The host's log level now (Envoy: the `wasm` log component's, which `--component-log-level
-/// wasm:debug` or the admin `/logging` endpoint set); `u32::MAX` (nothing) if it cannot be read.
-pub fn log_level() -> u32 {
-    let mut current = u32::MAX;
-    // SAFETY: `current` is valid for the call.
-    let status = unsafe { proxy_get_log_level(&mut current) };
-    if status == OK {
-        current
-    } else {
-        u32::MAX
-    }
-}
-
-/// Asks the host to call `proxy_on_tick` of the current root context every `ms` milliseconds.
-pub fn set_tick_period(ms: u32) {
-    // SAFETY: a plain value.
-    unsafe {
-        proxy_set_tick_period_milliseconds(ms);
-    }
-}
-
-/// Writes a line to the host's log; a refusal is ignored.
-pub fn log(level: u32, message: &str) {
-    // SAFETY: the pointer is valid for its length for the duration of the call.
-    unsafe {
-        proxy_log(level, message.as_ptr(), message.len());
-    }
-}
-
-/// Defines a counter; 0 (never a valid id here, increments of it are skipped) if the host refuses.
-pub fn define_counter(name: &str) -> u32 {
-    const COUNTER: u32 = 0;
-    let mut id = 0;
-    // SAFETY: the pointers are valid for the duration of the call.
-    let status = unsafe { proxy_define_metric(COUNTER, name.as_ptr(), name.len(), &mut id) };
-    if status == OK {
-        id
-    } else {
-        0
-    }
-}
-
-/// Adds `n` to a counter from [`define_counter`]; a refusal is ignored.
-pub fn increment(counter: u32, n: i64) {
-    if counter != 0 {
-        // SAFETY: plain values.
-        unsafe {
-            proxy_increment_metric(counter, n);
+impl FilterHost {
+    /// The host of a request that has no stream of its own.
+    pub(crate) fn orphan(context_id: u32) -> Self {
+        FilterHost {
+            context_id,
+            counters: Counters::default(),
         }
     }
 }
 
-/// Answers the request with a local response instead of forwarding it; false if the host refused.
-pub fn send_response(status: u32, headers: &[u8], body: &[u8]) -> bool {
-    // SAFETY: the pointers are valid for their lengths for the duration of the call.
-    let result = unsafe {
-        proxy_send_local_response(
-            status,
-            std::ptr::null(),
-            0,
-            body.as_ptr(),
-            body.len(),
-            headers.as_ptr(),
-            headers.len(),
-            -1,
-        )
-    };
-    result == OK
-}
+impl HostBase for FilterHost {
+    fn log(&mut self, level: LogLevel, message: &str) {
+        log(level, message);
+    }
 
-/// Lets the paused request continue.
-pub fn resume_request() {
-    // SAFETY: a plain value.
-    unsafe {
-        proxy_continue_stream(STREAM_HTTP_REQUEST);
+    fn count(&mut self, counter: Counter) {
+        self.counters.increment(counter, 1);
+    }
+
+    fn count_by(&mut self, counter: Counter, n: u64) {
+        if n > 0 {
+            self.counters.increment(counter, n);
+        }
+    }
+
+    fn now_ms(&mut self) -> u64 {
+        now_ms()
     }
 }
 
-/// Starts an HTTP call; its token.
-pub fn http_call(cluster: &str, headers: &[u8], body: &[u8], timeout_ms: u32) -> Option<u32> {
-    let mut token = 0;
-    // SAFETY: the pointers are valid for their lengths for the duration of the call.
-    let status = unsafe {
-        proxy_http_call(
-            cluster.as_ptr(),
-            cluster.len(),
-            headers.as_ptr(),
-            headers.len(),
-            body.as_ptr(),
-            body.len(),
-            std::ptr::null(),
-            0,
-            timeout_ms,
-            &mut token,
-        )
-    };
-    (status == OK).then_some(token)
-}
-
-/// Starts a unary gRPC call to `upstream` (a cluster name, or a serialised GrpcService); its token.
-pub fn grpc_call(
-    upstream: &[u8],
-    service: &str,
-    method: &str,
-    message: &[u8],
-    timeout_ms: u32,
-) -> Option<u32> {
-    let mut token = 0;
-    // No initial metadata: an empty serialised map.
-    let metadata = [0u8; 4];
-    // SAFETY: the pointers are valid for their lengths for the duration of the call.
-    let status = unsafe {
-        proxy_grpc_call(
-            upstream.as_ptr(),
-            upstream.len(),
-            service.as_ptr(),
-            service.len(),
-            method.as_ptr(),
-            method.len(),
-            metadata.as_ptr(),
-            metadata.len(),
-            message.as_ptr(),
-            message.len(),
-            timeout_ms,
-            &mut token,
-        )
-    };
-    (status == OK).then_some(token)
-}
-
-/// Makes `context_id` the context later host calls act on (needed in call answers).
-pub fn set_effective_context(context_id: u32) -> bool {
-    // SAFETY: a plain value.
-    unsafe { proxy_set_effective_context(context_id) == OK }
-}
-
-/// Milliseconds of the host's clock (0 if it cannot be read).
-pub fn now_ms() -> u64 {
-    let mut nanos = 0u64;
-    // SAFETY: `nanos` is valid for the call.
-    let status = unsafe { proxy_get_current_time_nanoseconds(&mut nanos) };
-    if status == OK {
-        nanos / 1_000_000
-    } else {
-        0
+impl Host for FilterHost {
+    /// The host's serialised map, handed over whole (`header_map.rs`): one host call, no copy.
+    fn request_headers(&mut self, headers: &mut HeaderSink<'_>) -> bool {
+        match abi::header_map(abi::REQUEST_HEADERS) {
+            Some(map) => {
+                header_map::hand_over(map, headers);
+                true
+            }
+            None => false,
+        }
     }
-}
 
-pub fn shared_data(key: &str) -> Option<Vec<u8>> {
-    let (mut data, mut size, mut cas) = (std::ptr::null_mut(), 0, 0);
-    // SAFETY: see `owned`.
-    unsafe {
-        owned(
-            proxy_get_shared_data(key.as_ptr(), key.len(), &mut data, &mut size, &mut cas),
-            data,
-            size,
-        )
+    fn property(&mut self, property: Property) -> Option<Vec<u8>> {
+        abi::property(match property {
+            Property::PeerUriSan => abi::PEER_URI_SAN,
+            Property::ClusterName => abi::CLUSTER_NAME,
+            Property::DestinationPort => abi::DESTINATION_PORT,
+            Property::RequestProtocol => abi::REQUEST_PROTOCOL,
+            Property::RequestedServerName => abi::REQUESTED_SERVER_NAME,
+        })
     }
-}
 
-pub fn set_shared_data(key: &str, value: &[u8]) {
-    // SAFETY: the pointers are valid for their lengths for the duration of the call.
-    unsafe {
-        proxy_set_shared_data(key.as_ptr(), key.len(), value.as_ptr(), value.len(), 0);
+    fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
+        abi::property(abi::METADATA)
+    }
+
+    fn request_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        abi::buffer(abi::REQUEST_BODY, size)
+    }
+
+    fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool {
+        abi::send_response(status, &header_map::serialize(headers), body)
+    }
+
+    fn resume(&mut self) {
+        abi::resume_request();
+    }
+
+    fn call(&mut self, callout: &Callout<'_>) -> Option<u32> {
+        self.start_call(callout)
+    }
+
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        abi::replace_header(name, value);
+    }
+
+    fn add_request_header(&mut self, name: &str, value: &str) {
+        abi::add_header(name, value);
+    }
+
+    fn remove_request_header(&mut self, name: &str) {
+        abi::remove_header(abi::REQUEST_HEADERS, name);
+    }
+
+    fn record(&mut self, summary: &str) {
+        abi::set_property(DECISION, summary.as_bytes());
+    }
+
+    fn logs_at(&mut self, level: LogLevel) -> bool {
+        logs_at(level)
+    }
+
+    fn response_header(&mut self, lower_name: &str) -> Option<String> {
+        abi::header(abi::RESPONSE_HEADERS, lower_name).and_then(|v| String::from_utf8(v).ok())
+    }
+
+    fn remove_response_header(&mut self, name: &str) {
+        abi::remove_header(abi::RESPONSE_HEADERS, name);
+    }
+
+    fn response_body(&mut self, size: usize) -> Option<Vec<u8>> {
+        abi::buffer(abi::RESPONSE_BODY, size)
+    }
+
+    fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool {
+        abi::replace_buffer(abi::RESPONSE_BODY, size, body)
     }
 }

@@ -20,7 +20,7 @@ use libfuzzer_sys::fuzz_target;
 use toolgate_fuzz::envoy::{self, envoy_buffers, envoy_headers, State, CONFIG_ENVOY, FILTER_ENVOY};
 use toolgate_fuzz::{FakeHost, Request, CLUSTER, EXTERNAL_AUTH_PLAN, REALISTIC_PLAN};
 use toolgate_module::abi::*;
-use toolgate_module::hooks as h;
+use toolgate_module::exports as h;
 use toolgate_policy::eval::{Evaluator, MAX_AUTHZ_CALLS};
 use toolgate_policy::jwt::module_config;
 use toolgate_policy::lifecycle::{Action, Counter, Plugin};

@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 
 use toolgate_module::abi::*;
-use toolgate_module::hooks;
+use toolgate_module::exports;
 
 mod signatures;
 
@@ -378,8 +378,8 @@ pub extern "C" fn envoy_dynamic_module_callback_http_send_response(
     });
     // Envoy sends a local reply through the encoder filters at once: the module's response hooks
     // are re-entered from inside the hook that sent it.
-    hooks::envoy_dynamic_module_on_http_filter_response_headers(FILTER_ENVOY, module, false);
-    hooks::envoy_dynamic_module_on_http_filter_response_body(FILTER_ENVOY, module, true);
+    exports::envoy_dynamic_module_on_http_filter_response_headers(FILTER_ENVOY, module, false);
+    exports::envoy_dynamic_module_on_http_filter_response_body(FILTER_ENVOY, module, true);
 }
 
 #[no_mangle]
@@ -630,7 +630,7 @@ pub fn run_scheduled(module: FilterModulePtr, limit: usize) {
             return;
         }
         for _ in 0..n {
-            hooks::envoy_dynamic_module_on_http_filter_scheduled(FILTER_ENVOY, module, 0);
+            exports::envoy_dynamic_module_on_http_filter_scheduled(FILTER_ENVOY, module, 0);
         }
     }
     panic!("the module schedules events without end");

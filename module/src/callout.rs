@@ -1,11 +1,10 @@
 //! Calls to ExternalAuth authorizers: one-shot HTTP callouts, and gRPC calls made as what they are
-//! on the wire (an HTTP/2 POST of one length-prefixed message) on a streamed HTTP callout, whose
-//! answer is put together here from the stream's hooks.
+//! on the wire (an HTTP/2 POST of one length-prefixed message) on a streamed HTTP callout, and the
+//! answers put together from the callouts' hooks (the stream they go to: `stream.rs`).
 
 use toolgate_policy::lifecycle::{CallAnswer, Callout};
 
 use crate::abi::*;
-use crate::filter::Filter;
 use crate::host::ModuleHost;
 
 /// Tells a streamed callout's id (a gRPC call) from a one-shot callout's in [`ModuleHost::calls`].
@@ -55,13 +54,21 @@ fn grpc_authority(upstream: &[u8]) -> Option<&str> {
 /// A gRPC call on a streamed callout, as its hooks arrive.
 #[derive(Default)]
 pub(crate) struct GrpcCall {
-    id: u64,
+    /// The streamed callout's id (Envoy's).
+    pub(crate) id: u64,
     http_status: Option<u32>,
     grpc_status: Option<u32>,
     pub(crate) data: Vec<u8>,
 }
 
 impl GrpcCall {
+    pub(crate) fn new(id: u64) -> Self {
+        GrpcCall {
+            id,
+            ..GrpcCall::default()
+        }
+    }
+
     pub(crate) fn headers(&mut self, headers: &[(Vec<u8>, Vec<u8>)]) {
         for (k, v) in headers {
             let v = std::str::from_utf8(v)
@@ -223,39 +230,38 @@ impl ModuleHost {
     }
 }
 
-impl Filter {
-    /// A hook of the streamed callout `id` (a gRPC call): `f` updates the call.
-    pub(crate) fn grpc_event(&self, id: u64, f: impl FnOnce(&mut GrpcCall)) {
-        let Ok(mut calls) = self.grpc.try_borrow_mut() else {
-            return;
-        };
-        let i = match calls.iter().position(|c| c.id == id) {
-            Some(i) => i,
-            None => {
-                calls.push(GrpcCall {
-                    id,
-                    ..GrpcCall::default()
-                });
-                calls.len() - 1
-            }
-        };
-        f(&mut calls[i]);
+/// A one-shot HTTP callout's answer (`on_http_callout_done`), copied out of Envoy's arrays.
+///
+/// SAFETY: `headers` and `body_chunks` must be Envoy's arrays of `headers_size` headers and
+/// `body_chunks_size` buffers for the current hook (or null).
+pub(crate) unsafe fn http_answer(
+    result: u32,
+    headers: *const EnvoyHttpHeader,
+    headers_size: usize,
+    body_chunks: *const EnvoyBuffer,
+    body_chunks_size: usize,
+) -> CallAnswer {
+    if result != CALLOUT_SUCCESS || headers.is_null() {
+        return CallAnswer::Failed;
     }
-
-    /// The streamed callout `id` ended: completed (its answer) or reset (failed).
-    pub(crate) fn grpc_end(&self, id: u64, completed: bool) {
-        let call = self.grpc.try_borrow_mut().ok().and_then(|mut calls| {
-            let i = calls.iter().position(|c| c.id == id)?;
-            Some(calls.swap_remove(i))
-        });
-        let answer = match (completed, call) {
-            (true, Some(call)) => call.answer(),
-            (true, None) => CallAnswer::Grpc {
-                status: GRPC_INTERNAL,
-                message: Vec::new(),
-            },
-            (false, _) => CallAnswer::Failed,
-        };
-        self.answer(id | GRPC_CALL, answer);
+    // SAFETY: as the caller promises; both are copied out.
+    unsafe {
+        let headers = std::slice::from_raw_parts(headers, headers_size)
+            .iter()
+            .map(|h| {
+                let (k, v) = h.parts();
+                (
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            })
+            .collect();
+        let mut body = Vec::new();
+        if !body_chunks.is_null() {
+            for c in std::slice::from_raw_parts(body_chunks, body_chunks_size) {
+                body.extend_from_slice(c.bytes());
+            }
+        }
+        CallAnswer::Http { headers, body }
     }
 }

@@ -4,10 +4,10 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use toolgate_policy::jwt::{PayloadHeader, JWT_PAYLOAD_HEADER};
+use toolgate_policy::jwt::{module_config, ModuleConfig, PayloadHeader, JWT_PAYLOAD_HEADER};
 use toolgate_policy::lifecycle::{Counter, HostBase, LogLevel, Plugin, Request, RootHost};
 
 use crate::abi::*;
@@ -30,22 +30,71 @@ pub(crate) struct Config {
     pub(crate) payload_header: PayloadHeader,
 }
 
-pub(crate) static NEXT_CONFIG_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_CONFIG_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The engine's shared data (last good plan per plugin), process-wide as Wasm's is per VM id.
 static SHARED: Mutex<Option<HashMap<String, Vec<u8>>>> = Mutex::new(None);
 
 thread_local! {
     /// This worker's plugin per configuration: a list searched in order, as there are few (one per
-    /// listener's filter, plus the old ones until pruned); no hashing per request (issue 27).
+    /// listener's filter, plus the old ones until pruned); no hashing per request
+    /// (docs/design/native-host.md).
     static PLUGINS: RefCell<Vec<(u64, Weak<()>, Plugin)>> = const { RefCell::new(Vec::new()) };
 }
 
+impl Config {
+    /// A new filter configuration `name` of Envoy's `config_envoy`, from the module configuration
+    /// `bytes` (`on_http_filter_config_new`), its plan loaded on the main thread: logged, counted,
+    /// and refused (None: Envoy rejects the configuration and keeps the one in force) as the engine
+    /// says.
+    pub(crate) fn load(
+        config_envoy: FilterConfigEnvoyPtr,
+        name: String,
+        bytes: &[u8],
+    ) -> Option<Self> {
+        let counters = Counters::define(config_envoy);
+        let mut host = LoadHost {
+            config: config_envoy,
+            name: name.clone(),
+            counters,
+        };
+        let ModuleConfig {
+            plan,
+            payload_header,
+        } = match module_config(bytes) {
+            Ok(c) => c,
+            Err(e) => {
+                host.count(Counter::PlanRejected);
+                log(
+                    LogLevel::Error,
+                    &format!(
+                        "toolgate: plugin {name}: REFUSED configuration ({e}); update rejected"
+                    ),
+                );
+                return None;
+            }
+        };
+        let plan = plan.to_vec();
+        if !Plugin::default().configure(&mut host, &plan) {
+            return None;
+        }
+        log_claims_source(&name, payload_header);
+        Some(Config {
+            id: NEXT_CONFIG_ID.fetch_add(1, Ordering::Relaxed),
+            alive: Arc::new(()),
+            name,
+            plan,
+            counters,
+            payload_header,
+        })
+    }
+}
+
 /// The host of a plan load on the main thread: logs, counts (on the configuration), shared data.
-pub(crate) struct LoadHost {
-    pub(crate) config: FilterConfigEnvoyPtr,
-    pub(crate) name: String,
-    pub(crate) counters: Counters,
+struct LoadHost {
+    config: FilterConfigEnvoyPtr,
+    name: String,
+    counters: Counters,
 }
 
 impl HostBase for LoadHost {
@@ -133,7 +182,7 @@ pub(crate) fn new_request(config: &Config) -> Request {
 /// docs/semantics.md §6b: what the module makes of token callers under this configuration, said once
 /// at load, since a configuration that does not say jwt_authn writes the payload header leaves every
 /// token caller without claims.
-pub(crate) fn log_claims_source(name: &str, payload_header: PayloadHeader) {
+fn log_claims_source(name: &str, payload_header: PayloadHeader) {
     let message = match payload_header {
         PayloadHeader::JwtAuthn => {
             format!("toolgate: plugin {name}: token claims are read from {JWT_PAYLOAD_HEADER}, which the configuration says jwt_authn writes")

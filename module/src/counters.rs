@@ -58,3 +58,19 @@ impl Counters {
             .and_then(|i| self.ids[i])
     }
 }
+
+/// Adds `n` to the counter `id` (none: not defined) of the stream of the filter `envoy`.
+pub(crate) fn increment(envoy: FilterEnvoyPtr, id: Option<usize>, n: u64) {
+    if let Some(id) = id {
+        // SAFETY: `envoy` is a live filter's pointer; no labels.
+        unsafe {
+            envoy_dynamic_module_callback_http_filter_increment_counter(
+                envoy,
+                id,
+                std::ptr::null(),
+                0,
+                n,
+            );
+        }
+    }
+}

@@ -2,42 +2,13 @@
 //! Envoy's callbacks on the filter's pointer (calls to authorizers: `callout.rs`).
 
 use toolgate_policy::jwt::{PayloadHeader, JWT_METADATA_NAMESPACE, JWT_PAYLOAD_HEADER};
-use toolgate_policy::lifecycle::{Callout, Counter, Host, HostBase, LogLevel, Property};
+use toolgate_policy::lifecycle::{
+    Callout, Counter, HeaderSink, Host, HostBase, LogLevel, Property,
+};
 
 use crate::abi::*;
 use crate::base::{log, log_level, now_ms};
-use crate::counters::{Counters, DECISION_KEY};
-
-/// A header map in the proxy-wasm serialisation the lifecycle reads (`headers::serialize_map`, on
-/// bytes: header values need not be UTF-8), written in one allocation of its final size.
-///
-/// SAFETY: `headers` must be what Envoy wrote in the current hook.
-unsafe fn serialize_raw(headers: &[EnvoyHttpHeader]) -> Vec<u8> {
-    unsafe {
-        let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
-        let size = headers.iter().fold(4usize, |t, h| {
-            let (k, v) = h.parts();
-            t.saturating_add(10)
-                .saturating_add(k.len())
-                .saturating_add(v.len())
-        });
-        let mut out = Vec::with_capacity(size);
-        out.extend(len(headers.len()));
-        for h in headers {
-            let (k, v) = h.parts();
-            out.extend(len(k.len()));
-            out.extend(len(v.len()));
-        }
-        for h in headers {
-            let (k, v) = h.parts();
-            out.extend_from_slice(k);
-            out.push(0);
-            out.extend_from_slice(v);
-            out.push(0);
-        }
-        out
-    }
-}
+use crate::counters::{self, Counters, DECISION_KEY};
 
 /// Where a request hook is: which body Envoy delivers now, if any.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -54,9 +25,9 @@ pub(crate) enum Phase {
 
 pub(crate) struct ModuleHost {
     pub(crate) envoy: FilterEnvoyPtr,
-    /// The configuration's counter ids, by pointer: a copy (about 450 bytes) cost three `memcpy`s
-    /// per request in `on_http_filter_new` (issue 27, callgrind). Envoy's filter holds its
-    /// configuration (a `shared_ptr`), so the configuration outlives every filter made from it.
+    /// The configuration's counter ids, by pointer: a copy cost `memcpy`s on every request in
+    /// `on_http_filter_new` (docs/design/native-host.md; callgrind, row (cm)). Envoy's filter holds
+    /// its configuration (a `shared_ptr`), so the configuration outlives every filter made from it.
     pub(crate) counters: &'static Counters,
     pub(crate) phase: Phase,
     /// Envoy's callout id → the lifecycle's token.
@@ -71,8 +42,8 @@ pub(crate) struct ModuleHost {
 
 impl ModuleHost {
     /// Envoy's request header array, to `f` before any other callback; None if Envoy cannot list it.
-    /// Listed on the stack for the usual number of headers (issue 27: a vector was an allocation and
-    /// its free on every request).
+    /// Listed on the stack for the usual number of headers (a vector was an allocation and its free
+    /// on every request: docs/design/native-host.md).
     fn with_request_headers<R>(&mut self, f: impl FnOnce(&[EnvoyHttpHeader]) -> R) -> Option<R> {
         const ON_STACK: usize = 24;
         // SAFETY: `envoy` is this filter's pointer; the array or vector has room for `n` headers.
@@ -111,23 +82,12 @@ impl ModuleHost {
     }
 
     pub(crate) fn increment(&self, id: Option<usize>, n: u64) {
-        if let Some(id) = id {
-            // SAFETY: `envoy` is this filter's pointer; no labels.
-            unsafe {
-                envoy_dynamic_module_callback_http_filter_increment_counter(
-                    self.envoy,
-                    id,
-                    std::ptr::null(),
-                    0,
-                    n,
-                );
-            }
-        }
+        counters::increment(self.envoy, id, n);
     }
 
     /// Calls `f` with the chunks Envoy holds in body `kind` (borrowed: valid until the next callback
-    /// that changes the body), listed on the stack for the usual few (issue 27: a vector per read
-    /// was an allocation and its free on every request).
+    /// that changes the body), listed on the stack for the usual few (a vector per read was an
+    /// allocation and its free on every request: docs/design/native-host.md).
     fn with_chunks<T>(&self, kind: u32, f: impl FnOnce(&[EnvoyBuffer]) -> T) -> T {
         const ON_STACK: usize = 8;
         // SAFETY: `envoy` is this filter's pointer; the array or vector has room for `n` buffers.
@@ -161,7 +121,7 @@ impl ModuleHost {
 
     /// The first `size` bytes of the body: the buffered chunks, then (inside the body hook, when
     /// Envoy has not buffered them yet) the received ones, copied once into a vector allocated at
-    /// its final size (issue 27: growing it chunk by chunk re-copied a 30 KB answer in reallocs).
+    /// its final size (growing it chunk by chunk re-copied a large answer in reallocs).
     /// `size` is what Envoy reported (the lifecycle's body size): it bounds the allocation, which the
     /// chunks' own total bounds too.
     fn body(
@@ -191,7 +151,7 @@ impl ModuleHost {
         let with_received = in_hook && !received_is_buffered;
         self.with_chunks(buffered, |held| {
             // Envoy's HTTP/1 codec ends a body with an empty hook: the buffered chunks hold it all,
-            // and the received ones need not be listed (issue 27: a callback of ~120 instructions).
+            // and the received ones need not be listed (a callback into Envoy saved per request).
             if !with_received || total(held) >= size {
                 let mut out = Vec::with_capacity(total(held).min(size));
                 copy(held, &mut out);
@@ -336,29 +296,24 @@ impl HostBase for ModuleHost {
 }
 
 impl Host for ModuleHost {
-    /// Envoy's header array handed to the engine pair by pair: no block to build and parse (issue 27).
-    const HEADER_PAIRS: bool = true;
     /// Envoy delivers the body to a dynamic module that paused the headers, and the module holds the
-    /// request to its decision: `render --native-module` puts no buffer filter after it (issue 27:
-    /// the buffer filter's work was about 3 k instructions per request, bench/notes.md).
+    /// request to its decision: `render --native-module` puts no buffer filter after it, and saves
+    /// the buffer filter's work on every request (docs/design/holding-the-request.md).
     fn holds_request(&self) -> bool {
         true
     }
 
-    fn each_request_header(&mut self, each: &mut dyn FnMut(&[u8], &[u8])) -> bool {
+    /// Envoy's header array handed to the engine pair by pair: no buffer to build
+    /// (docs/design/reading-the-request.md).
+    fn request_headers(&mut self, sink: &mut HeaderSink<'_>) -> bool {
         let read = self.with_request_headers(|headers| {
             for h in headers {
-                // SAFETY: Envoy wrote the array in this hook; `each` copies what it keeps.
+                // SAFETY: Envoy wrote the array in this hook; `push` copies what it keeps.
                 let (k, v) = unsafe { h.parts() };
-                each(k, v);
+                sink.push(k, v);
             }
         });
         read.is_some()
-    }
-
-    fn request_headers(&mut self) -> Option<Vec<u8>> {
-        // SAFETY: Envoy wrote the array in this hook.
-        self.with_request_headers(|headers| unsafe { serialize_raw(headers) })
     }
 
     /// docs/semantics.md §6b: Envoy 1.40's ABI reads a metadata namespace's keys and top-level
@@ -514,6 +469,25 @@ impl Host for ModuleHost {
 
     fn replace_response_body(&mut self, _size: usize, body: &[u8]) -> bool {
         replace_response_body(self.envoy, self.phase == Phase::ResponseBody, body)
+    }
+}
+
+/// Envoy's local reply 500 `{"error":"internal error"}` on the stream of the filter `envoy`: through
+/// the filters before any response headers, directly to the client before any went downstream, and
+/// a reset stream after.
+pub(crate) fn send_internal_error(envoy: FilterEnvoyPtr) {
+    let body = br#"{"error":"internal error"}"#;
+    let mut headers = [ModuleHttpHeader::of("content-type", "application/json")];
+    // SAFETY: `envoy` is the filter's pointer; headers and body live for the call.
+    unsafe {
+        envoy_dynamic_module_callback_http_send_response(
+            envoy,
+            500,
+            headers.as_mut_ptr(),
+            1,
+            ModuleBuffer::of(body),
+            ModuleBuffer::null(),
+        );
     }
 }
 

@@ -23,25 +23,29 @@
 //!
 //! # Files
 //!
-//! One concept each:
+//! The same scheme as `filter/` (docs/hosts.md, "The two hosts' files"), one concept each:
 //!
 //! - `abi.rs`: Envoy's callbacks and the ABI's types, declared by hand.
-//! - `hooks.rs`: every hook Envoy calls (the module's exports), each behind the panic guard.
-//! - `config.rs`: a filter configuration, its plan loaded on the main thread and per worker thread.
-//! - `filter.rs`: one stream's filter: its lifecycle and host, re-entered hooks, late call answers.
+//! - `exports.rs`: every hook Envoy calls (the module's exports).
 //! - `host.rs`: the engine's `Host` for a request, on Envoy's callbacks.
-//! - `refusal.rs`: an allowed list's response a hook could not filter, refused by the module itself.
-//! - `callout.rs`: calls to authorizers (HTTP callouts; gRPC over a streamed callout).
+//! - `config.rs`: a filter configuration, its plan loaded on the main thread and per worker thread.
+//! - `stream.rs`: one stream's filter: its lifecycle and host, re-entered hooks, late call answers,
+//!   the gRPC calls in flight.
+//! - `callout.rs`: calls to authorizers (HTTP callouts; gRPC over a streamed callout) and their
+//!   answers.
 //! - `counters.rs`: counters and the decision's filter state key.
 //! - `base.rs`: the log and the clock every host shares.
+//! - `guard.rs`: how a hook runs: the panic guard, and what a busy stream or a panic gives each
+//!   kind of hook (the module's alone: a panic in the Wasm filter traps).
+//! - `refusal.rs`: an allowed list's response a hook could not filter, refused by the module itself.
 //!
 //! # The `unsafe` surface
 //!
 //! - `abi.rs`: the `extern "C"` declarations of Envoy's callbacks. Their signatures were transcribed
 //!   from `abi.h`; a mismatch is undefined behaviour that no compiler checks (the ABI test checks the
 //!   names only).
-//! - Calling a callback (`host.rs`, `callout.rs`, `filter.rs`, `counters.rs`, `base.rs`): every
-//!   pointer passed is a live Rust slice or struct for the duration of the call;
+//! - Calling a callback (`host.rs`, `callout.rs`, `stream.rs`, `counters.rs`, `refusal.rs`,
+//!   `base.rs`): every pointer passed is a live Rust slice or struct for the duration of the call;
 //!   `filter_envoy_ptr` / `config_envoy_ptr` are the ones Envoy gave this hook (valid until
 //!   `on_http_filter_destroy` / `on_http_filter_config_destroy`).
 //! - Reading what Envoy returns (`EnvoyBuffer`, `EnvoyHttpHeader`): valid until the end of the current
@@ -53,7 +57,7 @@
 //!   matching `_destroy` hook. A filter borrows its configuration's counter ids (`&'static`, not
 //!   checked by the compiler): Envoy's filter holds its configuration, which is destroyed only after
 //!   the last of its filters.
-//! - Panics: every hook runs inside `std::panic::catch_unwind` ([`hooks::guard`]); a panic in a
+//! - Panics: every hook runs inside `std::panic::catch_unwind` (`guard.rs`); a panic in a
 //!   request hook denies the request (500, counted as `toolgate.module.panic`); in a response hook
 //!   while the response is an allowed list's it refuses the response (`refusal.rs`: never the
 //!   unfiltered list), as a re-entered response hook does then; elsewhere it is counted and logged.
@@ -68,7 +72,7 @@
 #[cfg(panic = "abort")]
 compile_error!("toolgate-module must be built with panic = \"unwind\" (cargo build --profile release-module -p toolgate-module; make module)");
 
-// `abi` and `hooks` are public for fuzz/ only (fuzz/module-rlib/ builds this file as an rlib): the
+// `abi` and `exports` are public for fuzz/ only (fuzz/module-rlib/ builds this file as an rlib): the
 // fuzz target `module_hooks` calls the hooks as Envoy does, over a fake of the callbacks. The .so
 // exports the same symbols either way.
 #[doc(hidden)]
@@ -77,8 +81,9 @@ mod base;
 mod callout;
 mod config;
 mod counters;
-mod filter;
 #[doc(hidden)]
-pub mod hooks;
+pub mod exports;
+mod guard;
 mod host;
 mod refusal;
+mod stream;

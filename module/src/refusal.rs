@@ -6,12 +6,14 @@
 //! of the body, as the lifecycle answers a list response it cannot read. From then on the lifecycle
 //! is not asked again: after a panic its state is unknown.
 
+use std::cell::Cell;
+
 use toolgate_policy::lifecycle::{Counter, LogLevel};
 
 use crate::abi::*;
 use crate::base::log;
-use crate::filter::Filter;
-use crate::host::{replace_response_body, response_header, Phase};
+use crate::counters::{self, Counters};
+use crate::host::{replace_response_body, response_header, send_internal_error, Phase};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -27,59 +29,65 @@ pub(crate) enum Refusal {
 /// request's is not read again; JSON-RPC's answer to an id it cannot tell).
 const ERROR: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Toolgate could not filter the list response: internal error in the module"}}"#;
 
-impl Filter {
-    /// Refuses the response in the response hook `phase` (`end_of_stream`: its body ends in this
-    /// hook); `why` is said once, in the log. The hook's status.
-    pub(crate) fn refuse_response(&self, phase: Phase, end_of_stream: bool, why: &str) -> u32 {
-        if self.refusal.get() == Refusal::None {
-            self.increment(self.counters.id(Counter::ListUnreadable));
-            log(
-                LogLevel::Error,
-                &format!("toolgate: list response refused, replaced by an error: {why}"),
-            );
-        }
-        match phase {
-            Phase::ResponseHeaders => {
-                // Once: Envoy sends it in place of the response, or resets the stream.
-                if self.refusal.get() == Refusal::None {
-                    self.refusal.set(Refusal::Replying);
-                    self.send_internal_error();
-                }
-                self.refusal.set(Refusal::Refused);
-                HEADERS_STOP_ITERATION
-            }
-            Phase::ResponseBody | Phase::ResponseTrailers => {
-                self.refusal.set(Refusal::Refused);
-                let end = end_of_stream || phase == Phase::ResponseTrailers;
-                let body = if !end {
-                    String::new()
-                } else if self.event_stream() {
-                    format!("event: message\ndata: {ERROR}\n\n")
-                } else {
-                    ERROR.to_string()
-                };
-                replace_response_body(self.envoy, phase == Phase::ResponseBody, body.as_bytes());
-                if phase == Phase::ResponseBody {
-                    BODY_CONTINUE
-                } else {
-                    TRAILERS_CONTINUE
-                }
-            }
-            // Not a response hook: nothing to refuse here.
-            _ => HEADERS_CONTINUE,
-        }
+/// Refuses the response of the filter `envoy` in the response hook `phase` (`end_of_stream`: its
+/// body ends in this hook), `refusal` being the filter's state of it; `why` is said once, in the log
+/// (and counted on `counters`). The hook's status.
+pub(crate) fn refuse_response(
+    envoy: FilterEnvoyPtr,
+    refusal: &Cell<Refusal>,
+    counters: &Counters,
+    phase: Phase,
+    end_of_stream: bool,
+    why: &str,
+) -> u32 {
+    if refusal.get() == Refusal::None {
+        counters::increment(envoy, counters.id(Counter::ListUnreadable), 1);
+        log(
+            LogLevel::Error,
+            &format!("toolgate: list response refused, replaced by an error: {why}"),
+        );
     }
+    match phase {
+        Phase::ResponseHeaders => {
+            // Once: Envoy sends it in place of the response, or resets the stream.
+            if refusal.get() == Refusal::None {
+                refusal.set(Refusal::Replying);
+                send_internal_error(envoy);
+            }
+            refusal.set(Refusal::Refused);
+            HEADERS_STOP_ITERATION
+        }
+        Phase::ResponseBody | Phase::ResponseTrailers => {
+            refusal.set(Refusal::Refused);
+            let end = end_of_stream || phase == Phase::ResponseTrailers;
+            let body = if !end {
+                String::new()
+            } else if event_stream(envoy) {
+                format!("event: message\ndata: {ERROR}\n\n")
+            } else {
+                ERROR.to_string()
+            };
+            replace_response_body(envoy, phase == Phase::ResponseBody, body.as_bytes());
+            if phase == Phase::ResponseBody {
+                BODY_CONTINUE
+            } else {
+                TRAILERS_CONTINUE
+            }
+        }
+        // Not a response hook: nothing to refuse here.
+        _ => HEADERS_CONTINUE,
+    }
+}
 
-    /// Whether the response is an event stream (its error is an event then).
-    fn event_stream(&self) -> bool {
-        response_header(self.envoy, "content-type").is_some_and(|t| {
-            t.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case("text/event-stream")
-        })
-    }
+/// Whether the response of the filter `envoy` is an event stream (its error is an event then).
+fn event_stream(envoy: FilterEnvoyPtr) -> bool {
+    response_header(envoy, "content-type").is_some_and(|t| {
+        t.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .eq_ignore_ascii_case("text/event-stream")
+    })
 }
 
 /// The status of a response hook that lets nothing pass (when refusing failed too).

@@ -26,9 +26,9 @@ use toolgate_ext_authz_proto::{
     json,
 };
 
+use crate::call::{CallAnswer, Callout};
 use crate::eval::{AuthzFailure, HttpRequest};
 use crate::jwt::JWT_METADATA_NAMESPACE;
-use crate::lifecycle::CallAnswer;
 use crate::mcp::McpMessage;
 use crate::plan::{AuthorizerPlan, AuthorizerProtocol};
 use wire::Writer;
@@ -142,7 +142,8 @@ fn grpc_service(authorizer: &AuthorizerPlan) -> Vec<u8> {
 }
 
 /// The serialised CheckRequest of a call: the message [`check_request`] builds with prost, written
-/// straight to bytes (wire.rs says why; authz/tests.rs checks they decode the same).
+/// straight to bytes (wire.rs says why; authz/tests.rs checks they decode the same). Long: the
+/// message's fields in wire order, one write each, as `check_request` builds them.
 fn check_request_bytes(authorizer: &AuthorizerPlan, input: &CallInput<'_>) -> Vec<u8> {
     let req = input.req;
     // `headers` is a map: repeated headers are brought together by a stable sort (which keeps their
@@ -608,9 +609,9 @@ fn read_http_response(allowed: &[String], headers: Vec<(String, String)>, body: 
 
 /// The answer an authorizer that allows (or denies, with a 403) gives to `callout`: what
 /// `toolgate explain` assumes, since it cannot ask.
-pub fn assumed_answer(callout: &crate::lifecycle::Callout<'_>, allow: bool) -> CallAnswer {
+pub fn assumed_answer(callout: &Callout<'_>, allow: bool) -> CallAnswer {
     match callout {
-        crate::lifecycle::Callout::Grpc { .. } => {
+        Callout::Grpc { .. } => {
             let code = if allow { 0 } else { 7 };
             let response = CheckResponse {
                 status: Some(toolgate_ext_authz_proto::google::rpc::Status {
@@ -624,7 +625,7 @@ pub fn assumed_answer(callout: &crate::lifecycle::Callout<'_>, allow: bool) -> C
                 message: response.encode_to_vec(),
             }
         }
-        crate::lifecycle::Callout::Http { .. } => CallAnswer::Http {
+        Callout::Http { .. } => CallAnswer::Http {
             headers: vec![(":status".into(), if allow { "200" } else { "403" }.into())],
             body: Vec::new(),
         },

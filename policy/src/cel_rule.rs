@@ -13,7 +13,7 @@
 //! list of strings too (each element split, the parts flattened: §6b). A result other than `true`, or an
 //! error (e.g. a missing key), is "no match".
 
-use crate::eval::HttpRequest;
+use crate::http_request::HttpRequest;
 
 pub use imp::{compile, CelRule};
 
@@ -166,8 +166,8 @@ mod imp {
     /// by the caller's field path).
     pub fn compile(expression: &str) -> Result<CelRule, String> {
         // The crate's hand-written (Pratt) parser, with the standard macros: its ANTLR parser, the
-        // default, is most of the crate's size in the Wasm module (4.0 MB against 2.x MB measured with
-        // `make wasm`), and the filter parses every expression of a plan when it loads.
+        // default, is most of the crate's size in the Wasm module (docs/design/cel-and-size.md;
+        // `make wasm-size`), and the filter parses every expression of a plan when it loads.
         let mut expression = PrattParser::new().parse(expression).map_err(|e| {
             let text = e.to_string();
             format!("syntax error: {}", text.lines().next().unwrap_or("").trim())

@@ -6,9 +6,11 @@
 //! - [`plan`]: the compiled plan, versioned serde data delivered as the Wasm plugin configuration.
 //! - [`mcp`]: the MCP (JSON-RPC 2.0) body reader.
 //! - [`eval`]: the evaluator: a loaded, indexed plan that decides requests.
+//! - [`http_request`]: a request's HTTP attributes, as the evaluator and CEL rules read them.
 //! - [`lifecycle`]: the per-request state machine over a `Host` trait (the filter implements it).
 //! - [`cel_rule`]: CEL authorization rules (checked at compile time, evaluated per tools/call).
 //! - [`authz`]: calls to external authorizers (Envoy's ext_authz API) and their answers.
+//! - [`call`]: a call to an external authorizer as the engine and its host exchange it.
 //! - [`jwt`]: token callers: the payload Envoy's `jwt_authn` verified, read from dynamic metadata.
 //! - [`re2`]: policy regular expressions with RE2's syntax and semantics.
 //! - [`response`]: the denial replies.
@@ -19,9 +21,11 @@
 #![forbid(unsafe_code)]
 pub mod api;
 pub mod authz;
+pub mod call;
 pub mod cel_rule;
 pub mod compile;
 pub mod eval;
+pub mod http_request;
 pub mod jwt;
 pub mod lifecycle;
 pub mod list_filter;

@@ -225,8 +225,8 @@ pub fn read_body(body: &[u8], opts: ReadOptions) -> Result<McpBody<'_>, NotMcp> 
 
 /// The reader's working memory between reads: its stack of open containers and the keys of the
 /// open objects. A host that reads many bodies keeps one, so that a read allocates none of it once
-/// warm (issue 27: two allocations and two frees per body, about 0.4 k instructions per request in
-/// Envoy under callgrind, where its allocator costs ~110 instructions a call).
+/// warm: two allocations and two frees fewer per body, which show in Envoy's per-request counts
+/// (docs/design/reading-the-request.md; measured by `make bench`).
 pub struct ReadScratch {
     frames: Vec<parser::Frame>,
     keys: Vec<keys::Key>,

@@ -104,6 +104,7 @@ impl Walker<'_> {
     }
 
     /// `budget`: what is left of RE2's 1000 after dividing by the enclosing counted repetitions.
+    /// One flat match over the kinds of node (long, each arm what RE2 says of that kind).
     fn ast(&self, node: &mut Ast, budget: u32) -> Result<(), String> {
         match node {
             Ast::Empty(_) | Ast::Dot(_) => Ok(()),

@@ -14,8 +14,9 @@ use prost::Message;
 use toolgate_ext_authz_proto::envoy::config::core::v3::GrpcService;
 use toolgate_ext_authz_proto::envoy::service::auth::v3::CheckRequest;
 
-use crate::lifecycle::headers::serialize_map;
-use crate::lifecycle::{Callout, Counter, Host, HostBase, LogLevel, Property, RootHost};
+use crate::lifecycle::{
+    Callout, Counter, HeaderSink, Host, HostBase, LogLevel, Property, RootHost,
+};
 
 pub mod oracle;
 
@@ -219,13 +220,27 @@ impl Host for FakeHost {
         self.holds_request
     }
 
-    fn request_headers(&mut self) -> Option<Vec<u8>> {
-        let p: Vec<(&str, &str)> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        Some(serialize_map(&p))
+    /// As one buffer handed over whole, as the Wasm filter hands over its header map (each name and
+    /// value followed by a NUL); the dynamic module's way, pair by pair, gives the same headers
+    /// (lifecycle/headers.rs's tests).
+    fn request_headers(&mut self, headers: &mut HeaderSink<'_>) -> bool {
+        let mut buffer = Vec::new();
+        for (k, v) in &self.headers {
+            buffer.extend(k.as_bytes());
+            buffer.push(0);
+            buffer.extend(v.as_bytes());
+            buffer.push(0);
+        }
+        let mut lengths = self.headers.iter().map(|(k, v)| (k.len(), v.len()));
+        let mut at = 0;
+        headers.adopt(buffer, 0, |_| {
+            let (k, v) = lengths.next()?;
+            let name = at..at + k;
+            let value = name.end + 1..name.end + 1 + v;
+            at = value.end + 1;
+            Some((name, value))
+        });
+        true
     }
 
     fn property(&mut self, property: Property) -> Option<Vec<u8>> {

@@ -1,7 +1,7 @@
 """The dynamic module's ABI against the pinned Envoy binary (module/, `make module`).
 
 module/src/abi.rs declares by hand the Envoy callbacks the module calls (no SDK, no bindgen), and
-module/src/hooks.rs exports the event hooks. Checked here, from the binaries' symbol tables:
+module/src/exports.rs exports the event hooks. Checked here, from the binaries' symbol tables:
 
 - every callback declared in abi.rs is a function the pinned Envoy exports (a renamed or removed
   callback fails here instead of at dlopen time in Envoy);

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -33,6 +34,10 @@ NAMESPACE = "toolgate-system"
 RELEASE = "toolgate"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+# The plan version the filter reads, as release.py annotates the filter image (policy/src/plan.rs).
+PLAN_VERSION_ANNOTATION = "dev.toolgate.plan-version"
+PLAN_VERSION = re.search(r"^pub const PLAN_VERSION: u32 = (\d+);$", (REPO / "policy/src/plan.rs").read_text(),
+                         re.M).group(1)
 
 
 def log(msg: str) -> None:
@@ -214,24 +219,21 @@ class Registry:
         """<host>/toolgate/<name>"""
         return f"{self.host}/{REPO_PREFIX}/{name}"
 
+    @property
+    def reg(self) -> str:
+        """The README's $REG: <host>/toolgate."""
+        return f"{self.host}/{REPO_PREFIX}"
+
     def oras_run(self, *args: str) -> str:
         out = subprocess.run([str(self.oras), *args], capture_output=True, text=True, timeout=120, cwd=self.workdir,
                              env={**os.environ, "DOCKER_CONFIG": str(self.workdir / "docker-config")})
         assert out.returncode == 0, f"oras {' '.join(args)}:\n{out.stdout}\n{out.stderr}"
         return out.stdout
 
-    def copy_layout(self, layout: Path, tag: str, name: str) -> str:
-        """`oras cp --from-oci-layout <layout>:<tag> <registry>/toolgate/<name>:<tag>` (the publishing step of
-        RELEASE-NOTES.md); returns the digest the registry holds, checked against the layout's."""
-        out = self.oras_run("cp", "--no-tty", "--from-oci-layout", f"{layout}:{tag}", f"{self.ref(name)}:{tag}",
-                            "--to-plain-http")
-        digest = re.search(r"^Digest: (sha256:[0-9a-f]{64})$", out, re.M).group(1)
-        assert digest == layout_digest(layout, tag), (digest, out)
-        return digest
-
-    def push_filter(self, wasm: bytes, tag: str, level: int = 9) -> dict:
-        """A filter image (compat variant, like release.py's) holding `wasm`, pushed as toolgate-filter:<tag>.
-        Returns digest, layer digest and size, and the module's sha256."""
+    def push_filter(self, wasm: bytes, tag: str, level: int = 9, plan_version: str | None = PLAN_VERSION) -> dict:
+        """A filter image (compat variant, like release.py's) holding `wasm`, pushed as toolgate-filter:<tag>,
+        with release.py's plan-version annotation (None: without it). Returns digest, layer digest and size,
+        and the module's sha256."""
         work = self.workdir / f"image-{tag}"
         work.mkdir()
         layer, diff_id = filter_layer(wasm, level)
@@ -240,7 +242,8 @@ class Registry:
             {"architecture": "wasm", "os": "wasip1", "config": {}, "rootfs": {"type": "layers", "diff_ids": [diff_id]}},
             separators=(",", ":")))
         out = subprocess.run([str(self.oras), "push", "--no-tty", "--plain-http", f"{self.ref('toolgate-filter')}:{tag}",
-                              "--config", f"config.json:{OCI_CONFIG}", f"layer.tar.gz:{OCI_LAYER_GZIP}"],
+                              "--config", f"config.json:{OCI_CONFIG}", f"layer.tar.gz:{OCI_LAYER_GZIP}",
+                              *(["--annotation", f"{PLAN_VERSION_ANNOTATION}={plan_version}"] if plan_version else [])],
                              capture_output=True, text=True, timeout=120, cwd=work,
                              env={**os.environ, "DOCKER_CONFIG": str(self.workdir / "docker-config")})
         assert out.returncode == 0, f"oras push:\n{out.stdout}\n{out.stderr}"
@@ -255,6 +258,26 @@ class Registry:
 
     def stop(self):
         harness._stop_process(self.proc)
+
+
+# ---- the README's install steps ------------------------------------------------------------------
+
+def readme_install_commands() -> list[list[str]]:
+    """The `oras` and `helm` commands of the README's "Install in a cluster" block, continuation lines
+    joined, as argv lists ($REG and $V as written)."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("\n## Install in a cluster\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"^```sh\n(.*?)^```$", section, re.M | re.S).group(1).replace("\\\n", " ")
+    commands = [shlex.split(line, comments=True) for line in block.splitlines()]
+    commands = [c for c in commands if c and c[0] in ("oras", "helm")]
+    assert [c[:2] for c in commands] == [["oras", "cp"]] * 3 + [["helm", "install"]], commands
+    return commands
+
+
+def readme_argv(argv: list[str], reg: str, version: str, dist: Path) -> list[str]:
+    """A README command with the test's registry and version, dist/ where the test's is."""
+    argv = [a.replace("$REG", reg).replace("$V", version) for a in argv]
+    return [str(dist) + a[len("dist"):] if a.startswith("dist/") else a for a in argv]
 
 
 # ---- helm and the chart's controller ---------------------------------------------------------------

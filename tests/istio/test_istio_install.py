@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
+from pathlib import Path
 
 import pytest
 
 from install_stack import (NAMESPACE, RELEASE, REPO, AgentShim, ChartController, Helm, Registry, ensure_dist,
-                           filter_layer, layout_plugin_wasm, loaded_module, log, tools, with_custom_section,
-                           workspace_version)
+                           filter_layer, layout_digest, layout_plugin_wasm, loaded_module, log, readme_argv,
+                           readme_install_commands, tools, with_custom_section, workspace_version)
 from istio_stack import (ROUTE_AND_BACKEND, KEEP, allow_policy, allowed, call, denied, envoy_bootstrap, gateway,
                          services)
 import harness
@@ -71,9 +73,7 @@ def chain(cluster, tmp_path_factory):
     mcp = shim = envoy = None
     controller = ChartController(cluster, work)
     try:
-        pushed = {name: registry.copy_layout(dist / "oci" / layout, version, name) for layout, name in
-                  (("toolgate-filter", "toolgate-filter"), ("toolgate-controller", "toolgate-controller"),
-                   ("toolgate-chart", "charts/toolgate"))}
+        pushed = publish_as_the_readme_says(registry, dist, version)
         # The install starts from a cluster without Toolgate: cluster.sh applied crds/ and deploy/rbac.yaml
         # (the names the chart uses); the Namespace stays (no namespace controller runs to finalize it).
         cluster.kubectl("delete", "--ignore-not-found", "-f", str(REPO / "deploy/rbac.yaml"))
@@ -102,16 +102,33 @@ def chain(cluster, tmp_path_factory):
                     p.stop()
 
 
+def publish_as_the_readme_says(registry: Registry, dist, version: str) -> dict[str, str]:
+    """The README's `oras cp` lines, word for word (plus --to-plain-http for the loopback registry); each
+    digest the registry now holds is the layout's (the one RELEASE-NOTES.md lists)."""
+    pushed = {}
+    for argv in readme_install_commands()[:3]:
+        argv = readme_argv(argv, registry.reg, version, dist)
+        out = registry.oras_run(*argv[1:], "--to-plain-http")
+        layout, tag = argv[-2].rsplit(":", 1)
+        name = argv[-1].removeprefix(registry.reg + "/").rsplit(":", 1)[0]
+        digest = re.search(r"^Digest: (sha256:[0-9a-f]{64})$", out, re.M).group(1)
+        assert digest == layout_digest(Path(layout), tag), (argv, out)
+        pushed[name] = digest
+    assert set(pushed) == {"toolgate-filter", "toolgate-controller", "charts/toolgate"}, pushed
+    return pushed
+
+
 def chart_ref(stack) -> list[str]:
     return [f"oci://{stack['registry'].ref('charts/toolgate')}", "--version", stack["version"], "--plain-http"]
 
 
 def install(stack):
-    """helm install from the registry, the images' repositories moved to it, then the chart's controller."""
-    reg = stack["registry"]
-    stack["helm"]("install", RELEASE, *chart_ref(stack), "-n", NAMESPACE, "--create-namespace",
-                  "--set", f"image.repository={reg.ref('toolgate-controller')}",
-                  "--set", f"filter.repository={reg.ref('toolgate-filter')}")
+    """The README's `helm install` word for word (plus --plain-http): the chart from the registry, the
+    images' repositories moved to it; then the chart's controller."""
+    helm_install = readme_install_commands()[3]
+    argv = readme_argv(helm_install, stack["registry"].reg, stack["version"], stack["dist"])
+    assert argv[2] == RELEASE and argv[argv.index("-n") + 1] == NAMESPACE, argv
+    stack["helm"](*argv[1:], "--plain-http")
     stack["controller"].start()
 
 
@@ -207,6 +224,21 @@ def test_helm_install_from_the_registry(installed):
     assert path.read_bytes() == want
     assert "toolgate-filter" in harness.tail(shim.log, 50)
     print(f"[install] {RELEASE} {version}: {wp['spec']['url']} -> {path.relative_to(shim.cache_dir)}")
+
+    # The controller read the image's manifest from the registry: the filter reads the plans it writes.
+    c = wait_filter_condition(stack, "Compatible")
+    assert c["status"] == "True" and release_url(stack) in c["message"], c
+
+
+def filter_condition(stack) -> dict | None:
+    gw = stack["cluster"].get("gateways.gateway.networking.k8s.io", "gw") or {}
+    return next((c for c in gw.get("status", {}).get("conditions", []) if c["type"] == "toolgate.dev/FilterCompatible"),
+                None)
+
+
+def wait_filter_condition(stack, reason: str) -> dict:
+    return harness.wait_for(lambda: (c := filter_condition(stack)) and c["reason"] == reason and c, timeout=30,
+                            what=f"the Gateway's toolgate.dev/FilterCompatible {reason} (has {filter_condition(stack)})")
 
 
 def genuine_wasm(stack, tag: str) -> bytes:
@@ -318,6 +350,30 @@ def test_same_size_layer_blob_swap_is_refused(installed):
             assert got == image["wasm_sha256"], (got, image)
     finally:
         restore(stack)
+
+
+def test_a_filter_that_cannot_read_the_plan_is_on_the_gateway(installed):
+    """A filter image whose annotation says it reads an older plan version: the Gateway says so (not only
+    Envoy's log), naming the image; an image without the annotation is Unknown; the release's image is
+    Compatible again. The pull settings reach the WasmPlugin."""
+    stack = installed
+    reg = stack["registry"]
+    older = reg.push_filter(genuine_wasm(stack, "older"), "older-plan", plan_version="0")
+    upgrade(stack, f"filter.digest={older['digest']}", "filter.pullPolicy=Always")
+    url = f"oci://{reg.ref('toolgate-filter')}@{older['digest']}"
+    wp = wait_url(stack, url)
+    assert wp["spec"]["imagePullPolicy"] == "Always", wp["spec"]
+    c = wait_filter_condition(stack, "FilterTooOld")
+    assert c["status"] == "False" and url in c["message"] and "plan version 0" in c["message"], c
+    print(f"\n[install] {c['type']} {c['status']}/{c['reason']}: {c['message']}")
+
+    unmarked = reg.push_filter(genuine_wasm(stack, "unmarked"), "unmarked", plan_version=None)
+    upgrade(stack, f"filter.digest={unmarked['digest']}", "filter.pullPolicy=")
+    assert "imagePullPolicy" not in wait_url(stack, f"oci://{reg.ref('toolgate-filter')}@{unmarked['digest']}")["spec"]
+    assert wait_filter_condition(stack, "FilterVersionUnknown")["status"] == "Unknown"
+
+    restore(stack)
+    assert wait_filter_condition(stack, "Compatible")["status"] == "True"
 
 
 def test_helm_upgrade_to_a_new_filter_digest(installed):

@@ -42,6 +42,18 @@ def test_controller(cluster, tmp_path, wasm_path, start_mcp_server):
         written = [line for line in metrics.splitlines() if line.startswith("toolgate_controller_plans_written_total ")]
         assert written and int(float(written[0].split()[1])) >= 1, metrics
         assert 'toolgate_controller_policies{reason="Accepted"} 2' in metrics, metrics
+        # Histograms with real buckets: each pass, and each policy's way to Programmed (once per generation).
+        def samples(name: str) -> dict[str, float]:
+            text = controller.get("/metrics").body.decode()
+            return {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line.startswith(name)}
+        passes = samples("toolgate_controller_reconcile_duration_seconds_bucket")
+        assert len(passes) > 10 and passes['toolgate_controller_reconcile_duration_seconds_bucket{le="+Inf"}'] >= 1, passes
+        assert any(0 < n for le, n in passes.items() if "+Inf" not in le), f"every pass over the last bucket: {passes}"
+        programmed = harness.wait_for(
+            lambda: (p := samples("toolgate_controller_policy_programmed_seconds"))
+            and p["toolgate_controller_policy_programmed_seconds_count"] == 2 and p,
+            timeout=20, what="both policies timed to Programmed")
+        assert programmed['toolgate_controller_policy_programmed_seconds_bucket{le="40.96"}'] == 2, programmed
         times = {i["metadata"]["name"]: i["status"]["ancestors"][0]["conditions"][0]["lastTransitionTime"]
                  for i in server.get("xaccesspolicies")["items"]}
 

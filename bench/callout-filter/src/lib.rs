@@ -9,8 +9,9 @@
 //!
 //! Configuration: two hex strings separated by a space: the serialised `GrpcService` that names the
 //! authorizer's cluster (proxy-wasm's `upstream`), and the CheckRequest. Then, for measuring what
-//! single host calls cost Envoy (bench/notes.md, session 11; `BENCH_G0_ARGS` of bench/run.py adds
-//! them to (g0)), any of these words, each done N times when the answer comes (default: none):
+//! single host calls cost Envoy (`make bench-host-calls`, docs/design/host-calls.md;
+//! `BENCH_G0_ARGS` of bench/run.py adds them to (g0)), any of these words, each done N times when
+//! the answer comes (default: none):
 //! - `read_answer=N`: reads the answer (`proxy_get_buffer_bytes`, the gRPC receive buffer);
 //! - `read_protocol=N`: reads the `request.protocol` property (`proxy_get_property`);
 //! - `clock=N`: reads the clock (`proxy_get_current_time_nanoseconds`);

@@ -6,8 +6,8 @@
 //! filter module without (found by loading it: Envoy names the first missing symbol; the configuration's
 //! scheduler and callout hooks, `local_reply` and the per-route configuration hooks may be absent).
 //! tests/e2e/test_native_abi.py checks Toolgate's module exports every hook Envoy looks up. The
-//! signatures are module/src/hooks.rs's, with the types reduced to what this filter reads (none of its
-//! arguments). No Envoy callback is called.
+//! signatures are module/src/exports.rs's, with the types reduced to what this filter reads (none
+//! of its arguments). No Envoy callback is called.
 
 use std::ffi::{c_char, c_void};
 

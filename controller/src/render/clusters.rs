@@ -99,7 +99,7 @@ impl Ctx<'_> {
     pub(super) fn jwks_cluster(&self, up: &crate::request_authn::JwksUpstream) -> Value {
         let (host, port) = crate::request_authn::resolve_keys(&up.host)
             .iter()
-            .find_map(|k| self.resolve.get(k).cloned())
+            .find_map(|k| self.options.resolve.get(k).cloned())
             .unwrap_or_else(|| (up.host.clone(), up.port));
         let mut cluster = json!({
             "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
@@ -130,7 +130,8 @@ impl Ctx<'_> {
 
     /// `--resolve name.namespace=HOST:PORT`, or the in-cluster DNS name.
     fn resolved(&self, name: &str, namespace: &str, port: u16) -> (String, u16) {
-        self.resolve
+        self.options
+            .resolve
             .get(&format!("{name}.{namespace}"))
             .cloned()
             .unwrap_or_else(|| (format!("{name}.{namespace}.svc.cluster.local"), port))

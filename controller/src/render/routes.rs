@@ -129,7 +129,7 @@ fn route_match(m: &RouteMatch) -> Value {
 }
 
 /// A Gateway API duration (`1h`, `1m30s`, `500ms`, `0s`) as Envoy's (`5400s`, `0.500s`).
-pub(super) fn envoy_duration(gateway_api: &str) -> Option<String> {
+pub fn envoy_duration(gateway_api: &str) -> Option<String> {
     let mut ms: u64 = 0;
     let mut rest = gateway_api;
     while !rest.is_empty() {

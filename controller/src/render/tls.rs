@@ -61,7 +61,7 @@ impl Ctx<'_> {
         });
         let refs = model::client_ca_refs(&gw.gateway.spec, listener.port);
         let ca = match refs.as_slice() {
-            [] => self.client_ca.map(str::to_string),
+            [] => self.options.client_ca.map(str::to_string),
             refs => Some(self.client_ca_bundle(ns, refs)?),
         };
         if let Some(ca) = ca {

@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::reflector::Store;
 use serde_json::{json, Value};
 use toolgate_policy::api::Condition;
 
@@ -133,77 +134,88 @@ pub fn conditions(
     }
     by_target
         .into_iter()
-        .map(|(key, mut policies)| {
-            policies.sort_by(|a, b| a.0.cmp(&b.0));
-            let any = |f: fn(&State) -> bool| policies.iter().any(|(_, s)| f(s));
-            let taken = if key.0 == GATEWAY.kind {
-                conflicts.get(&(key.1.clone(), key.2.clone()))
-            } else {
-                None
-            };
-            let (status, reason) = if taken.is_some() || any(|s| matches!(s, State::Conflict)) {
-                ("False", OUTPUT_CONFLICT)
-            } else if any(|s| matches!(s, State::Enforced)) {
-                ("True", PROGRAMMED)
-            } else if any(|s| matches!(s, State::DryRun)) {
-                ("True", "DryRun")
-            } else if any(|s| matches!(s, State::Pending)) {
-                ("False", RECONCILING)
-            } else {
-                ("False", "NotAccepted")
-            };
-            let mut named: Vec<String> = policies
-                .iter()
-                .take(MAX_NAMED)
-                .map(|(who, s)| match s {
-                    State::Enforced => format!("{who}: enforced"),
-                    State::DryRun => format!("{who}: in dry-run (not enforced)"),
-                    State::Pending => format!("{who}: accepted, not Programmed yet"),
-                    State::Conflict => {
-                        format!("{who}: accepted, not Programmed (an output's name is taken)")
-                    }
-                    State::NotAccepted(reason) => format!("{who}: not accepted ({reason})"),
-                })
-                .collect();
-            if policies.len() > MAX_NAMED {
-                named.push(format!("and {} more", policies.len() - MAX_NAMED));
-            }
-            let mut message = taken.map_or_else(String::new, |t| {
-                let more = t.len().saturating_sub(MAX_NAMED);
-                let listed: Vec<&str> = t.iter().take(MAX_NAMED).map(String::as_str).collect();
-                let more = if more > 0 {
-                    format!("; and {more} more")
-                } else {
-                    String::new()
-                };
-                format!(
-                    "outputs not written, their names taken: {}{more}",
-                    listed.join("; ")
-                )
-            });
-            if !named.is_empty() {
-                if !message.is_empty() {
-                    message.push_str(". ");
-                }
-                message.push_str(&format!("XAccessPolicy {}", named.join("; ")));
-            }
-            let condition = Condition {
-                condition_type: AFFECTED.into(),
-                status: status.into(),
-                reason: reason.into(),
-                message,
-                observed_generation: None,
-                last_transition_time: now.to_string(),
-            };
+        .map(|(key, policies)| {
+            let condition = target_condition(&key, policies, conflicts, now);
             (key, condition)
         })
         .collect()
+}
+
+/// The condition of one target from the states of the policies on it (and its taken names).
+fn target_condition(
+    key: &TargetKey,
+    mut policies: Vec<(String, State)>,
+    conflicts: &Conflicts,
+    now: &str,
+) -> Condition {
+    policies.sort_by(|a, b| a.0.cmp(&b.0));
+    let any = |f: fn(&State) -> bool| policies.iter().any(|(_, s)| f(s));
+    let taken = if key.0 == GATEWAY.kind {
+        conflicts.get(&(key.1.clone(), key.2.clone()))
+    } else {
+        None
+    };
+    let (status, reason) = if taken.is_some() || any(|s| matches!(s, State::Conflict)) {
+        ("False", OUTPUT_CONFLICT)
+    } else if any(|s| matches!(s, State::Enforced)) {
+        ("True", PROGRAMMED)
+    } else if any(|s| matches!(s, State::DryRun)) {
+        ("True", "DryRun")
+    } else if any(|s| matches!(s, State::Pending)) {
+        ("False", RECONCILING)
+    } else {
+        ("False", "NotAccepted")
+    };
+    let mut named: Vec<String> = policies
+        .iter()
+        .take(MAX_NAMED)
+        .map(|(who, s)| match s {
+            State::Enforced => format!("{who}: enforced"),
+            State::DryRun => format!("{who}: in dry-run (not enforced)"),
+            State::Pending => format!("{who}: accepted, not Programmed yet"),
+            State::Conflict => {
+                format!("{who}: accepted, not Programmed (an output's name is taken)")
+            }
+            State::NotAccepted(reason) => format!("{who}: not accepted ({reason})"),
+        })
+        .collect();
+    if policies.len() > MAX_NAMED {
+        named.push(format!("and {} more", policies.len() - MAX_NAMED));
+    }
+    let mut message = taken.map_or_else(String::new, |t| {
+        let more = t.len().saturating_sub(MAX_NAMED);
+        let listed: Vec<&str> = t.iter().take(MAX_NAMED).map(String::as_str).collect();
+        let more = if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        };
+        format!(
+            "outputs not written, their names taken: {}{more}",
+            listed.join("; ")
+        )
+    });
+    if !named.is_empty() {
+        if !message.is_empty() {
+            message.push_str(". ");
+        }
+        message.push_str(&format!("XAccessPolicy {}", named.join("; ")));
+    }
+    Condition {
+        condition_type: AFFECTED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: None,
+        last_transition_time: now.to_string(),
+    }
 }
 
 /// What to apply to an object whose `status` is `existing` (its generation `generation`): the
 /// condition to write (`Some(Some(c))`, keeping its `lastTransitionTime` when status and reason did
 /// not change), its removal (`Some(None)`), or nothing (`None`: it has what it should).
 pub fn update(
+    condition_type: &str,
     desired: Option<&Condition>,
     existing: Option<&Value>,
     generation: Option<i64>,
@@ -213,7 +225,7 @@ pub fn update(
         .and_then(Value::as_array)
         .and_then(|cs| {
             cs.iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some(AFFECTED))
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(condition_type))
         })
         .and_then(|c| serde_json::from_value(c.clone()).ok());
     match (desired, current) {
@@ -243,62 +255,87 @@ pub(super) async fn sync(
     conflicts: &Conflicts,
     now: &str,
 ) -> (usize, Option<String>) {
-    let desired = conditions(statuses, conflicts, now);
-    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    let mut desired = conditions(statuses, conflicts, now);
     let (mut writes, mut error) = (0, None);
     for (target, store) in [(&GATEWAY, &w.gateways), (&XBACKEND, &w.backends)] {
-        let api_resource = target.api();
-        for obj in store.state() {
-            let (Some(ns), Some(name)) = (
-                obj.metadata.namespace.as_deref(),
-                obj.metadata.name.as_deref(),
-            ) else {
-                continue;
-            };
-            let key = (
-                format!("{}/status", target.kind),
-                ns.to_string(),
-                name.to_string(),
-            );
-            let wanted = desired.get(&(target.kind.to_string(), ns.to_string(), name.to_string()));
-            let Some(change) = update(wanted, obj.data.get("status"), obj.metadata.generation)
-            else {
-                ctx.written.clear(&key);
-                continue;
-            };
-            let content = change.as_ref().map(|c| Condition {
-                last_transition_time: String::new(),
-                ..c.clone()
-            });
-            let content = serde_json::to_value(content).unwrap_or(Value::Null);
-            if ctx
-                .written
-                .pending(&key, &content, obj.metadata.resource_version.as_deref())
-            {
-                continue;
+        let of_kind = desired
+            .extract_if(.., |(kind, _, _), _| kind == target.kind)
+            .map(|((_, ns, name), c)| ((ns, name), c))
+            .collect();
+        let (n, e) = sync_condition(ctx, target, store, AFFECTED, FIELD_MANAGER, &of_kind).await;
+        writes += n;
+        error = error.or(e);
+    }
+    (writes, error)
+}
+
+/// Applies one condition type (under its own field manager) to every object of `store`: the
+/// condition `desired` has for it, else none (an apply without it removes it). Returns the writes
+/// and the first error.
+pub(super) async fn sync_condition(
+    ctx: &super::Context,
+    target: &TargetKind,
+    store: &Store<DynamicObject>,
+    condition_type: &str,
+    field_manager: &str,
+    desired: &BTreeMap<(String, String), Condition>,
+) -> (usize, Option<String>) {
+    let apply = PatchParams::apply(field_manager).force();
+    let api_resource = target.api();
+    let (mut writes, mut error) = (0, None);
+    for obj in store.state() {
+        let (Some(ns), Some(name)) = (
+            obj.metadata.namespace.as_deref(),
+            obj.metadata.name.as_deref(),
+        ) else {
+            continue;
+        };
+        let key = (
+            format!("{}/status {condition_type}", target.kind),
+            ns.to_string(),
+            name.to_string(),
+        );
+        let wanted = desired.get(&(ns.to_string(), name.to_string()));
+        let Some(change) = update(
+            condition_type,
+            wanted,
+            obj.data.get("status"),
+            obj.metadata.generation,
+        ) else {
+            ctx.written.clear(&key);
+            continue;
+        };
+        let content = change.as_ref().map(|c| Condition {
+            last_transition_time: String::new(),
+            ..c.clone()
+        });
+        let content = serde_json::to_value(content).unwrap_or(Value::Null);
+        if ctx
+            .written
+            .pending(&key, &content, obj.metadata.resource_version.as_deref())
+        {
+            continue;
+        }
+        let mut patch = json!({
+            "apiVersion": format!("{}/{}", target.group, target.version),
+            "kind": target.kind,
+            "metadata": {"name": name, "namespace": ns},
+        });
+        if let Some(c) = &change {
+            patch["status"] = json!({"conditions": [c]});
+        }
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &api_resource);
+        match api.patch_status(name, &apply, &Patch::Apply(&patch)).await {
+            Ok(_) => {
+                ctx.written
+                    .record(key, content, obj.metadata.resource_version.clone());
+                tracing::info!(kind = %target.kind, namespace = %ns, name = %name, "{condition_type} {}",
+                    change.as_ref().map_or("removed", |c| c.status.as_str()));
+                writes += 1;
             }
-            let mut patch = json!({
-                "apiVersion": format!("{}/{}", target.group, target.version),
-                "kind": target.kind,
-                "metadata": {"name": name, "namespace": ns},
-            });
-            if let Some(c) = &change {
-                patch["status"] = json!({"conditions": [c]});
-            }
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(ctx.client.clone(), ns, &api_resource);
-            match api.patch_status(name, &apply, &Patch::Apply(&patch)).await {
-                Ok(_) => {
-                    ctx.written
-                        .record(key, content, obj.metadata.resource_version.clone());
-                    tracing::info!(kind = %target.kind, namespace = %ns, name = %name, "{AFFECTED} {}",
-                        change.as_ref().map_or("removed", |c| c.status.as_str()));
-                    writes += 1;
-                }
-                Err(e) => {
-                    tracing::warn!(kind = %target.kind, namespace = %ns, name = %name, "writing {AFFECTED} failed: {e}");
-                    error.get_or_insert_with(|| format!("{}/status {ns}/{name}: {e}", target.kind));
-                }
+            Err(e) => {
+                tracing::warn!(kind = %target.kind, namespace = %ns, name = %name, "writing {condition_type} failed: {e}");
+                error.get_or_insert_with(|| format!("{}/status {ns}/{name}: {e}", target.kind));
             }
         }
     }
@@ -499,7 +536,7 @@ mod tests {
 
         // Missing: written, with the object's generation.
         let status = json!({"conditions": [theirs]});
-        let Some(Some(c)) = update(Some(want), Some(&status), Some(3)) else {
+        let Some(Some(c)) = update(AFFECTED, Some(want), Some(&status), Some(3)) else {
             panic!("no write")
         };
         assert_eq!(
@@ -514,10 +551,10 @@ mod tests {
         })
         .unwrap();
         let status = json!({"conditions": [theirs, written]});
-        assert_eq!(update(Some(want), Some(&status), Some(3)), None);
+        assert_eq!(update(AFFECTED, Some(want), Some(&status), Some(3)), None);
 
         // The object's spec changed (a new generation): written again, the transition time kept.
-        let Some(Some(c)) = update(Some(want), Some(&status), Some(4)) else {
+        let Some(Some(c)) = update(AFFECTED, Some(want), Some(&status), Some(4)) else {
             panic!("no write")
         };
         assert_eq!(
@@ -531,17 +568,22 @@ mod tests {
             reason: RECONCILING.into(),
             ..want.clone()
         };
-        let Some(Some(c)) = update(Some(&pending), Some(&status), Some(3)) else {
+        let Some(Some(c)) = update(AFFECTED, Some(&pending), Some(&status), Some(3)) else {
             panic!("no write")
         };
         assert_eq!(c.last_transition_time, "t");
 
         // No policy targets it any more: removed; never there: nothing.
-        assert_eq!(update(None, Some(&status), Some(3)), Some(None));
+        assert_eq!(update(AFFECTED, None, Some(&status), Some(3)), Some(None));
         assert_eq!(
-            update(None, Some(&json!({"conditions": [theirs]})), Some(3)),
+            update(
+                AFFECTED,
+                None,
+                Some(&json!({"conditions": [theirs]})),
+                Some(3)
+            ),
             None
         );
-        assert_eq!(update(None, None, None), None);
+        assert_eq!(update(AFFECTED, None, None, None), None);
     }
 }

@@ -10,6 +10,7 @@
 //! it blocked, and a restart converges.
 
 pub mod affected;
+pub mod filter_image;
 pub mod lease;
 pub mod metrics;
 pub mod names;
@@ -58,6 +59,17 @@ pub struct ControllerArgs {
     /// SHA-256 of the module at --wasm-url.
     #[arg(long, value_name = "HEX")]
     pub wasm_sha256: Option<String>,
+    /// The outputs' `imagePullSecret`: a Secret in each Gateway's namespace that Istio's agent pulls
+    /// the module with.
+    #[arg(long, value_name = "NAME")]
+    pub wasm_image_pull_secret: Option<String>,
+    /// The outputs' `imagePullPolicy` (default: Istio's, IfNotPresent except for the tag `latest`).
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub wasm_image_pull_policy: Option<output::PullPolicy>,
+    /// Registries (host:port, comma-separated; `*`: all) whose filter image manifest is read over
+    /// plain HTTP, as Istio's WASM_INSECURE_REGISTRIES. Loopback registries always are.
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
+    pub wasm_insecure_registries: Vec<String>,
     /// The Istio resource written per Gateway listener.
     #[arg(long, value_enum, default_value = "wasmplugin")]
     pub output: OutputKind,
@@ -156,6 +168,79 @@ struct Watched {
     configmaps: Option<write::Cache>,
 }
 
+impl Watched {
+    /// Starts the watches; every event wakes the reconciler (`changed`).
+    fn start(
+        client: &Client,
+        args: &ControllerArgs,
+        policy_api: &ApiResource,
+        output_api: &ApiResource,
+        hold_api: &ApiResource,
+        changed: &Arc<Notify>,
+    ) -> Self {
+        let managed = format!("{MANAGED_BY}={FIELD_MANAGER}");
+        Watched {
+            policies: watch(client, policy_api.clone(), changed.clone(), None),
+            backends: watch(client, affected::XBACKEND.api(), changed.clone(), None),
+            gateways: watch(client, affected::GATEWAY.api(), changed.clone(), None),
+            routes: watch(
+                client,
+                gvk("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"),
+                changed.clone(),
+                None,
+            ),
+            grants: watch(
+                client,
+                gvk(
+                    "gateway.networking.k8s.io",
+                    "v1beta1",
+                    "ReferenceGrant",
+                    "referencegrants",
+                ),
+                changed.clone(),
+                None,
+            ),
+            namespaces: watch(
+                client,
+                gvk("", "v1", "Namespace", "namespaces"),
+                changed.clone(),
+                None,
+            ),
+            outputs: write::Cache::watch(client, output_api.clone(), changed.clone(), &managed),
+            holds: write::Cache::watch(client, hold_api.clone(), changed.clone(), &managed),
+            configmaps: args
+                .plan_configmaps
+                .then(|| write::Cache::watch(client, configmap_api(), changed.clone(), &managed)),
+        }
+    }
+
+    /// Waits until every watch has listed once (a minute at most: the kind is not served).
+    async fn synced(&self, args: &ControllerArgs) -> Result<(), Error> {
+        for (name, store) in [
+            ("XAccessPolicy", &self.policies),
+            ("XBackend", &self.backends),
+            ("Gateway", &self.gateways),
+            ("HTTPRoute", &self.routes),
+            ("ReferenceGrant", &self.grants),
+            ("Namespace", &self.namespaces),
+            (args.output.kind(), &self.outputs.store),
+            ("EnvoyFilter", &self.holds.store),
+        ] {
+            tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready())
+                .await
+                .map_err(|_| Error::NotServed(name.to_string()))?
+                .map_err(|_| Error::NotServed(name.to_string()))?;
+        }
+        if let Some(write::Cache { store, .. }) = &self.configmaps {
+            tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready())
+                .await
+                .map_err(|_| Error::NotServed("ConfigMap".into()))?
+                .map_err(|_| Error::NotServed("ConfigMap".into()))?;
+        }
+        Ok(())
+    }
+}
+
 struct Context {
     metrics: Arc<metrics::Metrics>,
     client: Client,
@@ -164,6 +249,10 @@ struct Context {
     output_api: ApiResource,
     hold_api: ApiResource,
     written: Written,
+    programmed: metrics::ProgrammedClock,
+    /// The filter image's plan version, once read (`filter_image`; `None` until then or for a URL
+    /// that is not `oci://`).
+    filter: Arc<std::sync::Mutex<Option<filter_image::FilterVersion>>>,
 }
 
 /// Writes whose watch event has not reached the cache yet. A pass that runs in between (another
@@ -227,25 +316,44 @@ fn without_times(mut v: serde_json::Value) -> serde_json::Value {
     v
 }
 
-pub fn run(args: &ControllerArgs) -> std::process::ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::error!("cannot start the runtime: {e}");
-            return std::process::ExitCode::from(2);
-        }
+/// Reads the filter image's plan version in the background (`filter_image`), again every minute
+/// while it cannot be read and every ten minutes after (a tag may move; a digest may not, so a
+/// digest-pinned image read once is done); each new answer wakes the reconciler.
+fn watch_filter_image(
+    args: &ControllerArgs,
+    state: &Arc<std::sync::Mutex<Option<filter_image::FilterVersion>>>,
+    changed: &Arc<Notify>,
+) {
+    let Some(image) = filter_image::parse(&args.wasm_url) else {
+        return;
     };
-    match runtime.block_on(controller(args.clone())) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            std::process::ExitCode::from(1)
+    let (state, changed) = (state.clone(), changed.clone());
+    let insecure = args.wasm_insecure_registries.clone();
+    let url = args.wasm_url.clone();
+    tokio::spawn(async move {
+        loop {
+            let (version, pinned) = match &image {
+                Ok(image) => (
+                    filter_image::read(image, &insecure).await,
+                    image.digest.is_some(),
+                ),
+                Err(e) => (filter_image::FilterVersion::Unreadable(e.clone()), true),
+            };
+            let readable = !matches!(version, filter_image::FilterVersion::Unreadable(_));
+            if let Ok(mut s) = state.lock() {
+                if s.as_ref() != Some(&version) {
+                    tracing::info!(url = %url, "filter image: {version:?}");
+                    *s = Some(version);
+                    changed.notify_one();
+                }
+            }
+            if pinned && (readable || image.is_err()) {
+                return;
+            }
+            let minutes = if readable { 10 } else { 1 };
+            tokio::time::sleep(Duration::from_secs(60 * minutes)).await;
         }
-    }
+    });
 }
 
 /// A store fed by a watcher; every event wakes the reconciler.
@@ -295,7 +403,10 @@ fn watch_with(
     store
 }
 
-async fn controller(args: ControllerArgs) -> Result<(), Error> {
+/// The controller until it is stopped (SIGTERM, SIGINT) or fails; `toolgate controller` runs it
+/// (crate::commands::controller). Long: start-up in order (metrics, watches, leadership), then the
+/// loop of passes, whose waits and leadership changes share its state.
+pub async fn controller(args: ControllerArgs) -> Result<(), Error> {
     let metrics = Arc::new(metrics::Metrics::default());
     let listener = metrics::serve(args.metrics_addr, metrics.clone());
     tokio::spawn(async move {
@@ -323,61 +434,15 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         "EnvoyFilter",
         "envoyfilters",
     );
-    let managed = format!("{MANAGED_BY}={FIELD_MANAGER}");
-    let watched = Watched {
-        policies: watch(&client, policy_api.clone(), changed.clone(), None),
-        backends: watch(&client, affected::XBACKEND.api(), changed.clone(), None),
-        gateways: watch(&client, affected::GATEWAY.api(), changed.clone(), None),
-        routes: watch(
-            &client,
-            gvk("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"),
-            changed.clone(),
-            None,
-        ),
-        grants: watch(
-            &client,
-            gvk(
-                "gateway.networking.k8s.io",
-                "v1beta1",
-                "ReferenceGrant",
-                "referencegrants",
-            ),
-            changed.clone(),
-            None,
-        ),
-        namespaces: watch(
-            &client,
-            gvk("", "v1", "Namespace", "namespaces"),
-            changed.clone(),
-            None,
-        ),
-        outputs: write::Cache::watch(&client, output_api.clone(), changed.clone(), &managed),
-        holds: write::Cache::watch(&client, hold_api.clone(), changed.clone(), &managed),
-        configmaps: args
-            .plan_configmaps
-            .then(|| write::Cache::watch(&client, configmap_api(), changed.clone(), &managed)),
-    };
-    for (name, store) in [
-        ("XAccessPolicy", &watched.policies),
-        ("XBackend", &watched.backends),
-        ("Gateway", &watched.gateways),
-        ("HTTPRoute", &watched.routes),
-        ("ReferenceGrant", &watched.grants),
-        ("Namespace", &watched.namespaces),
-        (args.output.kind(), &watched.outputs.store),
-        ("EnvoyFilter", &watched.holds.store),
-    ] {
-        tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready())
-            .await
-            .map_err(|_| Error::NotServed(name.to_string()))?
-            .map_err(|_| Error::NotServed(name.to_string()))?;
-    }
-    if let Some(write::Cache { store, .. }) = &watched.configmaps {
-        tokio::time::timeout(Duration::from_secs(60), store.wait_until_ready())
-            .await
-            .map_err(|_| Error::NotServed("ConfigMap".into()))?
-            .map_err(|_| Error::NotServed("ConfigMap".into()))?;
-    }
+    let watched = Watched::start(
+        &client,
+        &args,
+        &policy_api,
+        &output_api,
+        &hold_api,
+        &changed,
+    );
+    watched.synced(&args).await?;
     tracing::info!(output = %args.output.kind(), "watching; writing {} objects", args.output.kind());
     // Leadership: always leading without --leader-elect; with it, as the Lease says (the candidate
     // starts once the caches are synced, so a new leader's first pass sees everything).
@@ -394,6 +459,8 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         // Kept to the end: a dropped sender would end `leading.changed()` at once.
         _unused_sender = Some(leading_tx);
     }
+    let filter = Arc::default();
+    watch_filter_image(&args, &filter, &changed);
     let ctx = Context {
         metrics,
         client,
@@ -402,6 +469,8 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
         output_api,
         hold_api,
         written: Written::default(),
+        programmed: Default::default(),
+        filter,
     };
     let mut shutdown = Box::pin(shutdown_signal());
     let mut retry = retry::Retry::new(); // a failed pass runs again at the next change or when its retry is due
@@ -419,10 +488,7 @@ async fn controller(args: ControllerArgs) -> Result<(), Error> {
             let result = reconcile(&ctx, &watched).await;
             m.reconciles
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            m.duration_micros_sum.fetch_add(
-                started.elapsed().as_micros() as u64,
-                std::sync::atomic::Ordering::Relaxed,
-            );
+            m.reconcile_seconds.observe(started.elapsed().as_secs_f64());
             match result {
                 Ok(writes) => {
                     retry.succeeded();
@@ -523,7 +589,80 @@ fn configmap_api() -> ApiResource {
 }
 
 /// One level-triggered pass: returns the number of writes made.
+/// One pass: everything recomputed from the stores, then written where it differs: the outputs,
+/// each policy's status, the conditions on targets and, once known, the filter's on Gateways.
 async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
+    ctx.programmed.saw(
+        w.policies.state().iter().filter_map(|p| {
+            let m = &p.metadata;
+            Some((m.namespace.clone()?, m.name.clone()?, m.generation?))
+        }),
+        Instant::now(),
+    );
+    let topo = topology::build(&inventory(w), &topology_options(&ctx.args));
+    for e in &topo.errors {
+        tracing::warn!("{e}");
+    }
+    let (mut writes, failures, conflicts) = write_outputs(ctx, w, &topo).await;
+
+    // Status of every policy, with its Programmed conditions, written only when it changes.
+    let carriers = programmed::Carriers::of(
+        &topo,
+        ctx.args.output.kind(),
+        "EnvoyFilter",
+        ctx.args.plan_configmaps,
+    );
+    let now = topology::now_rfc3339();
+    let mut statuses = topo.statuses.clone();
+    for status in &mut statuses {
+        carriers.add_programmed(
+            status,
+            |key| failures.get(key).map_or(Ok(()), |e| Err(e.clone())),
+            &now,
+        );
+    }
+    count_policies(&ctx.metrics, &statuses);
+    writes += write_policy_statuses(ctx, w, &statuses).await?;
+    for status in &statuses {
+        let programmed = !status.ancestors.is_empty()
+            && status.ancestors.iter().all(|a| {
+                a.conditions
+                    .iter()
+                    .any(|c| c.condition_type == programmed::PROGRAMMED && c.status == "True")
+            });
+        if let (true, Some((ns, name))) = (programmed, status.policy.split_once('/')) {
+            if let Some(seconds) = ctx.programmed.programmed(ns, name, Instant::now()) {
+                ctx.metrics.programmed_seconds.observe(seconds);
+            }
+        }
+    }
+    let (target_writes, mut target_error) =
+        affected::sync(ctx, w, &statuses, &conflicts, &now).await;
+    writes += target_writes;
+    let (n, e) = write_filter_condition(ctx, w, &topo, &now).await;
+    writes += n;
+    target_error = target_error.or(e);
+    if let Some(trace) = &ctx.args.trace {
+        let line = format!("{{\"writes\":{writes}}}\n");
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(trace)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+    }
+    match failures
+        .into_iter()
+        .next()
+        .map(|((kind, ns, name), e)| format!("{kind} {ns}/{name}: {e}"))
+        .or(target_error)
+    {
+        None => Ok(writes),
+        Some(e) => Err(Error::Write(e)),
+    }
+}
+
+/// The watched objects as the CLI reads files: one inventory.
+fn inventory(w: &Watched) -> Inventory {
     let mut objects = raw(&w.gateways, "Gateway", "gateway.networking.k8s.io/v1");
     objects.extend(raw(&w.routes, "HTTPRoute", "gateway.networking.k8s.io/v1"));
     objects.extend(raw(
@@ -546,32 +685,44 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     for e in errors {
         tracing::warn!("{e}");
     }
-    let opts = TopologyOptions {
+    inv
+}
+
+fn topology_options(args: &ControllerArgs) -> TopologyOptions {
+    TopologyOptions {
         compile: CompileOptions {
-            trust_domain: ctx.args.trust_domain.clone(),
+            trust_domain: args.trust_domain.clone(),
             clusters: ClusterNaming::Istio {
-                cluster_domain: ctx.args.cluster_domain.clone(),
+                cluster_domain: args.cluster_domain.clone(),
             },
         },
         settings: PlanSettings {
-            authz_timeout_ms: ctx.args.authz_timeout,
-            list_filtering: ctx.args.list_filtering,
-            default_deny: ctx.args.default_deny,
+            authz_timeout_ms: args.authz_timeout,
+            list_filtering: args.list_filtering,
+            default_deny: args.default_deny,
             ..PlanSettings::default()
         },
-        gateway_classes: ctx.args.gateway_class.clone(),
-    };
-    let topo = topology::build(&inv, &opts);
-    for e in &topo.errors {
-        tracing::warn!("{e}");
+        gateway_classes: args.gateway_class.clone(),
     }
+}
+
+/// The outputs: applies what is missing or different, deletes what is no longer wanted. Returns
+/// the writes, the outputs not written (by key) and the Gateways whose outputs' names are taken.
+/// Long: the three kinds of output in the order they must be written, each a desired list and a
+/// sync.
+async fn write_outputs(
+    ctx: &Context,
+    w: &Watched,
+    topo: &topology::Topology,
+) -> (usize, programmed::Failures, affected::Conflicts) {
     let module = Module {
         url: ctx.args.wasm_url.clone(),
         sha256: ctx.args.wasm_sha256.clone(),
+        pull_secret: ctx.args.wasm_image_pull_secret.clone(),
+        pull_policy: ctx.args.wasm_image_pull_policy,
     };
     let mut writes = 0;
 
-    // Outputs: apply what is missing or different, delete what is no longer wanted.
     let gateway_uid = |ns: &str, name: &str| {
         w.gateways
             .state()
@@ -658,24 +809,11 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
             .chain(desired.iter().map(|d| (ctx.args.output.kind(), d)))
             .chain(maps.iter().map(|d| ("ConfigMap", d))),
     );
-    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    (writes, failures, conflicts)
+}
 
-    // Status of every policy, with its Programmed conditions, written only when it changes.
-    let carriers = programmed::Carriers::of(
-        &topo,
-        ctx.args.output.kind(),
-        "EnvoyFilter",
-        ctx.args.plan_configmaps,
-    );
-    let now = topology::now_rfc3339();
-    let mut statuses = topo.statuses.clone();
-    for status in &mut statuses {
-        carriers.add_programmed(
-            status,
-            |key| failures.get(key).map_or(Ok(()), |e| Err(e.clone())),
-            &now,
-        );
-    }
+/// The `toolgate_controller_policies` gauge: policies by their Accepted reason.
+fn count_policies(metrics: &metrics::Metrics, statuses: &[topology::PolicyStatus]) {
     let mut by_reason: std::collections::BTreeMap<String, u64> = Default::default();
     for c in statuses
         .iter()
@@ -685,11 +823,21 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
     {
         *by_reason.entry(c.reason.clone()).or_default() += 1;
     }
-    if let Ok(mut p) = ctx.metrics.policies.lock() {
+    if let Ok(mut p) = metrics.policies.lock() {
         *p = by_reason.into_iter().collect();
     }
+}
+
+/// Each policy's status, where it changed (server-side apply, field manager `toolgate`).
+async fn write_policy_statuses(
+    ctx: &Context,
+    w: &Watched,
+    statuses: &[topology::PolicyStatus],
+) -> Result<usize, Error> {
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    let mut writes = 0;
     let policies = w.policies.state();
-    for status in &statuses {
+    for status in statuses {
         let Some((ns, name)) = status.policy.split_once('/') else {
             continue;
         };
@@ -728,25 +876,39 @@ async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
         tracing::info!(kind = %"XAccessPolicy", namespace = %ns, name = %name, "status written");
         writes += 1;
     }
-    let (target_writes, target_error) = affected::sync(ctx, w, &statuses, &conflicts, &now).await;
-    writes += target_writes;
-    if let Some(trace) = &ctx.args.trace {
-        let line = format!("{{\"writes\":{writes}}}\n");
-        let _ = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(trace)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-    }
-    match failures
-        .into_iter()
-        .next()
-        .map(|((kind, ns, name), e)| format!("{kind} {ns}/{name}: {e}"))
-        .or(target_error)
-    {
-        None => Ok(writes),
-        Some(e) => Err(Error::Write(e)),
-    }
+    Ok(writes)
+}
+
+/// `toolgate.dev/FilterCompatible` on every Gateway that has outputs (an enforced listener), once
+/// the filter image's version is known (`filter_image`); until then nothing is written or removed.
+async fn write_filter_condition(
+    ctx: &Context,
+    w: &Watched,
+    topo: &topology::Topology,
+    now: &str,
+) -> (usize, Option<String>) {
+    let Some(version) = ctx.filter.lock().ok().and_then(|f| f.clone()) else {
+        return (0, None);
+    };
+    let condition = filter_image::condition(&ctx.args.wasm_url, &version, now);
+    let desired = topo
+        .gateways
+        .iter()
+        .filter(|g| output::has_outputs(g))
+        .map(|g| {
+            let key = (g.gateway.namespace.clone(), g.gateway.name.clone());
+            (key, condition.clone())
+        })
+        .collect();
+    affected::sync_condition(
+        ctx,
+        &affected::GATEWAY,
+        &w.gateways,
+        filter_image::FILTER_COMPATIBLE,
+        filter_image::FIELD_MANAGER,
+        &desired,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -42,11 +42,34 @@ impl OutputKind {
     }
 }
 
-/// Where the module comes from.
-#[derive(Clone, Debug)]
+/// When Istio's agent pulls the module again (`imagePullPolicy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PullPolicy {
+    /// Once per digest (Istio's default, except for the tag `latest`).
+    #[value(name = "IfNotPresent")]
+    IfNotPresent,
+    /// On every change of the output.
+    #[value(name = "Always")]
+    Always,
+}
+
+impl PullPolicy {
+    fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::IfNotPresent => "IfNotPresent",
+            PullPolicy::Always => "Always",
+        }
+    }
+}
+
+/// Where the module comes from, and how Istio's agent pulls it.
+#[derive(Clone, Debug, Default)]
 pub struct Module {
     pub url: String,
     pub sha256: Option<String>,
+    /// `imagePullSecret`: a Secret in the Gateway's namespace.
+    pub pull_secret: Option<String>,
+    pub pull_policy: Option<PullPolicy>,
 }
 
 /// One object to write: its namespace, name, the Gateway it is for and the whole object (apiVersion,
@@ -104,6 +127,12 @@ pub fn desired(
             if let Some(sha) = &module.sha256 {
                 wasm["sha256"] = json!(sha);
             }
+            if let Some(secret) = &module.pull_secret {
+                wasm["imagePullSecret"] = json!(secret);
+            }
+            if let Some(policy) = module.pull_policy {
+                wasm["imagePullPolicy"] = json!(policy.as_str());
+            }
             let common = json!({
                 "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway}],
                 "match": [{"ports": [{"number": l.listener.port}]}],
@@ -136,6 +165,11 @@ pub fn desired(
 }
 
 /// The listeners of a Gateway that get the filter: those whose plan has a policy.
+/// Whether the Gateway gets outputs (a listener is enforced).
+pub fn has_outputs(gw: &GatewayOut) -> bool {
+    enforced(gw).next().is_some()
+}
+
 fn enforced(gw: &GatewayOut) -> impl Iterator<Item = &crate::topology::ListenerOut> {
     gw.listeners.iter().filter(|l| {
         l.plan.settings.default_deny || !(l.plan.gateway.is_empty() && l.plan.backends.is_empty())
@@ -398,7 +432,7 @@ mod tests {
         );
         let module = Module {
             url: "oci://m".into(),
-            sha256: None,
+            ..Module::default()
         };
         let g = &topo.gateways[0];
         let mut all = desired(g, None, &module, OutputKind::Wasmplugin);
@@ -431,6 +465,37 @@ mod tests {
             !up_to_date(&renamed, &all[0].object),
             "the annotation is kept current"
         );
+    }
+
+    /// The chart's `filter.pullSecret`/`filter.pullPolicy` reach Istio's agent, in both output kinds.
+    #[test]
+    fn the_pull_secret_and_policy_go_with_the_module() {
+        let yaml = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\n\
+            spec: {gatewayClassName: istio, listeners: [{name: http, port: 8080, protocol: HTTP}]}\n---\n\
+            apiVersion: agentic.networking.x-k8s.io/v1alpha1\nkind: XAccessPolicy\nmetadata: {name: p, namespace: ns}\n\
+            spec: {targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}], action: Allow}\n";
+        let topo = crate::topology::build(
+            &crate::model::Inventory::from_yaml(yaml),
+            &crate::topology::TopologyOptions::default(),
+        );
+        let g = &topo.gateways[0];
+        let bare = Module {
+            url: "oci://r/f@sha256:00".into(),
+            ..Module::default()
+        };
+        let spec = &desired(g, None, &bare, OutputKind::Wasmplugin)[0].object["spec"];
+        assert!(spec.get("imagePullSecret").is_none() && spec.get("imagePullPolicy").is_none());
+        let module = Module {
+            pull_secret: Some("regcred".into()),
+            pull_policy: Some(PullPolicy::Always),
+            ..bare
+        };
+        let plugin = &desired(g, None, &module, OutputKind::Wasmplugin)[0].object["spec"];
+        let extension = &desired(g, None, &module, OutputKind::Trafficextension)[0].object["spec"];
+        for wasm in [plugin, &extension["wasm"]] {
+            assert_eq!(wasm["imagePullSecret"], "regcred");
+            assert_eq!(wasm["imagePullPolicy"], "Always");
+        }
     }
 
     #[test]

@@ -86,76 +86,120 @@ pub(super) async fn sync(
         } else {
             None
         };
-        if current
-            .and_then(|c| serde_json::to_value(c.as_ref()).ok())
-            .is_some_and(|c| output::up_to_date(&c, &d.object))
-        {
-            ctx.written.clear(&key);
-            continue;
-        }
-        let cached_version = current.and_then(|c| c.metadata.resource_version.clone());
-        // A write in flight is one the cache has not shown yet: only a current cache can say so.
-        if trusted
-            && ctx
-                .written
-                .pending(&key, &d.object, cached_version.as_deref())
-        {
-            continue;
-        }
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, ar);
-        // Not in a current cache of the controller's objects: what has the name?
-        let owned = match current {
-            Some(_) => true,
-            None => match api
-                .get_opt(&d.name)
-                .await
-                .map(|o| o.and_then(|o| serde_json::to_value(&o).ok()))
-            {
-                Ok(None) => false,
-                Ok(Some(found)) if !output::is_managed(&found) => {
-                    let what = format!("exists and is not Toolgate's (no label {MANAGED_BY}={FIELD_MANAGER}); not overwritten");
-                    tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "{what}");
-                    failures.insert(key, Failure::Conflict(what));
-                    continue;
-                }
-                Ok(Some(found)) if output::up_to_date(&found, &d.object) => {
-                    ctx.written.clear(&key);
-                    continue;
-                }
-                Ok(Some(_)) => true,
-                Err(e) => {
-                    tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "reading failed: {e}");
-                    failures.insert(key, Failure::Refused(e.to_string()));
-                    continue;
-                }
-            },
+        let cached = Cached {
+            current: current.map(AsRef::as_ref),
+            trusted,
         };
-        // Ours: force (another manager's edits to our fields are undone). New: no force.
-        let params = if owned {
-            PatchParams::apply(FIELD_MANAGER).force()
-        } else {
-            PatchParams::apply(FIELD_MANAGER)
-        };
-        match api.patch(&d.name, &params, &Patch::Apply(&d.object)).await {
-            Ok(_) => {
-                ctx.written.record(key, d.object.clone(), cached_version);
-                tracing::info!(kind = %kind, namespace = %d.namespace, name = %d.name, "applied");
-                writes += 1;
-            }
-            Err(kube::Error::Api(e)) if !owned && e.code == 409 => {
-                let what = format!(
-                    "created by someone else meanwhile; not overwritten ({})",
-                    e.message
-                );
-                tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "{what}");
-                failures.insert(key, Failure::Conflict(what));
-            }
-            Err(e) => {
-                tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "apply failed: {e}");
-                failures.insert(key, Failure::Refused(e.to_string()));
-            }
+        if apply(ctx, ar, kind, d, cached, key, failures).await {
+            writes += 1;
         }
     }
+    writes + delete_unwanted(ctx, ar, kind, desired, &existing, failures).await
+}
+
+/// What the cache says of an output: its current object (None when the cache is not trusted), and
+/// whether the cache is current.
+#[derive(Clone, Copy)]
+struct Cached<'a> {
+    current: Option<&'a DynamicObject>,
+    trusted: bool,
+}
+
+/// Applies `d` (its `key`) unless it is up to date, a write of it is in flight, or its name is
+/// someone else's; whether it was written. An output not written is recorded in `failures`.
+async fn apply(
+    ctx: &super::Context,
+    ar: &ApiResource,
+    kind: &str,
+    d: &Desired,
+    Cached { current, trusted }: Cached<'_>,
+    key: (String, String, String),
+    failures: &mut Failures,
+) -> bool {
+    if current
+        .and_then(|c| serde_json::to_value(c).ok())
+        .is_some_and(|c| output::up_to_date(&c, &d.object))
+    {
+        ctx.written.clear(&key);
+        return false;
+    }
+    let cached_version = current.and_then(|c| c.metadata.resource_version.clone());
+    // A write in flight is one the cache has not shown yet: only a current cache can say so.
+    if trusted
+        && ctx
+            .written
+            .pending(&key, &d.object, cached_version.as_deref())
+    {
+        return false;
+    }
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &d.namespace, ar);
+    // Not in a current cache of the controller's objects: what has the name?
+    let owned = match current {
+        Some(_) => true,
+        None => match api
+            .get_opt(&d.name)
+            .await
+            .map(|o| o.and_then(|o| serde_json::to_value(&o).ok()))
+        {
+            Ok(None) => false,
+            Ok(Some(found)) if !output::is_managed(&found) => {
+                let what = format!("exists and is not Toolgate's (no label {MANAGED_BY}={FIELD_MANAGER}); not overwritten");
+                tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "{what}");
+                failures.insert(key, Failure::Conflict(what));
+                return false;
+            }
+            Ok(Some(found)) if output::up_to_date(&found, &d.object) => {
+                ctx.written.clear(&key);
+                return false;
+            }
+            Ok(Some(_)) => true,
+            Err(e) => {
+                tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "reading failed: {e}");
+                failures.insert(key, Failure::Refused(e.to_string()));
+                return false;
+            }
+        },
+    };
+    // Ours: force (another manager's edits to our fields are undone). New: no force.
+    let params = if owned {
+        PatchParams::apply(FIELD_MANAGER).force()
+    } else {
+        PatchParams::apply(FIELD_MANAGER)
+    };
+    match api.patch(&d.name, &params, &Patch::Apply(&d.object)).await {
+        Ok(_) => {
+            ctx.written.record(key, d.object.clone(), cached_version);
+            tracing::info!(kind = %kind, namespace = %d.namespace, name = %d.name, "applied");
+            true
+        }
+        Err(kube::Error::Api(e)) if !owned && e.code == 409 => {
+            let what = format!(
+                "created by someone else meanwhile; not overwritten ({})",
+                e.message
+            );
+            tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "{what}");
+            failures.insert(key, Failure::Conflict(what));
+            false
+        }
+        Err(e) => {
+            tracing::warn!(kind = %kind, namespace = %d.namespace, name = %d.name, "apply failed: {e}");
+            failures.insert(key, Failure::Refused(e.to_string()));
+            false
+        }
+    }
+}
+
+/// Deletes the managed objects of the kind (`existing`, the cache's) that `desired` has not; the
+/// deletes made.
+async fn delete_unwanted(
+    ctx: &super::Context,
+    ar: &ApiResource,
+    kind: &str,
+    desired: &[Desired],
+    existing: &[Arc<DynamicObject>],
+    failures: &mut Failures,
+) -> usize {
+    let mut writes = 0;
     let wanted: BTreeSet<(String, String)> = desired
         .iter()
         .map(|d| (d.namespace.clone(), d.name.clone()))

@@ -270,132 +270,151 @@ pub(super) fn validate_schema(
         }
     }
     match v {
-        Value::String(s) => {
-            // kube-openapi stops at the first failing string check: maxLength, minLength, pattern.
-            let n = s.chars().count();
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-                if n as u64 > max {
-                    push(
-                        errs,
-                        path,
-                        format!("Too long: may not be more than {max} bytes"),
-                        true,
-                    );
-                    return;
-                }
-            }
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-                if (n as u64) < min {
-                    push(
-                        errs,
-                        path,
-                        format!(
-                            "Invalid value: {}: {path} in body should be at least {min} chars long",
-                            go_quote(s)
-                        ),
-                        false,
-                    );
-                    return;
-                }
-            }
-            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
-                match cached_regex(p) {
-                    Some(re) if re.is_match(s) => {}
-                    _ => push(
-                        errs,
-                        path,
-                        format!(
-                            "Invalid value: {}: {path} in body should match '{p}'",
-                            go_quote(s)
-                        ),
-                        false,
-                    ),
-                }
-            }
-        }
-        Value::Number(num) => {
-            let x = num.as_f64().unwrap_or(f64::NAN);
-            if let Some(min) = schema.get("minimum") {
-                if min.as_f64().is_some_and(|m| x < m) {
-                    push(
-                        errs,
-                        path,
-                        format!(
-                            "Invalid value: {}: {path} in body should be greater than or equal to {}",
-                            show(v),
-                            show_bound(min)
-                        ),
-                        false,
-                    );
-                }
-            }
-            if let Some(max) = schema.get("maximum") {
-                if max.as_f64().is_some_and(|m| x > m) {
-                    push(
-                        errs,
-                        path,
-                        format!(
-                            "Invalid value: {}: {path} in body should be less than or equal to {}",
-                            show(v),
-                            show_bound(max)
-                        ),
-                        false,
-                    );
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-                if items.len() as u64 > max {
-                    push(
-                        errs,
-                        path,
-                        format!("Too many: {}: must have at most {max} items", items.len()),
-                        true,
-                    );
-                }
-            }
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-                if (items.len() as u64) < min {
-                    push(
-                        errs,
-                        path,
-                        format!(
-                            "Invalid value: {}: {path} in body should have at least {min} items",
-                            items.len()
-                        ),
-                        false,
-                    );
-                }
-            }
-            if let Some(s) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    validate_schema(item, s, &path.index(i), errs);
-                }
-            }
-        }
-        Value::Object(m) => {
-            for req in schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(r) = req.as_str() {
-                    if !m.contains_key(r) {
-                        push(errs, path.field(r), "Required value".into(), true);
-                    }
-                }
-            }
-            if let Some(p) = props(schema) {
-                for (k, val) in m {
-                    if let Some(s) = p.get(k) {
-                        validate_schema(val, s, &path.field(k), errs);
-                    }
-                }
-            }
-        }
+        Value::String(s) => validate_string(s, schema, path, errs),
+        Value::Number(num) => validate_number(v, num, schema, path, errs),
+        Value::Array(items) => validate_array(items, schema, path, errs),
+        Value::Object(m) => validate_object(m, schema, path, errs),
         _ => {}
+    }
+}
+
+fn validate_string(s: &str, schema: &Value, path: &FieldPath<'_>, errs: &mut Vec<Err>) {
+    // kube-openapi stops at the first failing string check: maxLength, minLength, pattern.
+    let n = s.chars().count();
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
+        if n as u64 > max {
+            push(
+                errs,
+                path,
+                format!("Too long: may not be more than {max} bytes"),
+                true,
+            );
+            return;
+        }
+    }
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
+        if (n as u64) < min {
+            push(
+                errs,
+                path,
+                format!(
+                    "Invalid value: {}: {path} in body should be at least {min} chars long",
+                    go_quote(s)
+                ),
+                false,
+            );
+            return;
+        }
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+        match cached_regex(p) {
+            Some(re) if re.is_match(s) => {}
+            _ => push(
+                errs,
+                path,
+                format!(
+                    "Invalid value: {}: {path} in body should match '{p}'",
+                    go_quote(s)
+                ),
+                false,
+            ),
+        }
+    }
+}
+
+fn validate_number(
+    v: &Value,
+    num: &serde_json::Number,
+    schema: &Value,
+    path: &FieldPath<'_>,
+    errs: &mut Vec<Err>,
+) {
+    let x = num.as_f64().unwrap_or(f64::NAN);
+    if let Some(min) = schema.get("minimum") {
+        if min.as_f64().is_some_and(|m| x < m) {
+            push(
+                errs,
+                path,
+                format!(
+                    "Invalid value: {}: {path} in body should be greater than or equal to {}",
+                    show(v),
+                    show_bound(min)
+                ),
+                false,
+            );
+        }
+    }
+    if let Some(max) = schema.get("maximum") {
+        if max.as_f64().is_some_and(|m| x > m) {
+            push(
+                errs,
+                path,
+                format!(
+                    "Invalid value: {}: {path} in body should be less than or equal to {}",
+                    show(v),
+                    show_bound(max)
+                ),
+                false,
+            );
+        }
+    }
+}
+
+fn validate_array(items: &[Value], schema: &Value, path: &FieldPath<'_>, errs: &mut Vec<Err>) {
+    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
+        if items.len() as u64 > max {
+            push(
+                errs,
+                path,
+                format!("Too many: {}: must have at most {max} items", items.len()),
+                true,
+            );
+        }
+    }
+    if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
+        if (items.len() as u64) < min {
+            push(
+                errs,
+                path,
+                format!(
+                    "Invalid value: {}: {path} in body should have at least {min} items",
+                    items.len()
+                ),
+                false,
+            );
+        }
+    }
+    if let Some(s) = schema.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            validate_schema(item, s, &path.index(i), errs);
+        }
+    }
+}
+
+fn validate_object(
+    m: &Map<String, Value>,
+    schema: &Value,
+    path: &FieldPath<'_>,
+    errs: &mut Vec<Err>,
+) {
+    for req in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(r) = req.as_str() {
+            if !m.contains_key(r) {
+                push(errs, path.field(r), "Required value".into(), true);
+            }
+        }
+    }
+    if let Some(p) = props(schema) {
+        for (k, val) in m {
+            if let Some(s) = p.get(k) {
+                validate_schema(val, s, &path.field(k), errs);
+            }
+        }
     }
 }
 

@@ -1,19 +1,18 @@
 //! The CheckRequest written straight to protobuf bytes.
 //!
 //! prost stays the home of the message types (and decodes every answer); this writes the one
-//! message a gRPC call sends without building it first. Why by hand, measured natively with
-//! `benches/lifecycle.rs` under callgrind ((g1)'s request: 300 B tools/call, 11 headers, no
-//! forwardBody): building the prost `CheckRequest` (a BTreeMap of owned header Strings, the params
-//! as a Struct tree of owned Strings and BTreeMaps), encoding it (prost computes a nested message's
-//! length at each level it is nested in, so the headers and the params Struct were measured 4–5
-//! times) and dropping it cost 44.0 k instructions per request, 48% of the whole ExternalAuth
-//! request; with this writer, from the same inputs, preparing the call costs 13.7 k. `authz/tests.rs`
-//! checks that what it writes decodes to the message prost would have built, field for field.
+//! message a gRPC call sends without building it first. Why by hand: building the prost
+//! `CheckRequest` (a BTreeMap of owned header Strings, the params as a Struct tree of owned Strings
+//! and BTreeMaps), encoding it (prost computes a nested message's length at each level it is nested
+//! in, so the headers and the params Struct were measured several times over) and dropping it was
+//! a large part of an ExternalAuth request's work (docs/design/external-auth.md; measured
+//! natively by `benches/lifecycle.rs` `count N ea` under callgrind). `authz/tests.rs` checks that
+//! what it writes decodes to the message prost would have built, field for field.
 //!
 //! The `id` and `params` JSON texts become `google.protobuf.Value`s on the MCP reader's scanning
-//! primitives (`mcp/scan.rs`) rather than through serde_json's visitor (6.6 k for (g1)'s id and
-//! params, now 6.3 k, most of it decoding the escaped argument and patching nested lengths): what
-//! the gain is lies less in this pass than in sharing the scanner with the reader (numbers are still
+//! primitives (`mcp/scan.rs`) rather than through serde_json's visitor (most of the cost is
+//! decoding escaped arguments and patching nested lengths either way): what the gain is lies less
+//! in this pass than in sharing the scanner with the reader (numbers are still
 //! converted by serde_json unless they are short integers, so every double is the one serde_json
 //! gives; `json_values_are_written_as_serde_json_reads_them` compares the two on numbers of every
 //! form, nesting at serde_json's limit and text it refuses).
@@ -118,8 +117,8 @@ impl Writer {
     }
 
     /// Ends the message whose placeholder is at `at`: its length written there, the message's
-    /// bytes moved once (one memmove, not `Vec::splice`'s generic move: 1.9 k instructions per
-    /// request with (g1)'s params) when the length needs more than one byte.
+    /// bytes moved once (one memmove, not `Vec::splice`'s generic move, which costs measurably more
+    /// with (g1)'s params in `benches/lifecycle.rs`) when the length needs more than one byte.
     fn close(&mut self, at: usize) {
         let len = self.buf.len().saturating_sub(at + 1);
         if len < 0x80 {

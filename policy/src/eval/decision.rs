@@ -1,7 +1,9 @@
 //! What deciding a request yields: the verdict, why a request was denied, the rules and
 //! authorizers that allowed it, and the one-line summary the access log prints.
 
-use super::MAX_AUTHZ_CALLS;
+/// At most this many authorizer calls are made for one request (a batch makes one per element that
+/// triggers an ExternalAuth policy, per level); a request that needs more is denied.
+pub const MAX_AUTHZ_CALLS: u32 = 32;
 
 /// Where a policy sits (docs/semantics.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,14 +3,49 @@
 
 use super::http::CompiledHttp;
 use super::mcp_headers::{is_base_method, param_of};
-use super::route::Subject;
-use super::trace::{Miss, Trace};
 use super::{HttpRequest, Level, PlanError};
 use crate::cel_rule::{CelRule, Uses};
-use crate::plan::{AuthorizerPlan, LevelPlan, MethodPattern, PolicyPlan};
+use crate::mcp::McpMessage;
+use crate::plan::{AuthorizerPlan, LevelPlan, McpMatch, MethodPattern, PolicyPlan, RulePlan};
 use crate::str_map::StrMap;
 
 pub(super) const CATEGORIES: [&str; 3] = ["tools", "prompts", "resources"];
+
+/// What rules are matched against: one MCP message, or a request classified by HTTP only.
+pub(super) enum Subject<'m, 'a> {
+    Message(&'m McpMessage<'a>),
+    /// A call to an entry of a list response, as the caller could make it (list filtering): a
+    /// CEL rule that reads `params`, which the call would carry, counts as matching.
+    Listed(&'m McpMessage<'a>),
+    /// GET, or DELETE with `mcp-session-id`: a base-protocol transport request.
+    BaseHttp,
+    /// Anything else without a readable MCP body.
+    Http,
+}
+
+/// Why a candidate rule did not match (the matcher that failed).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Miss {
+    /// An HTTP matcher, by name (`methods`, `paths`, ...).
+    Http(&'static str),
+    Cel,
+}
+
+/// What looking up a level's candidates tells whoever records the walk (the walk's
+/// [`super::route::Trace`], of which this is a part). Every method does nothing by default.
+pub(super) trait IndexTrace {
+    /// Whether anything is recorded. When it is, the walk also evaluates the candidate rules after
+    /// the first that matches (so that each is shown); the decision is the same.
+    const ON: bool;
+    fn candidate(&mut self, _ordinal: u32, _outcome: Result<(), Miss>) {}
+    fn level_done(
+        &mut self,
+        _index: &LevelIndex,
+        _caller: (Option<u32>, Option<&str>),
+        _subject: &Subject<'_, '_>,
+    ) {
+    }
+}
 
 /// One level's rules, flattened in evaluation order, plus candidate lists.
 #[derive(Debug)]
@@ -151,7 +186,7 @@ impl Bucket {
     /// Smallest ordinal of this bucket whose rule matches, if smaller than `best`. `caller`: the
     /// caller's principal number, if a rule of the level names it. A trace that records sees every
     /// candidate evaluated, also those after the first that matches.
-    pub(super) fn first_match<T: Trace>(
+    pub(super) fn first_match<T: IndexTrace>(
         &self,
         rules: &[IndexedRule],
         req: &HttpRequest<'_>,
@@ -194,32 +229,29 @@ impl Bucket {
     }
 }
 
+/// Each method's params in a level's rules (how many, how many bytes), to size its map up front:
+/// growing a map rehashes every key in it.
+fn param_sizes(plan: &LevelPlan) -> StrMap<(usize, usize)> {
+    let mut params: StrMap<(usize, usize)> = StrMap::default();
+    for m in plan
+        .allow
+        .iter()
+        .flat_map(|p| &p.rules)
+        .filter_map(|r| r.mcp.as_ref())
+        .flat_map(|mcp| &mcp.methods)
+    {
+        if let MethodPattern::Exact(method) = &m.method {
+            let (keys, bytes) = params.get_or_insert_with(method, || (0, 0));
+            *keys += m.params.len();
+            *bytes += m.params.iter().map(String::len).sum::<usize>();
+        }
+    }
+    params
+}
+
 impl LevelIndex {
     pub(super) fn build(level: Level, plan: &LevelPlan) -> Result<Self, PlanError> {
-        let rule_names = plan
-            .allow
-            .iter()
-            .flat_map(|p| &p.rules)
-            .map(|r| r.name.len());
-        let mut index = LevelIndex {
-            level,
-            names: String::with_capacity(
-                plan.allow
-                    .iter()
-                    .map(|p| p.name.len())
-                    .chain(rule_names)
-                    .sum(),
-            ),
-            policies: Vec::with_capacity(plan.allow.len()),
-            rules: Vec::with_capacity(plan.allow.iter().map(|p| p.rules.len()).sum()),
-            principals: StrMap::default(),
-            unrestricted: Bucket::default(),
-            base: Bucket::default(),
-            by_method: StrMap::default(),
-            by_category: StrMap::default(),
-            external_auth: None,
-            cel_uses: Uses::default(),
-        };
+        let mut index = LevelIndex::with_capacity(level, plan);
         if let Some(ea) = &plan.external_auth {
             let rules = LevelPlan {
                 external_auth: None,
@@ -237,22 +269,7 @@ impl LevelIndex {
                 index: ea_index,
             }));
         }
-        // Each method's params (how many, how many bytes), to size its map up front: growing a
-        // map rehashes every key in it.
-        let mut params: StrMap<(usize, usize)> = StrMap::default();
-        for m in plan
-            .allow
-            .iter()
-            .flat_map(|p| &p.rules)
-            .filter_map(|r| r.mcp.as_ref())
-            .flat_map(|mcp| &mcp.methods)
-        {
-            if let MethodPattern::Exact(method) = &m.method {
-                let (keys, bytes) = params.get_or_insert_with(method, || (0, 0));
-                *keys += m.params.len();
-                *bytes += m.params.iter().map(String::len).sum::<usize>();
-            }
-        }
+        let params = param_sizes(plan);
         for (policy_number, policy) in plan.allow.iter().enumerate() {
             let err = |problem: String| PlanError::Policy {
                 level: level.as_str().to_string(),
@@ -271,97 +288,7 @@ impl LevelIndex {
             let name = index.push_name(&policy.name);
             index.policies.push(name);
             for rule in &policy.rules {
-                let ordinal =
-                    u32::try_from(index.rules.len()).map_err(|_| err("too many rules".into()))?;
-                let rerr = |problem: String| err(format!("rule {:?}: {problem}", rule.name));
-                let http = if rule.http.is_any() {
-                    None
-                } else {
-                    Some(Box::new(CompiledHttp::compile(&rule.http).map_err(rerr)?))
-                };
-                let principal = match rule.principal.as_deref() {
-                    None => ANY_SOURCE,
-                    Some(p) if !p.starts_with("spiffe://") => {
-                        return Err(rerr(format!(
-                            "principal {:?} is not a SPIFFE ID",
-                            rule.principal.as_deref()
-                        )))
-                    }
-                    Some(p) => {
-                        let next = u32::try_from(index.principals.len() + 1)
-                            .map_err(|_| err("too many principals".into()))?;
-                        *index.principals.get_or_insert_with(p, || next)
-                    }
-                };
-                match &rule.mcp {
-                    None => index.unrestricted.push(principal, ordinal),
-                    Some(mcp) => {
-                        if !mcp.base_protocol && mcp.methods.is_empty() {
-                            return Err(rerr(
-                                "mcp matcher with no methods and no base protocol matches nothing; omit it instead".into(),
-                            ));
-                        }
-                        if mcp.base_protocol {
-                            index.base.push(principal, ordinal);
-                        }
-                        for m in &mcp.methods {
-                            match &m.method {
-                                MethodPattern::Category(c) => {
-                                    if !CATEGORIES.contains(&c.as_str()) {
-                                        return Err(rerr(format!(
-                                            "unknown MCP method category {c:?}"
-                                        )));
-                                    }
-                                    if !m.params.is_empty() {
-                                        return Err(rerr(format!(
-                                            "params are not allowed on category {c:?}"
-                                        )));
-                                    }
-                                    index
-                                        .by_category
-                                        .get_or_insert_with(c, Bucket::default)
-                                        .push(principal, ordinal);
-                                }
-                                MethodPattern::Exact(method) => {
-                                    let mi = index.by_method.get_or_insert_with(method, || {
-                                        let (keys, bytes) =
-                                            params.get(method).copied().unwrap_or_default();
-                                        let by_param = StrMap::with_capacity(keys, bytes);
-                                        MethodIndex {
-                                            any_param: Bucket::default(),
-                                            by_param,
-                                        }
-                                    });
-                                    if m.params.is_empty() {
-                                        mi.any_param.push(principal, ordinal);
-                                    }
-                                    for param in &m.params {
-                                        mi.by_param
-                                            .get_or_insert_with(param, Bucket::default)
-                                            .push(principal, ordinal);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                let cel = match &rule.cel {
-                    None => None,
-                    Some(expression) => {
-                        let compiled = crate::cel_rule::compile(expression)
-                            .map_err(|e| rerr(format!("CEL expression {expression:?}: {e}")))?;
-                        index.cel_uses = index.cel_uses.union(compiled.uses);
-                        Some(Box::new(compiled))
-                    }
-                };
-                let name = index.push_name(&rule.name);
-                index.rules.push(IndexedRule {
-                    policy: policy_number,
-                    name,
-                    principal,
-                    http,
-                    cel,
-                });
+                index.add_rule(policy_number, rule, &params, &err)?;
             }
         }
         for bucket in index.buckets_mut() {
@@ -370,6 +297,142 @@ impl LevelIndex {
             }
         }
         Ok(index)
+    }
+
+    /// An empty index for `plan`'s policies, its names and rules allocated up front.
+    fn with_capacity(level: Level, plan: &LevelPlan) -> Self {
+        let rule_names = plan
+            .allow
+            .iter()
+            .flat_map(|p| &p.rules)
+            .map(|r| r.name.len());
+        LevelIndex {
+            level,
+            names: String::with_capacity(
+                plan.allow
+                    .iter()
+                    .map(|p| p.name.len())
+                    .chain(rule_names)
+                    .sum(),
+            ),
+            policies: Vec::with_capacity(plan.allow.len()),
+            rules: Vec::with_capacity(plan.allow.iter().map(|p| p.rules.len()).sum()),
+            principals: StrMap::default(),
+            unrestricted: Bucket::default(),
+            base: Bucket::default(),
+            by_method: StrMap::default(),
+            by_category: StrMap::default(),
+            external_auth: None,
+            cel_uses: Uses::default(),
+        }
+    }
+
+    /// Adds a rule of policy `policy_number`: its matchers compiled, filed under its source and
+    /// its MCP methods. `params`: each method's params, to size its map ([`param_sizes`]).
+    fn add_rule(
+        &mut self,
+        policy_number: usize,
+        rule: &RulePlan,
+        params: &StrMap<(usize, usize)>,
+        err: &impl Fn(String) -> PlanError,
+    ) -> Result<(), PlanError> {
+        let ordinal = u32::try_from(self.rules.len()).map_err(|_| err("too many rules".into()))?;
+        let rerr = |problem: String| err(format!("rule {:?}: {problem}", rule.name));
+        let http = if rule.http.is_any() {
+            None
+        } else {
+            Some(Box::new(CompiledHttp::compile(&rule.http).map_err(rerr)?))
+        };
+        let principal = match rule.principal.as_deref() {
+            None => ANY_SOURCE,
+            Some(p) if !p.starts_with("spiffe://") => {
+                return Err(rerr(format!(
+                    "principal {:?} is not a SPIFFE ID",
+                    rule.principal.as_deref()
+                )))
+            }
+            Some(p) => {
+                let next = u32::try_from(self.principals.len() + 1)
+                    .map_err(|_| err("too many principals".into()))?;
+                *self.principals.get_or_insert_with(p, || next)
+            }
+        };
+        match &rule.mcp {
+            None => self.unrestricted.push(principal, ordinal),
+            Some(mcp) => self.file_mcp(mcp, (principal, ordinal), params, &rerr)?,
+        }
+        let cel = match &rule.cel {
+            None => None,
+            Some(expression) => {
+                let compiled = crate::cel_rule::compile(expression)
+                    .map_err(|e| rerr(format!("CEL expression {expression:?}: {e}")))?;
+                self.cel_uses = self.cel_uses.union(compiled.uses);
+                Some(Box::new(compiled))
+            }
+        };
+        let name = self.push_name(&rule.name);
+        self.rules.push(IndexedRule {
+            policy: policy_number,
+            name,
+            principal,
+            http,
+            cel,
+        });
+        Ok(())
+    }
+
+    /// Files a rule (its principal number and ordinal) under what its MCP matcher names:
+    /// the base protocol, method categories, methods with or without params.
+    fn file_mcp(
+        &mut self,
+        mcp: &McpMatch,
+        (principal, ordinal): (u32, u32),
+        params: &StrMap<(usize, usize)>,
+        rerr: &impl Fn(String) -> PlanError,
+    ) -> Result<(), PlanError> {
+        if !mcp.base_protocol && mcp.methods.is_empty() {
+            return Err(rerr(
+                "mcp matcher with no methods and no base protocol matches nothing; omit it instead"
+                    .into(),
+            ));
+        }
+        if mcp.base_protocol {
+            self.base.push(principal, ordinal);
+        }
+        for m in &mcp.methods {
+            match &m.method {
+                MethodPattern::Category(c) => {
+                    if !CATEGORIES.contains(&c.as_str()) {
+                        return Err(rerr(format!("unknown MCP method category {c:?}")));
+                    }
+                    if !m.params.is_empty() {
+                        return Err(rerr(format!("params are not allowed on category {c:?}")));
+                    }
+                    self.by_category
+                        .get_or_insert_with(c, Bucket::default)
+                        .push(principal, ordinal);
+                }
+                MethodPattern::Exact(method) => {
+                    let mi = self.by_method.get_or_insert_with(method, || {
+                        let (keys, bytes) = params.get(method).copied().unwrap_or_default();
+                        let by_param = StrMap::with_capacity(keys, bytes);
+                        MethodIndex {
+                            any_param: Bucket::default(),
+                            by_param,
+                        }
+                    });
+                    if m.params.is_empty() {
+                        mi.any_param.push(principal, ordinal);
+                    }
+                    for param in &m.params {
+                        mi.by_param
+                            .get_or_insert_with(param, Bucket::default)
+                            .push(principal, ordinal);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn buckets_mut(&mut self) -> impl Iterator<Item = &mut Bucket> {
@@ -407,7 +470,7 @@ impl LevelIndex {
 
     /// The first rule of the level (in evaluation order) that matches. `trace` sees each candidate
     /// evaluated, then the level done.
-    pub(super) fn first_match<T: Trace>(
+    pub(super) fn first_match<T: IndexTrace>(
         &self,
         req: &HttpRequest<'_>,
         subject: &Subject<'_, '_>,
@@ -453,7 +516,7 @@ impl LevelIndex {
 
     /// [`LevelIndex::first_match`] with the caller's and the method's part of the index resolved
     /// (`found`, by [`LevelIndex::candidates`] for this subject's method).
-    pub(super) fn first_match_in<T: Trace>(
+    pub(super) fn first_match_in<T: IndexTrace>(
         &self,
         found: &Candidates<'_>,
         req: &HttpRequest<'_>,

@@ -1,7 +1,6 @@
 //! The `Mcp-*` request headers and the body they describe (docs/semantics.md §4): the check that
 //! they agree, made before any policy, and how their values are read.
 
-use super::trace::{HeaderCheck, Trace};
 use super::HttpRequest;
 use crate::mcp::McpMessage;
 
@@ -16,10 +15,32 @@ pub const HEADERS_READ: [&str; 4] = [
     "mcp-protocol-version",
 ];
 
+/// One comparison of an `Mcp-*` header with a message (docs/semantics.md §4).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum HeaderCheck<'a> {
+    /// The field was sent `times` times: a mismatch.
+    Repeated { header: &'static str, times: u32 },
+    /// `sent` as compared (`decoded`: None when an encoded value does not decode).
+    Compared {
+        header: &'static str,
+        sent: &'a str,
+        decoded: Option<&'a str>,
+        agrees: bool,
+    },
+    /// The message says nothing the header could be compared with.
+    NothingToCompare { header: &'static str, sent: &'a str },
+}
+
+/// What the header check tells whoever records the walk (the walk's [`super::route::Trace`], of
+/// which this is a part). Does nothing by default.
+pub(super) trait HeaderTrace {
+    fn header(&mut self, _message: Option<usize>, _msg: &McpMessage<'_>, _check: HeaderCheck<'_>) {}
+}
+
 /// docs/semantics.md §4: `Mcp-Method` must equal the message's method and `Mcp-Name` its `params.name`
 /// (`params.uri` for resources methods); `Mcp-Name` on a message with neither is a mismatch.
 /// `message`: the message's index in a batch, for `trace`.
-pub(super) fn check_mcp_headers<T: Trace>(
+pub(super) fn check_mcp_headers<T: HeaderTrace>(
     req: &HttpRequest<'_>,
     msg: &McpMessage<'_>,
     message: Option<usize>,

@@ -8,7 +8,9 @@
 //! Here: loading, and the levels in force for a route. `route` decides step by step up to
 //! authorizer calls, `decision` holds what a decision yields, `index` the per-level candidate
 //! lists, `http` the compiled HTTP matchers, `mcp_headers` the `Mcp-*` header check, `trace` the
-//! record of why a walk decided (what `toolgate explain` prints).
+//! record of why a walk decided (what `toolgate explain` prints). Each imports only those before it
+//! in this order: `decision`, `mcp_headers`, `http`, `index`, `route`, `trace` (the walk reports to
+//! a `route::Trace`, which the record implements).
 
 mod decision;
 mod http;
@@ -17,13 +19,14 @@ mod mcp_headers;
 mod route;
 mod trace;
 
+pub use crate::http_request::HttpRequest;
 /// Compiles an RE2 expression that must match the whole input (policy path and header matchers).
 pub use crate::re2::full_match_regex;
-pub use decision::{AuthzFailure, Decision, DenyReason, Level, RuleRef, Verdict};
+pub use decision::{AuthzFailure, Decision, DenyReason, Level, RuleRef, Verdict, MAX_AUTHZ_CALLS};
 pub use http::{host_matches_any, host_suffix_covers, path_prefix_matches};
 use index::LevelIndex;
 pub use mcp_headers::{mcp_header_value, HEADERS_READ};
-pub use route::{AuthzCall, ListJudge, Route, Step, MAX_AUTHZ_CALLS};
+pub use route::{AuthzCall, ListJudge, Route, Step};
 pub use trace::{
     HeaderRecord, LevelRecord, MessageRecord, Record, RuleRecord, WalkEnd, WalkRecord,
 };
@@ -59,59 +62,6 @@ pub enum PlanError {
              (toolgate_filter_no_list_filtering.wasm): render with --list-filtering off, or load toolgate_filter.wasm"
     )]
     ListFilteringUnsupported,
-}
-
-/// HTTP attributes of a request, as the filter reads them from Envoy.
-#[derive(Clone, Copy, Debug)]
-pub struct HttpRequest<'a> {
-    /// Upper-case method.
-    pub method: &'a str,
-    /// Path as received, query included; matchers see it without the query.
-    pub path: &'a str,
-    /// `:authority` as received (may carry a port).
-    pub authority: &'a str,
-    /// Port of the listener the request arrived on.
-    pub port: u16,
-    /// Request headers, lower-case names (borrowed: the filter points into the host's header block).
-    pub headers: &'a [(&'a str, &'a str)],
-    /// The caller's SPIFFE ID from the verified client certificate, if any.
-    pub principal: Option<&'a str>,
-    /// The TLS server name (SNI) of the connection, read only when the plan matches on it.
-    pub server_name: Option<&'a str>,
-    /// The JWT Envoy's `jwt_authn` verified, if any (docs/semantics.md §6b; read only when a CEL
-    /// rule reads `request.auth` or an authorizer is called).
-    pub auth: Option<&'a crate::jwt::Auth>,
-    /// Wall-clock time of the request, milliseconds since the Unix epoch (0 when not read: only CEL
-    /// rules on `request.time` need it).
-    pub time_ms: u64,
-}
-
-impl<'a> HttpRequest<'a> {
-    pub fn header(&self, lower_name: &str) -> Option<&'a str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == lower_name)
-            .map(|(_, v)| *v)
-    }
-    fn header_values(&self, lower_name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.headers
-            .iter()
-            .filter(move |(n, _)| *n == lower_name)
-            .map(|(_, v)| *v)
-    }
-    fn url_path(&self) -> &'a str {
-        self.path.split_once('?').map_or(self.path, |(p, _)| p)
-    }
-    fn host(&self) -> &'a str {
-        let a = self.authority;
-        if let Some(rest) = a.strip_prefix('[') {
-            // IPv6 literal: [::1]:8080
-            return rest.split_once(']').map_or(a, |(h, _)| h);
-        }
-        a.rsplit_once(':')
-            .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
-            .map_or(a, |(h, _)| h)
-    }
 }
 
 /// What the filter learned from the body.

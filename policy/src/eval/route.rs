@@ -1,10 +1,9 @@
 //! A route's policy levels, and deciding a request on them step by step up to authorizer calls
 //! (docs/semantics.md §3, §4): the walk the filter runs, and that `explain` records.
 
-use super::decision::{Decision, DenyReason, Level, RuleRef, Verdict};
-use super::index::{Candidates, LevelIndex};
-use super::mcp_headers::check_mcp_headers;
-use super::trace::{NoTrace, Record, Trace};
+use super::decision::{Decision, DenyReason, Level, RuleRef, Verdict, MAX_AUTHZ_CALLS};
+use super::index::{Candidates, IndexTrace, LevelIndex, Subject};
+use super::mcp_headers::{check_mcp_headers, HeaderTrace};
 use super::{host_matches_any, BodyInput, HttpRequest};
 use crate::list_filter::ListKind;
 use crate::mcp::McpMessage;
@@ -128,22 +127,6 @@ impl<'e> Route<'e> {
         }
     }
 
-    /// [`Route::decide`], recording in `record` why (its last walk is the one that decided).
-    pub fn decide_recorded(
-        &self,
-        req: &HttpRequest<'_>,
-        body: BodyInput<'_, '_>,
-        record: &mut Record,
-    ) -> Decision<'e> {
-        let mut authorized = 0;
-        loop {
-            match self.walk(req, body, authorized, record) {
-                Step::Decided(decision) => return decision,
-                Step::Authorize(_) => authorized += 1,
-            }
-        }
-    }
-
     /// Decides a request (docs/semantics.md §3, §4) up to the next authorizer call it needs. `authorized`: how
     /// many authorizer calls for this request have allowed so far; after the call a
     /// [`Step::Authorize`] asks for allowed, step again with one more (the walk is the same each time,
@@ -158,19 +141,7 @@ impl<'e> Route<'e> {
         self.walk(req, body, authorized, &mut NoTrace)
     }
 
-    /// [`Route::step`], recording in `record` why it decides (what `toolgate explain` prints): the
-    /// same walk, which also evaluates the candidate rules after the first that matches.
-    pub fn step_recorded(
-        &self,
-        req: &HttpRequest<'_>,
-        body: BodyInput<'_, '_>,
-        authorized: u32,
-        record: &mut Record,
-    ) -> Step<'e> {
-        self.walk(req, body, authorized, record)
-    }
-
-    fn walk<T: Trace>(
+    pub(super) fn walk<T: Trace>(
         &self,
         req: &HttpRequest<'_>,
         body: BodyInput<'_, '_>,
@@ -408,9 +379,34 @@ impl ListJudge<'_, '_> {
     }
 }
 
-/// At most this many authorizer calls are made for one request (a batch makes one per element that
-/// triggers an ExternalAuth policy, per level); a request that needs more is denied.
-pub const MAX_AUTHZ_CALLS: u32 = 32;
+/// What a walk tells whoever records it ([`super::trace::Record`]; the filter's [`NoTrace`] records
+/// nothing). Every method does nothing by default. The candidates' lookups and the header check,
+/// below the walk, report through the supertraits.
+pub(super) trait Trace: IndexTrace + HeaderTrace {
+    fn walk(&mut self, _route: &Route<'_>, _body: BodyInput<'_, '_>) {}
+    fn excepted_host(&mut self) {}
+    fn subject(
+        &mut self,
+        _message: Option<usize>,
+        _subject: &Subject<'_, '_>,
+        _listened: Option<&str>,
+    ) {
+    }
+    fn external_auth(&mut self, _level: Level, _policy: &str, _applies: bool) {}
+    fn level<'r>(&mut self, _index: &LevelIndex, _rules: impl Iterator<Item = &'r RulePlan>) {}
+    fn end(&mut self, _step: &Step<'_>) {}
+}
+
+/// The filter's trace: records nothing.
+pub(super) struct NoTrace;
+
+impl IndexTrace for NoTrace {
+    const ON: bool = false;
+}
+
+impl HeaderTrace for NoTrace {}
+
+impl Trace for NoTrace {}
 
 /// What [`Route::step`] found.
 #[derive(Clone, Debug)]
@@ -441,18 +437,6 @@ struct Walk<'e> {
     authorized: u32,
     /// Authorizer calls met in this walk.
     calls: u32,
-}
-
-/// What rules are matched against: one MCP message, or a request classified by HTTP only.
-pub(super) enum Subject<'m, 'a> {
-    Message(&'m McpMessage<'a>),
-    /// A call to an entry of a list response, as the caller could make it (list filtering): a
-    /// CEL rule that reads `params`, which the call would carry, counts as matching.
-    Listed(&'m McpMessage<'a>),
-    /// GET, or DELETE with `mcp-session-id`: a base-protocol transport request.
-    BaseHttp,
-    /// Anything else without a readable MCP body.
-    Http,
 }
 
 /// GET (the SSE stream) and DELETE with `mcp-session-id` (session close) are base-protocol requests.

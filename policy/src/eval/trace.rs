@@ -1,76 +1,19 @@
 //! Why the engine decided, as the walk of [`Route::step`] met it: the `Mcp-*` header comparisons,
 //! each message (or the request without an MCP body), and per level the ExternalAuth policy and
 //! every rule with whether it matched and, if not, why. The record is made by the one evaluation
-//! the filter runs (docs/semantics.md §7, `toolgate explain`): the walk is generic over [`Trace`],
-//! and the filter's instance is [`NoTrace`], whose methods are empty and compiled away, so the
+//! the filter runs (docs/semantics.md §7, `toolgate explain`): the walk is generic over
+//! [`super::route::Trace`] (with the parts its lookups and header check report through), and the
+//! filter's instance is [`super::route::NoTrace`], whose methods are empty and compiled away, so the
 //! filter neither allocates nor branches for a record nobody asked for. A [`Record`] is asked for
-//! through [`crate::lifecycle::Host::recorder`].
+//! through [`crate::lifecycle::Host::recorder`]. This module is above the walk: it reads the route,
+//! the index and the messages to say what they met.
 
-use super::index::{LevelIndex, ANY_SOURCE};
-use super::mcp_headers::param_of;
-use super::route::Subject;
-use super::{BodyInput, Level, Route, Step};
+use super::index::{IndexTrace, LevelIndex, Miss, Subject, ANY_SOURCE};
+use super::mcp_headers::{param_of, HeaderCheck, HeaderTrace};
+use super::route::Trace;
+use super::{BodyInput, Decision, HttpRequest, Level, Route, Step};
 use crate::mcp::McpMessage;
 use crate::plan::RulePlan;
-
-/// Why a candidate rule did not match (the matcher that failed).
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Miss {
-    /// An HTTP matcher, by name (`methods`, `paths`, ...).
-    Http(&'static str),
-    Cel,
-}
-
-/// One comparison of an `Mcp-*` header with a message (docs/semantics.md §4).
-#[derive(Clone, Copy, Debug)]
-pub(super) enum HeaderCheck<'a> {
-    /// The field was sent `times` times: a mismatch.
-    Repeated { header: &'static str, times: u32 },
-    /// `sent` as compared (`decoded`: None when an encoded value does not decode).
-    Compared {
-        header: &'static str,
-        sent: &'a str,
-        decoded: Option<&'a str>,
-        agrees: bool,
-    },
-    /// The message says nothing the header could be compared with.
-    NothingToCompare { header: &'static str, sent: &'a str },
-}
-
-/// What a walk tells whoever records it. Every method does nothing by default.
-pub(super) trait Trace {
-    /// Whether anything is recorded. When it is, the walk also evaluates the candidate rules after
-    /// the first that matches (so that each is shown); the decision is the same.
-    const ON: bool;
-    fn walk(&mut self, _route: &Route<'_>, _body: BodyInput<'_, '_>) {}
-    fn excepted_host(&mut self) {}
-    fn header(&mut self, _message: Option<usize>, _msg: &McpMessage<'_>, _check: HeaderCheck<'_>) {}
-    fn subject(
-        &mut self,
-        _message: Option<usize>,
-        _subject: &Subject<'_, '_>,
-        _listened: Option<&str>,
-    ) {
-    }
-    fn external_auth(&mut self, _level: Level, _policy: &str, _applies: bool) {}
-    fn level<'r>(&mut self, _index: &LevelIndex, _rules: impl Iterator<Item = &'r RulePlan>) {}
-    fn candidate(&mut self, _ordinal: u32, _outcome: Result<(), Miss>) {}
-    fn level_done(
-        &mut self,
-        _index: &LevelIndex,
-        _caller: (Option<u32>, Option<&str>),
-        _subject: &Subject<'_, '_>,
-    ) {
-    }
-    fn end(&mut self, _step: &Step<'_>) {}
-}
-
-/// The filter's trace: records nothing.
-pub(super) struct NoTrace;
-
-impl Trace for NoTrace {
-    const ON: bool = false;
-}
 
 /// What the walks of one request met: the enforced route's last walk, and the shadow route's
 /// (docs/semantics.md §6a). Each walk replaces the previous one of its route: after an authorizer
@@ -184,128 +127,8 @@ impl Record {
     }
 }
 
-impl Trace for Record {
+impl IndexTrace for Record {
     const ON: bool = true;
-
-    fn walk(&mut self, route: &Route<'_>, body: BodyInput<'_, '_>) {
-        let walk = WalkRecord {
-            dry_run_policies: route
-                .dry_run_policies()
-                .into_iter()
-                .map(str::to_string)
-                .collect(),
-            under_policy: route.under_policy(),
-            default_deny: route.is_default_deny(),
-            not_mcp: match body {
-                BodyInput::NotMcp(e) => Some(e.to_string()),
-                _ => None,
-            },
-            ..WalkRecord::default()
-        };
-        if route.is_shadow() {
-            self.shadow = Some(walk);
-        } else {
-            self.enforced = Some(walk);
-            self.shadow = None;
-        }
-    }
-
-    fn excepted_host(&mut self) {
-        if let Some(w) = self.walking() {
-            w.excepted_host = true;
-        }
-    }
-
-    fn header(&mut self, message: Option<usize>, msg: &McpMessage<'_>, check: HeaderCheck<'_>) {
-        let (header, agrees, text) = match check {
-            HeaderCheck::Repeated { header, times } => {
-                (header, false, format!("sent {times} times: a mismatch (a server may read another field than this check)"))
-            }
-            HeaderCheck::NothingToCompare { header, sent } => {
-                (header, true, format!("{sent:?}; the body has no params._meta protocol version: nothing to compare"))
-            }
-            HeaderCheck::Compared { header, sent, decoded, agrees } => {
-                let (field, body) = match header {
-                    "Mcp-Method" => ("method", msg.method.as_deref()),
-                    "MCP-Protocol-Version" => ("params._meta protocolVersion", msg.protocol_version.as_deref()),
-                    _ if msg.method.as_deref().is_some_and(|m| m.starts_with("resources/")) => ("params.uri", param_of(msg)),
-                    _ => ("params.name", param_of(msg)),
-                };
-                let shown = match decoded {
-                    Some(d) if d != sent => format!("{sent:?} (decoded {d:?})"),
-                    Some(_) => format!("{sent:?}"),
-                    None => format!("{sent:?} (not valid base64 UTF-8)"),
-                };
-                let text = if agrees {
-                    format!("{shown} agrees with the body's {field}")
-                } else {
-                    let body = body.map_or_else(|| "absent".to_string(), |b| format!("{b:?}"));
-                    format!("{shown} DISAGREES with the body's {field} ({body})")
-                };
-                (header, agrees, text)
-            }
-        };
-        if let Some(w) = self.walking() {
-            w.headers.push(HeaderRecord {
-                message,
-                header,
-                agrees,
-                text,
-            });
-        }
-    }
-
-    fn subject(
-        &mut self,
-        message: Option<usize>,
-        subject: &Subject<'_, '_>,
-        listened: Option<&str>,
-    ) {
-        let what = match listened {
-            Some(uri) => format!(
-                "resourceSubscriptions {uri:?}, judged as {}",
-                subject.describe()
-            ),
-            None => subject.describe(),
-        };
-        if let Some(w) = self.walking() {
-            w.messages.push(MessageRecord {
-                message,
-                what,
-                levels: Vec::new(),
-            });
-        }
-    }
-
-    fn external_auth(&mut self, level: Level, policy: &str, applies: bool) {
-        if let Some(m) = self.walking().and_then(|w| w.messages.last_mut()) {
-            m.levels.push(LevelRecord {
-                level,
-                external_auth: Some((policy.to_string(), applies)),
-                rules: Vec::new(),
-            });
-        }
-    }
-
-    fn level<'r>(&mut self, index: &LevelIndex, rules: impl Iterator<Item = &'r RulePlan>) {
-        // The index holds the plan's rules in the same (flattened) order.
-        self.scratch = index
-            .rules
-            .iter()
-            .zip(rules)
-            .map(|(indexed, plan)| Pending {
-                rule: RuleRecord {
-                    policy: index.policy_name(indexed).to_string(),
-                    rule: index.name(indexed.name).to_string(),
-                    outcome: Ok(()),
-                },
-                principal: indexed.principal,
-                principal_name: plan.principal.clone(),
-                cel: plan.cel.clone(),
-                outcome: None,
-            })
-            .collect();
-    }
 
     fn candidate(&mut self, ordinal: u32, outcome: Result<(), Miss>) {
         let Some(p) = self.scratch.get_mut(ordinal as usize) else {
@@ -363,6 +186,130 @@ impl Trace for Record {
             }
         }
     }
+}
+
+impl HeaderTrace for Record {
+    fn header(&mut self, message: Option<usize>, msg: &McpMessage<'_>, check: HeaderCheck<'_>) {
+        let (header, agrees, text) = match check {
+            HeaderCheck::Repeated { header, times } => {
+                (header, false, format!("sent {times} times: a mismatch (a server may read another field than this check)"))
+            }
+            HeaderCheck::NothingToCompare { header, sent } => {
+                (header, true, format!("{sent:?}; the body has no params._meta protocol version: nothing to compare"))
+            }
+            HeaderCheck::Compared { header, sent, decoded, agrees } => {
+                let (field, body) = match header {
+                    "Mcp-Method" => ("method", msg.method.as_deref()),
+                    "MCP-Protocol-Version" => ("params._meta protocolVersion", msg.protocol_version.as_deref()),
+                    _ if msg.method.as_deref().is_some_and(|m| m.starts_with("resources/")) => ("params.uri", param_of(msg)),
+                    _ => ("params.name", param_of(msg)),
+                };
+                let shown = match decoded {
+                    Some(d) if d != sent => format!("{sent:?} (decoded {d:?})"),
+                    Some(_) => format!("{sent:?}"),
+                    None => format!("{sent:?} (not valid base64 UTF-8)"),
+                };
+                let text = if agrees {
+                    format!("{shown} agrees with the body's {field}")
+                } else {
+                    let body = body.map_or_else(|| "absent".to_string(), |b| format!("{b:?}"));
+                    format!("{shown} DISAGREES with the body's {field} ({body})")
+                };
+                (header, agrees, text)
+            }
+        };
+        if let Some(w) = self.walking() {
+            w.headers.push(HeaderRecord {
+                message,
+                header,
+                agrees,
+                text,
+            });
+        }
+    }
+}
+
+impl Trace for Record {
+    fn walk(&mut self, route: &Route<'_>, body: BodyInput<'_, '_>) {
+        let walk = WalkRecord {
+            dry_run_policies: route
+                .dry_run_policies()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            under_policy: route.under_policy(),
+            default_deny: route.is_default_deny(),
+            not_mcp: match body {
+                BodyInput::NotMcp(e) => Some(e.to_string()),
+                _ => None,
+            },
+            ..WalkRecord::default()
+        };
+        if route.is_shadow() {
+            self.shadow = Some(walk);
+        } else {
+            self.enforced = Some(walk);
+            self.shadow = None;
+        }
+    }
+
+    fn excepted_host(&mut self) {
+        if let Some(w) = self.walking() {
+            w.excepted_host = true;
+        }
+    }
+
+    fn subject(
+        &mut self,
+        message: Option<usize>,
+        subject: &Subject<'_, '_>,
+        listened: Option<&str>,
+    ) {
+        let what = match listened {
+            Some(uri) => format!(
+                "resourceSubscriptions {uri:?}, judged as {}",
+                subject.describe()
+            ),
+            None => subject.describe(),
+        };
+        if let Some(w) = self.walking() {
+            w.messages.push(MessageRecord {
+                message,
+                what,
+                levels: Vec::new(),
+            });
+        }
+    }
+
+    fn external_auth(&mut self, level: Level, policy: &str, applies: bool) {
+        if let Some(m) = self.walking().and_then(|w| w.messages.last_mut()) {
+            m.levels.push(LevelRecord {
+                level,
+                external_auth: Some((policy.to_string(), applies)),
+                rules: Vec::new(),
+            });
+        }
+    }
+
+    fn level<'r>(&mut self, index: &LevelIndex, rules: impl Iterator<Item = &'r RulePlan>) {
+        // The index holds the plan's rules in the same (flattened) order.
+        self.scratch = index
+            .rules
+            .iter()
+            .zip(rules)
+            .map(|(indexed, plan)| Pending {
+                rule: RuleRecord {
+                    policy: index.policy_name(indexed).to_string(),
+                    rule: index.name(indexed.name).to_string(),
+                    outcome: Ok(()),
+                },
+                principal: indexed.principal,
+                principal_name: plan.principal.clone(),
+                cel: plan.cel.clone(),
+                outcome: None,
+            })
+            .collect();
+    }
 
     fn end(&mut self, step: &Step<'_>) {
         let end = match step {
@@ -378,6 +325,37 @@ impl Trace for Record {
         if let Some(w) = self.walking() {
             w.end = Some(end);
         }
+    }
+}
+
+/// The walk with a record: what `toolgate explain` and the lifecycle's recorder use.
+impl<'e> Route<'e> {
+    /// [`Route::decide`], recording in `record` why (its last walk is the one that decided).
+    pub fn decide_recorded(
+        &self,
+        req: &HttpRequest<'_>,
+        body: BodyInput<'_, '_>,
+        record: &mut Record,
+    ) -> Decision<'e> {
+        let mut authorized = 0;
+        loop {
+            match self.walk(req, body, authorized, record) {
+                Step::Decided(decision) => return decision,
+                Step::Authorize(_) => authorized += 1,
+            }
+        }
+    }
+
+    /// [`Route::step`], recording in `record` why it decides (what `toolgate explain` prints): the
+    /// same walk, which also evaluates the candidate rules after the first that matches.
+    pub fn step_recorded(
+        &self,
+        req: &HttpRequest<'_>,
+        body: BodyInput<'_, '_>,
+        authorized: u32,
+        record: &mut Record,
+    ) -> Step<'e> {
+        self.walk(req, body, authorized, record)
     }
 }
 

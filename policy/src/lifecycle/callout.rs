@@ -14,7 +14,9 @@ const TIMEOUT_SLACK_MS: u64 = 20;
 
 impl Request {
     /// The answer to the call with `token`. An answer the lifecycle is not waiting for (another
-    /// token, or after the decision) is ignored.
+    /// token, or after the decision) is ignored. Long: one pass over the answer's outcomes (allowed,
+    /// denied, failed, timed out) for the request, the batch element and the shadow walk, each of
+    /// which moves the same held state on.
     pub fn on_call_answer(&mut self, host: &mut impl Host, token: u32, answer: CallAnswer) {
         let State::Calling(_, pending) = &self.state else {
             return;
@@ -32,7 +34,7 @@ impl Request {
         let ev = &loaded.evaluator;
         let timeout = u64::from(ev.plan().settings.authz_timeout_ms);
         // Envoy ends a call at its timeout by its own (coarse, cached) clock: measured against ours the
-        // call can end a few ms "early" (298 ms for a 300 ms timeout, Envoy 1.40), hence the slack.
+        // call can end a few ms "early" (observed with Envoy 1.40), hence the slack.
         let timed_out =
             || host.now_ms().saturating_sub(pending.started_ms) + TIMEOUT_SLACK_MS >= timeout;
         // The answer is read by the authorizer of the level that called. An allow needs nothing

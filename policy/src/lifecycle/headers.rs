@@ -1,5 +1,6 @@
 //! The request headers and attributes the lifecycle reads, and how a request is classified
-//! (docs/semantics.md §4): what the plan needs of the host, the header block it hands over, JSON POST or not.
+//! (docs/semantics.md §4): what the plan needs of the host, the headers it hands over
+//! ([`HeaderSink`]), JSON POST or not.
 
 use std::ops::Range;
 
@@ -34,7 +35,7 @@ pub(crate) const MCP_METHOD: usize = LIFECYCLE_HEADERS.len();
 
 /// The request attributes the loaded plan can look at. Every attribute no rule looks at is a host
 /// call (plus a call back into the VM to allocate its copy) saved on every request: the largest part
-/// of the filter's per-request cost (docs/benchmarks.md).
+/// of the filter's per-request cost (docs/design/host-calls.md; measured by `make bench`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Needs {
     /// Some XBackend-level policy exists: the routed cluster selects it.
@@ -205,31 +206,26 @@ fn fixed_position(name: &[u8]) -> Option<usize> {
     })
 }
 
-/// The request headers that can matter to a decision ([`WantedHeaders`]), from one host call. The
-/// host's serialised block is kept as it is and the wanted headers are byte ranges into it: no
-/// allocation per header. Never panics: a malformed block yields the headers that could be read.
+/// The request headers that can matter to a decision ([`WantedHeaders`]), from one host call
+/// ([`HeaderSink`]). A buffer the host hands over whole is kept as it is and the wanted headers are
+/// byte ranges into it; headers handed over pair by pair are copied into one buffer as they come: no
+/// allocation per header either way. Never panics: a malformed buffer yields the headers that could
+/// be read.
 #[derive(Debug, Default)]
 pub(crate) struct RequestHeaders {
-    /// The block's names and values as text (without its length table; the ranges start and end
-    /// next to its NUL separators, so on character boundaries); if some header in it is not UTF-8,
-    /// the wanted headers, converted lossily.
+    /// The names and values as text (a host's buffer without what came before its text; the ranges
+    /// of a buffer filled pair by pair start and end next to NULs, so on character boundaries); if
+    /// some header in it is not UTF-8, the wanted headers, converted lossily.
     text: String,
     /// Name and value of each wanted header present, in order (repeated names kept).
     wanted: Vec<(Range<usize>, Range<usize>)>,
     /// Where in `wanted` the first of each of the [`FIXED_HEADERS`] is ([`ABSENT`]: not sent). u32
     /// rather than `Option<usize>`: half the size, which keeps the request's held state in dlmalloc's
-    /// small bins (the larger size cost about 300 Wasm instructions per request, `make vm-profile`).
+    /// small bins (the larger size took its slower path on every request: `make vm-profile`).
     own: [u32; FIXED_HEADERS],
 }
 
 impl RequestHeaders {
-    pub fn from_block(mut block: Vec<u8>, wanted: &WantedHeaders) -> Self {
-        let (text_start, spans, own) = header_spans(&block, wanted);
-        // Only the text after the length table needs to be UTF-8 (a length of 128 or more is not).
-        block.drain(..text_start.min(block.len()));
-        Self::from_text(block, spans, own)
-    }
-
     /// `spans` are the wanted headers' names and values in `bytes`; if something in `bytes` is not
     /// UTF-8, those are converted lossily.
     fn from_text(
@@ -259,13 +255,18 @@ impl RequestHeaders {
         }
     }
 
-    /// Built from a host's header pairs ([`crate::lifecycle::Host::each_request_header`]): the
-    /// wanted ones are copied as they come, as [`header_spans`] keeps them from a block.
-    pub fn keeping(wanted: &WantedHeaders) -> Keeping<'_> {
-        // Sized for the usual wanted headers' text (methods, path, authority, the MCP headers).
-        Keeping {
+    /// Where a host puts the request headers ([`crate::lifecycle::Host::request_headers`]), for
+    /// the headers `wanted` names.
+    #[inline]
+    pub fn sink(wanted: &WantedHeaders) -> HeaderSink<'_> {
+        HeaderSink {
             wanted,
-            text: Vec::with_capacity(512),
+            // Allocated by the first header pushed; a buffer adopted takes its place.
+            text: Vec::new(),
+            text_start: 0,
+            // Sized for the common case; it grows only with what the request sends, never with
+            // the plan. 11, not FIXED_HEADERS (12): the larger size took dlmalloc's slower path, in
+            // allocating and freeing it, on every request (`make vm-profile`).
             spans: Vec::with_capacity(11),
             own: [ABSENT; FIXED_HEADERS],
         }
@@ -282,7 +283,7 @@ impl RequestHeaders {
     }
 
     /// The first value of one of the [`FIXED_HEADERS`] (by its number), or "". Not written over
-    /// [`Self::first`]: through it, every request paid about 35 Wasm instructions more (`make vm-profile`).
+    /// [`Self::first`]: through it, every request paid more in the VM (`make vm-profile`).
     pub fn get(&self, own: usize) -> &str {
         match self.own.get(own).and_then(|&i| self.wanted.get(i as usize)) {
             Some((_, v)) => self.text(v),
@@ -303,8 +304,8 @@ impl RequestHeaders {
     }
 
     /// Writes the kept headers' pairs into `out` (as many as fit); returns how many. A loop of its
-    /// own rather than an iterator shared with [`Self::pairs`]: through one, the (c) path costs about
-    /// 190 Wasm instructions more per request (`make vm-profile`).
+    /// own rather than an iterator shared with [`Self::pairs`]: through one, the (c) path cost more
+    /// in the VM on every request (`make vm-profile`).
     pub fn fill<'s>(&'s self, out: &mut [(&'s str, &'s str)]) -> usize {
         let mut n = 0;
         for (slot, (k, v)) in out.iter_mut().zip(&self.wanted) {
@@ -315,128 +316,103 @@ impl RequestHeaders {
     }
 }
 
-/// [`RequestHeaders`] being built from header pairs ([`RequestHeaders::keeping`]): the wanted ones'
-/// bytes copied as they come, checked as UTF-8 once at the end, as a block is.
-pub(crate) struct Keeping<'w> {
+/// Where a host puts the request headers ([`crate::lifecycle::Host::request_headers`]): every header,
+/// in order, either pair by pair ([`HeaderSink::push`]: the bytes of the ones the plan can look at
+/// are copied as they come), or all at once as a buffer the host owns already
+/// ([`HeaderSink::adopt`]: the buffer is kept, nothing is copied). The engine keeps only the headers
+/// the plan can look at. Names and values need not be UTF-8: if one is not, the kept headers are
+/// read lossily. A host uses one way or the other; both together give the same headers, copied.
+pub struct HeaderSink<'w> {
     wanted: &'w WantedHeaders,
+    /// The headers' bytes: pushed ones (each name and value followed by a NUL), or an adopted buffer.
     text: Vec<u8>,
+    /// Where the names and values start in `text` (what an adopted buffer holds before them is
+    /// dropped at the end); `spans` are relative to it.
+    text_start: usize,
     spans: Vec<(Range<usize>, Range<usize>)>,
     own: [u32; FIXED_HEADERS],
 }
 
-impl Keeping<'_> {
-    /// The request's next header: kept if wanted.
-    pub fn keep(&mut self, name: &[u8], value: &[u8]) {
+impl HeaderSink<'_> {
+    /// The request's next header (name and value as the proxy has them): kept if the plan can look
+    /// at it.
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
         let Some(at) = self.wanted.position(name) else {
             return;
         };
+        if self.text.capacity() == 0 {
+            // Sized for the usual wanted headers' text (methods, path, authority, the MCP headers).
+            self.text.reserve_exact(512);
+        }
         if let Some(slot @ &mut ABSENT) = self.own.get_mut(at) {
             *slot = u32::try_from(self.spans.len()).unwrap_or(ABSENT);
         }
-        // NUL after each, as in a block: a name or value that is not UTF-8 cannot join its neighbour
-        // into a valid character, so the ranges stay on character boundaries.
+        // NUL after each: a name or value that is not UTF-8 cannot join its neighbour into a valid
+        // character, so the ranges stay on character boundaries.
+        let base = self.text_start;
         let start = self.text.len();
         self.text.extend_from_slice(name);
         let name_end = self.text.len();
         self.text.push(0);
         self.text.extend_from_slice(value);
-        self.spans
-            .push((start..name_end, name_end + 1..self.text.len()));
+        self.spans.push((
+            start - base..name_end - base,
+            name_end + 1 - base..self.text.len() - base,
+        ));
         self.text.push(0);
     }
 
-    pub fn into_headers(self) -> RequestHeaders {
+    /// Every header at once, in `buffer`, which the host owns already and hands over: kept as the
+    /// headers' text, without a copy. `next_pair` is called with the buffer until it returns None:
+    /// each time, where the next header's name and value are in `buffer[text_start..]` (what comes
+    /// before `text_start`, such as a table of lengths, is dropped). Reading stops at the first name
+    /// or value that is not within the buffer: a malformed buffer gives the headers before it. For
+    /// the headers to read as text, every name and value must begin and end on a character boundary
+    /// (a range that does not reads as empty): next to a NUL or another ASCII byte does.
+    pub fn adopt(
+        &mut self,
+        buffer: Vec<u8>,
+        text_start: usize,
+        mut next_pair: impl FnMut(&[u8]) -> Option<(Range<usize>, Range<usize>)>,
+    ) {
+        let text_start = text_start.min(buffer.len());
+        let text = buffer.get(text_start..).unwrap_or_default();
+        if !self.text.is_empty() {
+            // Headers were pushed already: these are copied after them.
+            while let Some((name, value)) = next_pair(&buffer) {
+                let (Some(name), Some(value)) = (text.get(name), text.get(value)) else {
+                    break;
+                };
+                self.push(name, value);
+            }
+            return;
+        }
+        while let Some((name, value)) = next_pair(&buffer) {
+            let Some(name_bytes) = text.get(name.clone()) else {
+                break;
+            };
+            if text.get(value.clone()).is_none() {
+                break;
+            }
+            if let Some(at) = self.wanted.position(name_bytes) {
+                if let Some(slot @ &mut ABSENT) = self.own.get_mut(at) {
+                    *slot = u32::try_from(self.spans.len()).unwrap_or(ABSENT);
+                }
+                self.spans.push((name, value));
+            }
+        }
+        self.text = buffer;
+        self.text_start = text_start;
+    }
+
+    #[inline]
+    pub(crate) fn into_headers(mut self) -> RequestHeaders {
+        // Only the text needs to be UTF-8 (a table of lengths before it need not be).
+        if self.text_start > 0 {
+            self.text.drain(..self.text_start);
+        }
         RequestHeaders::from_text(self.text, self.spans, self.own)
     }
-}
-
-/// A serialised header map (proxy-wasm ABI: a count, a table of name and value lengths, then each
-/// name and value followed by a NUL): where the text after the table starts, the ranges (relative to
-/// that start) of the names and values of the headers `wanted` names, and where the first of each of
-/// the [`FIXED_HEADERS`] is among them.
-#[allow(clippy::type_complexity)]
-fn header_spans(
-    bytes: &[u8],
-    wanted: &WantedHeaders,
-) -> (
-    usize,
-    Vec<(Range<usize>, Range<usize>)>,
-    [u32; FIXED_HEADERS],
-) {
-    let word = |at: usize| {
-        bytes
-            .get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-    };
-    let mut own = [ABSENT; FIXED_HEADERS];
-    let Some(count) = word(0) else {
-        return (0, Vec::new(), own);
-    };
-    // Sized for the common case; it grows only with what the request sends, never with the plan.
-    // 11, not FIXED_HEADERS (12): the larger size took dlmalloc's slower path in `make vm-profile`
-    // (about 300 Wasm instructions per request, in allocating and freeing it).
-    let mut out = Vec::with_capacity(11);
-    let text_start = count.saturating_mul(8).saturating_add(4);
-    let mut p = text_start;
-    for n in 0..count {
-        let (Some(klen), Some(vlen)) = (word(4 + n * 8), word(8 + n * 8)) else {
-            break;
-        };
-        let key = p..p.saturating_add(klen);
-        let value = key.end.saturating_add(1)..key.end.saturating_add(1).saturating_add(vlen);
-        let Some(name) = bytes.get(key.clone()) else {
-            break;
-        };
-        if bytes.get(value.clone()).is_none() {
-            break;
-        }
-        p = value.end.saturating_add(1);
-        if let Some(at) = wanted.position(name) {
-            if let Some(slot @ &mut ABSENT) = own.get_mut(at) {
-                *slot = u32::try_from(out.len()).unwrap_or(ABSENT);
-            }
-            out.push((
-                key.start - text_start..key.end - text_start,
-                value.start - text_start..value.end - text_start,
-            ));
-        }
-    }
-    (text_start, out, own)
-}
-
-/// A header map as the proxy-wasm ABI serialises it: the count, each name's and value's length
-/// (u32 LE), then each name and value followed by a NUL.
-pub fn serialize_map(pairs: &[(&str, &str)]) -> Vec<u8> {
-    let text: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-    let mut out = Vec::with_capacity(4 + 8 * pairs.len() + text);
-    let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
-    out.extend(len(pairs.len()));
-    for (k, v) in pairs {
-        out.extend(len(k.len()));
-        out.extend(len(v.len()));
-    }
-    for (k, v) in pairs {
-        out.extend(k.as_bytes());
-        out.push(0);
-        out.extend(v.as_bytes());
-        out.push(0);
-    }
-    out
-}
-
-/// The pairs of a serialised header map (lossy UTF-8; what could be read of a malformed one).
-pub fn deserialize_map(bytes: &[u8]) -> Vec<(String, String)> {
-    let all = WantedHeaders {
-        names: StrMap::default(),
-        all: true,
-        unneeded: 0,
-    };
-    let headers = RequestHeaders::from_block(bytes.to_vec(), &all);
-    headers
-        .pairs()
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 /// How the lifecycle treats a request (docs/semantics.md §4), decided on its headers: the one classification
@@ -493,19 +469,39 @@ pub fn classify(
 mod tests {
     use super::*;
 
-    fn block(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
-        let mut out = (pairs.len() as u32).to_le_bytes().to_vec();
+    /// Bytes a host's buffer may hold before its headers' text (here: not UTF-8).
+    const PREFIX: &[u8] = b"\xff\x80len";
+
+    /// A buffer as a host may hand it over whole: a prefix, then each name and value followed by a
+    /// NUL; and where each name and value is after the prefix.
+    #[allow(clippy::type_complexity)]
+    fn buffer(pairs: &[(&[u8], &[u8])]) -> (Vec<u8>, Vec<(Range<usize>, Range<usize>)>) {
+        let mut out = PREFIX.to_vec();
+        let mut ranges = Vec::new();
         for (k, v) in pairs {
-            out.extend((k.len() as u32).to_le_bytes());
-            out.extend((v.len() as u32).to_le_bytes());
-        }
-        for (k, v) in pairs {
+            let k_start = out.len() - PREFIX.len();
             out.extend(*k);
+            let k_end = out.len() - PREFIX.len();
             out.push(0);
             out.extend(*v);
+            ranges.push((k_start..k_end, k_end + 1..out.len() - PREFIX.len()));
             out.push(0);
         }
-        out
+        (out, ranges)
+    }
+
+    /// The headers of a buffer cut to `len` bytes, adopted ([`HeaderSink::adopt`]).
+    fn adopted_cut(pairs: &[(&[u8], &[u8])], len: usize, wanted: &WantedHeaders) -> RequestHeaders {
+        let (mut bytes, ranges) = buffer(pairs);
+        bytes.truncate(len);
+        let mut sink = RequestHeaders::sink(wanted);
+        let mut ranges = ranges.into_iter();
+        sink.adopt(bytes, PREFIX.len(), |_| ranges.next());
+        sink.into_headers()
+    }
+
+    fn adopted(pairs: &[(&[u8], &[u8])], wanted: &WantedHeaders) -> RequestHeaders {
+        adopted_cut(pairs, usize::MAX, wanted)
     }
 
     fn wanted(extra: &[&str]) -> WantedHeaders {
@@ -522,7 +518,7 @@ mod tests {
             (b"content-type", b"application/json"),
             (b"x-team", b"red"),
         ];
-        let h = RequestHeaders::from_block(block(pairs), &wanted(&["x-team"]));
+        let h = adopted(pairs, &wanted(&["x-team"]));
         assert_eq!(
             h.pairs(),
             vec![
@@ -538,23 +534,20 @@ mod tests {
         assert_eq!(h.get(PATH), "");
         let mut all = wanted(&[]);
         all.all = true;
-        assert_eq!(
-            RequestHeaders::from_block(block(pairs), &all).pairs().len(),
-            6
-        );
+        assert_eq!(adopted(pairs, &all).pairs().len(), 6);
     }
 
-    /// What a host's pairs give ([`RequestHeaders::keeping`]) is what its block gives.
+    /// The headers pushed pair by pair ([`HeaderSink::push`]).
     fn kept(pairs: &[(&[u8], &[u8])], wanted: &WantedHeaders) -> RequestHeaders {
-        let mut k = RequestHeaders::keeping(wanted);
+        let mut k = RequestHeaders::sink(wanted);
         for (name, value) in pairs {
-            k.keep(name, value);
+            k.push(name, value);
         }
         k.into_headers()
     }
 
     #[test]
-    fn header_pairs_and_the_block_give_the_same_headers() {
+    fn pushed_and_adopted_headers_are_the_same() {
         let cases: &[&[(&[u8], &[u8])]] = &[
             &[
                 (b":method", b"POST"),
@@ -591,10 +584,7 @@ mod tests {
         };
         for pairs in cases {
             for w in [wanted(&["x-team"]), wanted(&[]), all()] {
-                let (a, b) = (
-                    kept(pairs, &w),
-                    RequestHeaders::from_block(block(pairs), &w),
-                );
+                let (a, b) = (kept(pairs, &w), adopted(pairs, &w));
                 assert_eq!(a.pairs(), b.pairs(), "{pairs:?}");
                 for own in 0..FIXED_HEADERS {
                     assert_eq!(
@@ -653,7 +643,7 @@ mod tests {
             (b":method", b"POST"),
             (b"x-other", b"o"),
         ];
-        let h = RequestHeaders::from_block(block(pairs), &w);
+        let h = adopted(pairs, &w);
         assert_eq!(h.pairs(), vec![("x-h4999", "v"), (":method", "POST")]);
         assert_eq!(h.get(METHOD), "POST");
     }
@@ -669,7 +659,7 @@ mod tests {
             .map(|n| (n.as_bytes(), long.as_bytes()))
             .collect();
         pairs.push((b"mcp-name", accents.as_bytes()));
-        let h = RequestHeaders::from_block(block(&pairs), &wanted(&["x-h7"]));
+        let h = adopted(&pairs, &wanted(&["x-h7"]));
         assert_eq!(
             h.pairs(),
             vec![("x-h7", long.as_str()), ("mcp-name", accents.as_str())]
@@ -682,7 +672,7 @@ mod tests {
             (b"content-type", b"text/plain"),
             (b"content-type", b"application/json"),
         ];
-        let h = RequestHeaders::from_block(block(pairs), &wanted(&[]));
+        let h = adopted(pairs, &wanted(&[]));
         assert_eq!(h.get(CONTENT_TYPE), "text/plain");
         assert_eq!(h.pairs().len(), 2);
     }
@@ -694,7 +684,7 @@ mod tests {
             (b"x-team", b"bl\xffue"),
             (b"x-other", b"\xfe"),
         ];
-        let h = RequestHeaders::from_block(block(pairs), &wanted(&["x-team"]));
+        let h = adopted(pairs, &wanted(&["x-team"]));
         assert_eq!(
             h.pairs(),
             vec![(":path", "/mcp"), ("x-team", "bl\u{FFFD}ue")]
@@ -703,51 +693,67 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_block_yields_what_could_be_read() {
-        let whole = block(&[(b":method", b"GET"), (b":path", b"/mcp")]);
+    fn a_malformed_buffer_yields_what_could_be_read() {
+        let pairs: &[(&[u8], &[u8])] = &[(b":method", b"GET"), (b":path", b"/mcp")];
+        let whole = buffer(pairs).0.len();
         let all = [(":method", "GET"), (":path", "/mcp")];
-        for cut in 0..whole.len() {
-            let h = RequestHeaders::from_block(whole[..cut].to_vec(), &wanted(&[]));
+        for cut in 0..whole {
+            let h = adopted_cut(pairs, cut, &wanted(&[]));
             let read = h.pairs();
             assert!(all.starts_with(&read), "cut at {cut}: {read:?}");
             // The last header is complete once its value is (its closing NUL may be cut).
-            assert_eq!(
-                read.len() == 2,
-                cut >= whole.len() - 1,
-                "cut at {cut}: {read:?}"
-            );
+            assert_eq!(read.len() == 2, cut >= whole - 1, "cut at {cut}: {read:?}");
         }
-        // A count far larger than the block, and lengths that overflow.
-        let mut bad = u32::MAX.to_le_bytes().to_vec();
-        bad.extend(u32::MAX.to_le_bytes());
-        bad.extend(u32::MAX.to_le_bytes());
-        assert!(RequestHeaders::from_block(bad, &wanted(&[]))
-            .pairs()
-            .is_empty());
-        assert!(RequestHeaders::from_block(Vec::new(), &wanted(&[]))
-            .pairs()
-            .is_empty());
+        // Ranges past the end, reversed, or overflowing; a text start past the end.
+        let far = |ranges: Vec<(Range<usize>, Range<usize>)>, start: usize| {
+            let (bytes, _) = buffer(pairs);
+            let w = wanted(&[]);
+            let mut sink = RequestHeaders::sink(&w);
+            let mut ranges = ranges.into_iter();
+            sink.adopt(bytes, start, |_| ranges.next());
+            sink.into_headers().pairs().len()
+        };
+        assert_eq!(far(vec![(0..7, 8..usize::MAX)], PREFIX.len()), 0);
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = vec![(7..0, 8..11)];
+        assert_eq!(far(reversed, PREFIX.len()), 0);
+        assert_eq!(far(vec![(0..7, 8..11), (0..1, 0..1)], usize::MAX), 0);
+        assert_eq!(far(vec![(0..7, 8..11), (100..101, 0..1)], PREFIX.len()), 1);
     }
 
     #[test]
-    fn serialised_maps_round_trip() {
-        let pairs = [("content-type", "application/json"), ("a", ""), ("é", "ü")];
-        let map = serialize_map(&pairs);
+    fn a_buffer_adopted_after_pushed_headers_is_copied_after_them() {
+        let w = wanted(&["x-team"]);
+        let mut sink = RequestHeaders::sink(&w);
+        sink.push(b"x-team", b"blue");
+        sink.push(b"x-other", b"o");
+        let (bytes, ranges) = buffer(&[(b":method", b"POST"), (b"x-team", b"red")]);
+        let mut ranges = ranges.into_iter();
+        sink.adopt(bytes, PREFIX.len(), |_| ranges.next());
+        sink.push(b":path", b"/mcp");
+        let h = sink.into_headers();
         assert_eq!(
-            map,
-            block(&[
-                (b"content-type", b"application/json"),
-                (b"a", b""),
-                ("é".as_bytes(), "ü".as_bytes())
-            ])
+            h.pairs(),
+            vec![
+                ("x-team", "blue"),
+                (":method", "POST"),
+                ("x-team", "red"),
+                (":path", "/mcp")
+            ]
         );
-        let back = deserialize_map(&map);
+        assert_eq!(h.get(METHOD), "POST");
+        // And headers pushed after a buffer adopted come after its own.
+        let mut sink = RequestHeaders::sink(&w);
+        let (bytes, ranges) = buffer(&[(b":method", b"POST"), (b"x-team", b"red")]);
+        let mut ranges = ranges.into_iter();
+        sink.adopt(bytes, PREFIX.len(), |_| ranges.next());
+        sink.push(b":path", b"/mcp");
+        let h = sink.into_headers();
         assert_eq!(
-            back.iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect::<Vec<_>>(),
-            pairs
+            h.pairs(),
+            vec![(":method", "POST"), ("x-team", "red"), (":path", "/mcp")]
         );
+        assert_eq!(h.get(PATH), "/mcp");
     }
 
     #[test]

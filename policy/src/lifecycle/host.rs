@@ -1,10 +1,20 @@
-//! What the lifecycle needs of the proxy: the [`Host`] of a request and the [`RootHost`] of a plugin
-//! instance, and the values that cross between them (actions, properties, counters, calls).
+//! The adapter contract between the engine and a proxy: the [`Host`] of a request, the
+//! [`RootHost`] of a plugin instance (one listener's plan), what both share ([`HostBase`]), and the
+//! values that cross between them (actions, properties, counters; calls are in [`crate::call`]).
+//! `filter/` (proxy-wasm) and `module/` (Envoy's dynamic modules) implement it, and so do
+//! `toolgate explain`'s simulated host and the fake host of the tests ([`crate::testing`]).
+//!
+//! The contract a host keeps is on [`Host`]: what it must do, what it may and may not decide.
 
-/// What a callback tells the host to do with the request.
+use super::headers::HeaderSink;
+use crate::call::Callout;
+
+/// What a callback tells the host to do with the request (or, in a response callback, the response).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
+    /// Let it go on to the next filter.
     Continue,
+    /// Stop it here, buffering its body, until the lifecycle resumes it or replies.
     Pause,
 }
 
@@ -15,7 +25,7 @@ pub enum Property {
     PeerUriSan,
     /// The cluster the route selected.
     ClusterName,
-    /// The listener's port (8-byte little-endian integer).
+    /// The listener's port, as an 8-byte little-endian integer.
     DestinationPort,
     /// `HTTP/1.1`, `HTTP/2`, ...
     RequestProtocol,
@@ -23,6 +33,7 @@ pub enum Property {
     RequestedServerName,
 }
 
+/// A log line's level, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
     Debug,
@@ -31,7 +42,8 @@ pub enum LogLevel {
     Error,
 }
 
-/// The counters (Envoy stats `wasmcustom.<name>`).
+/// The counters: Envoy stats `wasmcustom.<name>` on the Wasm filter, `dynamicmodulescustom.<name>`
+/// on the native module ([`Counter::name`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Counter {
     Allow,
@@ -106,100 +118,119 @@ impl Counter {
     }
 }
 
-/// A call to an external authorizer.
-#[derive(Clone, Copy, Debug)]
-pub enum Callout<'a> {
-    /// A unary gRPC call. `upstream`: what proxy-wasm's `grpc_call` takes to name the upstream, here
-    /// a serialised `envoy.config.core.v3.GrpcService` (cluster and authority).
-    Grpc {
-        cluster: &'a str,
-        upstream: &'a [u8],
-        service: &'a str,
-        method: &'a str,
-        message: &'a [u8],
-        timeout_ms: u32,
-    },
-    /// An HTTP call (`headers` include `:method`, `:path`, `:authority`).
-    Http {
-        cluster: &'a str,
-        headers: &'a [(&'a str, &'a str)],
-        body: &'a [u8],
-        timeout_ms: u32,
-    },
-}
-
-/// How a call ended, as the host reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CallAnswer {
-    /// gRPC: the status code (0 = OK) and, when OK, the response message.
-    Grpc { status: u32, message: Vec<u8> },
-    /// HTTP: the response headers (`:status` included) and body.
-    Http {
-        headers: Vec<(String, String)>,
-        body: Vec<u8>,
-    },
-    /// The call could not be made or did not complete (connection refused or reset, timeout).
-    Failed,
-}
-
 /// What loading a plan and deciding a request both need of the proxy: its log, its counters, its
-/// clock.
+/// clock. None of them can fail from the engine's point of view: a line or a count the proxy refuses
+/// is lost, nothing else.
 pub trait HostBase {
+    /// Writes `message` to the proxy's log at `level` (if the proxy logs at that level).
     fn log(&mut self, level: LogLevel, message: &str);
+    /// Adds one to `counter`.
     fn count(&mut self, counter: Counter);
-    /// Adds `n` to a counter.
+    /// Adds `n` to a counter (`n` may be 0: then nothing is counted, and a host need not call the
+    /// proxy).
     fn count_by(&mut self, counter: Counter, n: u64) {
         for _ in 0..n {
             self.count(counter);
         }
     }
-    /// Milliseconds on the host's (wall) clock.
+    /// Milliseconds on the host's wall clock (0 if it cannot be read). Authorizer timeouts are
+    /// measured on it, and CEL's `request.time` read from it.
     fn now_ms(&mut self) -> u64;
 }
 
-/// What the lifecycle needs of the proxy for one request. Every method is infallible from the
-/// lifecycle's point of view: a value that cannot be read is `None` (and fails closed).
+/// What the lifecycle needs of the proxy for one request: reading the request (headers, properties,
+/// body), acting on it (reply, resume, edit headers for the upstream), calling authorizers, recording
+/// the decision, and, for an allowed list request, reading and rewriting the response.
+///
+/// The lifecycle calls these only from inside one of its own callbacks (a [`super::Request`]
+/// method), which the host calls from the proxy's callback for the same request, so a host may
+/// assume the proxy's current request is this one.
+///
+/// # What a host is
+///
+/// A host is glue: it routes the proxy's callbacks to the lifecycle ([`super::Plugin`] for a
+/// configuration, [`super::Request`] for each request) and carries out what the lifecycle asks of
+/// it with the proxy's own calls. It holds no decision logic: it does not read a body, a header or a
+/// property to decide anything, and it never allows, denies, answers or changes a request on its own.
+/// Everything a decision depends on (which attributes are read, whether a request is held, what a
+/// denial replies, what is counted and logged) is the engine's, so both hosts decide alike.
+///
+/// What a host does decide is how to talk to its proxy: how a value is fetched (and cached, as the
+/// log level), how a call is made and its answer put together, how a paused request is resumed.
+///
+/// # Obligations
+///
+/// - **Actions.** Each [`Action`] a lifecycle callback returns is carried out as it says:
+///   [`Action::Continue`] lets the request or response go on, [`Action::Pause`] stops it (and keeps
+///   buffering its body) until the lifecycle resumes it ([`Host::resume`]) or replies
+///   ([`Host::send_reply`]). A host that cannot run a callback (no stream for it, the stream busy, a
+///   panic caught) pauses or denies a request it has not seen decided; it lets through only a
+///   response whose request was decided and is not an allowed list's
+///   ([`super::Request::reads_response`]).
+/// - **Fail closed.** A value that cannot be read is `None` (or `false`): never a default, a guess or
+///   a value from a source a client controls. The engine then decides as the plan says of a request
+///   without it (an unreadable body is not MCP, a missing identity matches no source). A call the
+///   host cannot start is `None`; one that does not complete is answered
+///   [`CallAnswer::Failed`](crate::call::CallAnswer::Failed), and the plan says what that means.
+/// - **No panics.** A host never panics on what the proxy or a client sends. Where a panic can be
+///   caught (the native module), the request it happened in is denied.
+/// - **Once.** Each call's answer is delivered at most once, with the token [`Host::call`] gave it;
+///   [`Host::resume`] is asked for at most once per pause.
+/// - **Cheap.** The methods are on the request path: a host reads nothing the lifecycle did not ask
+///   for, and copies a value only to hand it over (request headers it already holds in one buffer
+///   are handed over as they are: [`HeaderSink::adopt`]).
 pub trait Host: HostBase {
-    /// The request headers, serialised as the proxy-wasm ABI does ([`headers::serialize_map`]).
-    fn request_headers(&mut self) -> Option<Vec<u8>>;
-    /// Whether this host gives the request headers as name/value pairs
-    /// ([`Host::each_request_header`]) rather than as [`Host::request_headers`]'s block: the dynamic
-    /// module, which then builds and parses no block (1.3 k instructions a request, bench/notes.md).
-    const HEADER_PAIRS: bool = false;
     /// Whether this host holds a request itself: it keeps delivering the body to a filter that
     /// paused the headers, and nothing after the filter is relied on to hold them (the dynamic
     /// module: `toolgate render --native-module` puts no buffer filter after it). Then every request
-    /// held for its body is paused from its headers on, whatever the plan's `pause_headers`.
+    /// held for its body is paused from its headers on, whatever the plan's `pause_headers`. A host
+    /// says true only if both hold: otherwise a request could reach the upstream undecided.
     fn holds_request(&self) -> bool {
         false
     }
-    /// The request headers as name/value pairs (for [`Host::HEADER_PAIRS`]): `each` gets every
-    /// header, in order; false if they cannot be read.
-    fn each_request_header(&mut self, each: &mut dyn FnMut(&[u8], &[u8])) -> bool {
-        let _ = each;
-        false
-    }
+    /// Puts every request header, in the order the proxy has them (a repeated name once per value),
+    /// into `headers`: pair by pair ([`HeaderSink::push`]) or as a buffer the host already owns
+    /// ([`HeaderSink::adopt`], kept without a copy). The engine keeps only the headers the plan can
+    /// look at. False if the headers cannot be read: the request is then read as having none.
+    fn request_headers(&mut self, headers: &mut HeaderSink<'_>) -> bool;
+    /// A property of the request or its connection, as bytes ([`Property`] says the form); `None`
+    /// if the proxy does not have it. [`Property::PeerUriSan`] is the proxy's own reading of the
+    /// client certificate, never anything a client sends in the request.
     fn property(&mut self, property: Property) -> Option<Vec<u8>>;
     /// The request's dynamic metadata as a serialised `envoy.config.core.v3.Metadata` (at least its
     /// [`crate::jwt::JWT_METADATA_NAMESPACE`] namespace: where Envoy's `jwt_authn` leaves verified
     /// token payloads, docs/semantics.md §6b), or None where the host cannot read it (no claims).
+    /// Only what the proxy verified: a host that can only see something a client could have sent
+    /// returns None.
     fn dynamic_metadata(&mut self) -> Option<Vec<u8>> {
         None
     }
-    /// The first `size` bytes of the buffered request body.
+    /// The first `size` bytes of the buffered request body (`size`: what the body callback
+    /// reported). Fewer bytes are read as a shorter body; `None` as an empty one.
     fn request_body(&mut self, size: usize) -> Option<Vec<u8>>;
-    /// Answers the request with a local reply; false if the host refused.
+    /// Answers the request with a local reply instead of forwarding it: `status`, `headers` (never
+    /// `:status`, which `status` is) and `body`, sent as they are. False if the proxy refused; the
+    /// request stays paused either way and must never reach the upstream.
     fn send_reply(&mut self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> bool;
-    /// Lets a request paused by an earlier callback continue.
+    /// Lets a request go on that an earlier callback paused: asked for from a call's answer, once
+    /// per pause. A host that cannot resume from where it is asked (inside a callback of the proxy
+    /// that has not returned yet) resumes as soon as it can.
     fn resume(&mut self);
-    /// Starts a call; its token, or None if the host refused to start it.
+    /// Starts a call to an authorizer, with `callout`'s timeout enforced by the proxy; the call's
+    /// token, by which its answer is delivered ([`super::Request::on_call_answer`]), or None if the
+    /// proxy refused to start it (no such cluster). A token is unique among the request's calls in
+    /// flight and never `u32::MAX` (read as a refusal). The answer is delivered once, later, never
+    /// from inside this method: a proxy that answers at once has its answer held until the
+    /// lifecycle callback that made the call has returned (as the native module does).
     fn call(&mut self, callout: &Callout<'_>) -> Option<u32>;
     /// Replaces (or adds) a request header for the upstream.
     fn set_request_header(&mut self, name: &str, value: &str);
     /// Adds a request header value for the upstream (keeping existing ones).
     fn add_request_header(&mut self, name: &str, value: &str);
+    /// Removes every value of a request header before the upstream sees the request.
     fn remove_request_header(&mut self, name: &str);
-    /// Stores the decision summary where the access log reads it.
+    /// Stores the decision's summary where the access log reads it (Envoy's filter state, which the
+    /// rendered access log prints), replacing an earlier one.
     fn record(&mut self, summary: &str);
     /// Whether this host keeps the engine's record of why it decides ([`Host::recorder`]). False
     /// in the proxies (the default): their lifecycle is compiled without the recording walk.
@@ -209,26 +240,37 @@ pub trait Host: HostBase {
     fn recorder(&mut self) -> Option<&mut crate::eval::Record> {
         None
     }
-    /// Whether the host logs at `level` now.
+    /// Whether the proxy logs at `level` now. Asked on every request: a host may cache the answer
+    /// (the Wasm filter reads it again every second).
     fn logs_at(&mut self, level: LogLevel) -> bool;
-    /// The first value of a response header (`lower_name`), if sent.
+    /// The first value of a response header (`lower_name`, lowercase; `:status` included), if it
+    /// was sent and is UTF-8. Asked only while an allowed list's response is read (list filtering,
+    /// docs/semantics.md §5), as are the methods below.
     fn response_header(&mut self, lower_name: &str) -> Option<String>;
+    /// Removes every value of a response header before the client sees the response.
     fn remove_response_header(&mut self, name: &str);
-    /// The response body buffered so far (its first `size` bytes).
+    /// The response body buffered so far (its first `size` bytes: what the body callback reported).
     fn response_body(&mut self, size: usize) -> Option<Vec<u8>>;
-    /// Replaces the buffered response body (all `size` bytes of it) with `body`; false if the host
+    /// Replaces the buffered response body (all `size` bytes of it) with `body`; false if the proxy
     /// refused.
     fn replace_response_body(&mut self, size: usize, body: &[u8]) -> bool;
 }
 
-/// What loading a plan needs of the proxy.
+/// What loading a plan needs of the proxy ([`super::Plugin::configure`]). When `configure` returns
+/// false the host makes the proxy reject the configuration update, so that the plan in force keeps
+/// serving.
 pub trait RootHost: HostBase {
     /// Whether the host calls the response callbacks (a module built without them cannot filter
     /// lists, so it refuses a plan that does).
     fn filters_responses(&self) -> bool {
         true
     }
+    /// The plugin's name, the same for every configuration of one filter (the key of its last good
+    /// plan in the shared data).
     fn plugin_name(&mut self) -> String;
+    /// A value the host keeps for every configuration and every thread of the proxy (or VM), across
+    /// configuration updates; None if there is none.
     fn shared_get(&mut self, key: &str) -> Option<Vec<u8>>;
+    /// Sets a value [`RootHost::shared_get`] returns; a refusal is ignored.
     fn shared_set(&mut self, key: &str, value: &[u8]);
 }

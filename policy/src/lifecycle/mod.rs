@@ -1,7 +1,8 @@
 //! The request lifecycle (docs/semantics.md §3–§6) as a state machine over a [`Host`]: classify the request,
 //! hold a JSON POST until its body is here, read it, decide, call external authorizers (pause, call,
-//! resume or deny), reply, record and count. The Envoy filter is a thin proxy-wasm implementation
-//! of [`Host`] and [`RootHost`]; the tests drive it natively with a fake host.
+//! resume or deny), reply, record and count. The two Envoy hosts (the proxy-wasm filter and the
+//! dynamic module) are thin implementations of [`Host`] and [`RootHost`], whose documentation is
+//! their contract; the tests drive the lifecycle natively with a fake host.
 //!
 //! A request moves `Start → (Buffering →) (Calling ⇄) Done` (an allowed list request through `Listing`
 //! until its response is filtered: listing.rs). Each callback of the host is a method
@@ -15,9 +16,9 @@ mod listing;
 mod request;
 mod shadow;
 
-pub use host::{
-    Action, CallAnswer, Callout, Counter, Host, HostBase, LogLevel, Property, RootHost,
-};
+pub use crate::call::{CallAnswer, Callout};
+pub use headers::HeaderSink;
+pub use host::{Action, Counter, Host, HostBase, LogLevel, Property, RootHost};
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -231,6 +232,9 @@ enum Context {
 }
 
 impl Request {
+    /// The request's headers: what the plan needs of them read once, then the first decision or
+    /// the wait for the body. Long: the steps in the order every request takes them, kept in one
+    /// function on the hot path.
     pub fn on_request_headers(&mut self, host: &mut impl Host, end_of_stream: bool) -> Action {
         if !matches!(self.state, State::Start) {
             return Action::Continue;

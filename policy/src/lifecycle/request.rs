@@ -157,19 +157,13 @@ pub(super) fn one_credential(headers: &RequestHeaders) -> bool {
     }
 }
 
-pub(super) fn read_headers<H: Host>(host: &mut H, wanted: &WantedHeaders) -> RequestHeaders {
-    if H::HEADER_PAIRS {
-        let mut kept = RequestHeaders::keeping(wanted);
-        return if host.each_request_header(&mut |name, value| kept.keep(name, value)) {
-            kept.into_headers()
-        } else {
-            RequestHeaders::default()
-        };
+pub(super) fn read_headers(host: &mut impl Host, wanted: &WantedHeaders) -> RequestHeaders {
+    let mut sink = RequestHeaders::sink(wanted);
+    if host.request_headers(&mut sink) {
+        sink.into_headers()
+    } else {
+        RequestHeaders::default()
     }
-    host.request_headers()
-        .map_or_else(RequestHeaders::default, |block| {
-            RequestHeaders::from_block(block, wanted)
-        })
 }
 
 pub(super) fn property_string(host: &mut impl Host, property: Property) -> Option<String> {

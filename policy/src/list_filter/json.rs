@@ -5,10 +5,10 @@
 //! judged, in order, exactly as it was when serde_json read it level by level (members as raw
 //! values, a repeated or case-folded key ambiguous, keys and names decoded as `String`s).
 //!
-//! Hand-written because serde_json's passes cost too much: a 100-tool, 30 KB `tools/list` answer
-//! filtered down to 10 tools took 1.79 M instructions natively (3.09 M in Envoy's Wasm VM) with a
-//! raw-value parse per level and per entry; this pass is measured by policy/benches/engine.rs
-//! (`list_filter`, `-- count list_json`).
+//! Hand-written because serde_json's passes cost too much: with a raw-value parse per level and per
+//! entry, filtering a `tools/list` answer cost several times this single pass, natively and in
+//! Envoy's Wasm VM (docs/design/list-filtering.md); this pass is measured by
+//! policy/benches/engine.rs (`list_filter`, `-- count list_json`).
 //!
 //! Error precedence, as before: the text must be JSON (any syntax error anywhere is
 //! [`Unreadable::Syntax`], before anything else); then responses are judged in order and the first
@@ -266,8 +266,8 @@ impl<'t, 'k> Reader<'t, 'k> {
 
     /// A key at `i` (its quote) and its colon, judged against `fields` (lower case, as
     /// [`folded_field`] compares) spelled `exact_fields`. Always inlined: it runs for every key of
-    /// a response, its result and each list entry (about 400 for a 100-tool list), and the call
-    /// cost 13 k of the pass's 299 k instructions (policy/benches/engine.rs `-- count list_json`).
+    /// a response, its result and each list entry (hundreds for a 100-tool list), and the call
+    /// showed in the pass's count (policy/benches/engine.rs `-- count list_json`).
     #[inline(always)]
     fn judged_key(
         &mut self,

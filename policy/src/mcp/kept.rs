@@ -2,10 +2,11 @@
 //!
 //! A request held for an authorizer is decided in steps (the first read, then once per answer).
 //! Each step used to read the whole body again ([`super::read_body`] without the params check):
-//! natively, with (g1)'s plan and 300 B tools/call (`benches/lifecycle.rs` under callgrind), 5.5 k
-//! instructions of the 12.2 k the answer's step cost. What the first read extracted is kept instead
-//! as offsets into the body (and the few values an escape made owned), and the next step rebuilds
-//! the same [`McpBody`] from them: a UTF-8 check of the body and a few slices.
+//! natively, with (g1)'s plan and 300 B tools/call (`benches/lifecycle.rs` under callgrind), that
+//! read was a large part of what the answer's step cost (docs/design/external-auth.md). What the
+//! first read extracted is kept instead as offsets into the body (and the few values an escape made
+//! owned), and the next step rebuilds the same [`McpBody`] from them: a UTF-8 check of the body and
+//! a few slices.
 
 use std::borrow::Cow;
 

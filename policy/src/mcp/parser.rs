@@ -3,7 +3,10 @@
 
 use std::borrow::Cow;
 
-use super::keys::{prefix8, DupMode, Key, KeySrc};
+use super::keys::{
+    dup_error, entry_offset, grow_table, key_bytes, key_hash, prefix8, same_key, stored_key_bytes,
+    table_entry, table_insert, DupMode, Key, KeySrc, HASH_THRESHOLD,
+};
 use super::scan::{
     decode_into, expected_at, invalid, scan_literal, scan_number, scan_string, skip_ws,
 };
@@ -165,6 +168,9 @@ impl<'a, 's> Parser<'a, 's> {
         }
     }
 
+    /// Reads the whole body. One function on purpose (it is long): the parser's loop over values and
+    /// closing containers, whose `'value` label every branch continues; split, the hot loop would
+    /// return through calls and state for every value of the body.
     pub(super) fn run(mut self) -> Result<McpBody<'a>, NotMcp> {
         let b = self.b;
         let mut pos = skip_ws(b, 0);
@@ -345,6 +351,8 @@ impl<'a, 's> Parser<'a, 's> {
         }
     }
 
+    /// What a completed value means in its container, by the container's role and the field: one flat
+    /// match (long, but each arm is a line or two of the MCP shape it reads).
     fn complete_slow(&mut self, val: Val, start: usize, end: usize) {
         let Some(top) = self.frames.last() else {
             // Top level: objects were handled when they closed, arrays are batches.
@@ -592,5 +600,186 @@ impl<'a, 's> Parser<'a, 's> {
             return Err(expected_at(b, p, "':'"));
         }
         Ok(skip_ws(b, p + 1))
+    }
+}
+
+/// The duplicate-key check of the open objects (keys.rs holds the keys, their hashes and tables).
+impl Parser<'_, '_> {
+    /// Check the key just pushed (the last of `keys`) against the other keys of the top object.
+    ///
+    /// Small objects keep their keys on the `keys` stack and compare linearly. From
+    /// `HASH_THRESHOLD` keys on, an object keeps only a hash table (per depth, reused) whose entries
+    /// are a 32-bit hash and the body offset of the key; a stored key is re-read from the body only
+    /// when its hash matches. Past a probe budget (adversarial collisions) the object falls back to
+    /// collecting all keys and sorting them when it closes.
+    ///
+    /// Long on purpose: one match over the three modes, run for every key of the body; each arm
+    /// works on borrows of the parser's fields (the frame, the keys, the tables, the arena) that
+    /// methods of their own could not hold together.
+    #[inline]
+    pub(super) fn check_new_key(&mut self) -> Result<(), NotMcp> {
+        let depth = self.frames.len();
+        let Some(frame) = self.frames.last_mut() else {
+            return Ok(());
+        };
+        let body = self.b;
+        let arena = self.arena.as_bytes();
+        let Some((key, existing)) = self
+            .keys
+            .get(frame.keys_start..)
+            .unwrap_or(&[])
+            .split_last()
+        else {
+            return Ok(());
+        };
+        let n = frame.count;
+        frame.count += 1;
+        match frame.mode {
+            DupMode::Linear => {
+                for k in existing {
+                    if same_key(body, arena, k, key) {
+                        return Err(dup_error(body, arena, key));
+                    }
+                }
+                if n + 1 < HASH_THRESHOLD {
+                    return Ok(());
+                }
+                // Bodies over 4 GiB cannot use 32-bit offsets: sort at close instead.
+                #[cfg(test)]
+                let force =
+                    super::tests::DUP_TEST_MODE.with(|c| c.get()) == super::tests::SORT_AT_SWITCH;
+                #[cfg(not(test))]
+                let force = false;
+                if force || body.len() >= u32::MAX as usize {
+                    frame.mode = DupMode::Deferred;
+                    return Ok(());
+                }
+                // Switch to hashing: index the keys seen so far, then forget them.
+                frame.mode = DupMode::Hashed;
+                if self.tables.len() < depth {
+                    self.tables.resize_with(depth, Vec::new);
+                }
+                let Some(table) = self.tables.get_mut(depth - 1) else {
+                    return Ok(());
+                };
+                table.clear();
+                table.resize(4 * HASH_THRESHOLD, 0);
+                let mask = table.len() - 1;
+                for k in self.keys.get(frame.keys_start..).unwrap_or(&[]) {
+                    table_insert(table, mask, table_entry(key_hash(body, arena, k), k.offset));
+                }
+                self.keys.truncate(frame.keys_start);
+                self.arena.truncate(frame.arena_start);
+                Ok(())
+            }
+            DupMode::Hashed => {
+                let h = key_hash(body, arena, key);
+                let Some(table) = self.tables.get_mut(depth - 1) else {
+                    return Ok(());
+                };
+                let mask = table.len().wrapping_sub(1);
+                let mut slot = (h as usize) & mask;
+                loop {
+                    frame.probes += 1;
+                    let e = table.get(slot).copied().unwrap_or(0);
+                    if e == 0 {
+                        break;
+                    }
+                    if (e >> 32) as u32 == h {
+                        let stored = stored_key_bytes(self.s, entry_offset(e), &mut self.scratch);
+                        if stored == key_bytes(body, arena, key) {
+                            return Err(dup_error(body, arena, key));
+                        }
+                    }
+                    slot = (slot + 1) & mask;
+                }
+                if let Some(e) = table.get_mut(slot) {
+                    *e = table_entry(h, key.offset);
+                }
+                if (n + 1) * 2 > table.len() {
+                    grow_table(table);
+                }
+                self.keys.truncate(frame.keys_start);
+                self.arena.truncate(frame.arena_start);
+                #[cfg(test)]
+                let budget = if super::tests::DUP_TEST_MODE.with(|c| c.get())
+                    == super::tests::SORT_AFTER_HASHING
+                {
+                    0
+                } else {
+                    64 + 8 * (n + 1)
+                };
+                #[cfg(not(test))]
+                let budget = 64 + 8 * (n + 1);
+                if frame.probes > budget {
+                    // Adversarial collisions: collect every key of the object again and check
+                    // them once, by sorting, when it closes.
+                    frame.mode = DupMode::Deferred;
+                    for &e in table.iter() {
+                        if e != 0 {
+                            let off = entry_offset(e);
+                            let (close, escaped) = scan_string(body, off).unwrap_or((off, false));
+                            let k = if escaped {
+                                let a0 = self.arena.len();
+                                decode_into(
+                                    self.s.get(off + 1..close).unwrap_or(""),
+                                    &mut self.arena,
+                                );
+                                let end = self.arena.len();
+                                Key {
+                                    start: a0,
+                                    end,
+                                    offset: off,
+                                    fp: prefix8(self.arena.as_bytes(), a0, end),
+                                    src: KeySrc::Arena,
+                                }
+                            } else {
+                                Key {
+                                    start: off + 1,
+                                    end: close,
+                                    offset: off,
+                                    fp: prefix8(body, off + 1, close),
+                                    src: KeySrc::Body,
+                                }
+                            };
+                            self.keys.push(k);
+                        }
+                    }
+                }
+                Ok(())
+            }
+            DupMode::Deferred => Ok(()),
+        }
+    }
+
+    /// Duplicate check for an object whose keys were only collected: sort, then compare neighbours.
+    /// Reports the duplicate that comes first in the body.
+    pub(super) fn deferred_dup_check(&mut self, keys_start: usize) -> Result<(), NotMcp> {
+        let body = self.b;
+        let arena = self.arena.as_bytes();
+        let Some(keys) = self.keys.get_mut(keys_start..) else {
+            return Ok(());
+        };
+        keys.sort_unstable_by(|x, y| {
+            key_bytes(body, arena, x)
+                .cmp(key_bytes(body, arena, y))
+                .then(x.offset.cmp(&y.offset))
+        });
+        let mut first: Option<Key> = None;
+        for w in keys.windows(2) {
+            if let [x, y] = w {
+                let earlier = match first {
+                    Some(f) => y.offset < f.offset,
+                    None => true,
+                };
+                if earlier && key_bytes(body, arena, x) == key_bytes(body, arena, y) {
+                    first = Some(*y);
+                }
+            }
+        }
+        match first {
+            Some(k) => Err(dup_error(body, arena, &k)),
+            None => Ok(()),
+        }
     }
 }

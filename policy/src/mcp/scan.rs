@@ -5,9 +5,9 @@
 //! Hand-written rather than serde_json because both users measure it: the MCP body reader
 //! (`crate::mcp`) needs every key of every object (duplicates) without building values, and list
 //! filtering (`crate::list_filter`) needs the offsets of a response's list entries. With serde_json
-//! raw values at each level, filtering a 100-tool, 30 KB `tools/list` answer cost 1.79 M
-//! instructions natively (3.09 M in Envoy's Wasm VM); one pass over these primitives does it in a
-//! small fraction of that (policy/benches/engine.rs `list_filter`).
+//! raw values at each level, filtering a `tools/list` answer cost several times what one pass over
+//! these primitives costs, natively and in Envoy's Wasm VM (docs/design/list-filtering.md;
+//! policy/benches/engine.rs `list_filter`).
 //!
 //! Nothing here panics on any input: every index is checked (`get`).
 
@@ -235,8 +235,8 @@ pub(crate) fn decode_into(span: &str, out: &mut String) {
     let mut i = 0;
     while i < b.len() {
         // Eight bytes at a time to the next backslash (a validated string body holds no `"` or
-        // control character): byte by byte, decoding (g1)'s 130-character argument for the
-        // CheckRequest cost 2.4 k instructions natively.
+        // control character): byte by byte, decoding (g1)'s long argument for the CheckRequest
+        // cost measurably more natively (`benches/lifecycle.rs`).
         i = find_string_special(b, i);
         if b.get(i) != Some(&b'\\') {
             i += 1;

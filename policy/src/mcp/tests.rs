@@ -325,7 +325,7 @@ fn captured_params_with_keys_that_fold_together_are_refused() {
 }
 
 /// The serde_json walk that `twins::folded_twins` replaced (a HashMap per object), kept as its
-/// reference.
+/// reference: kept whole (it is long: a serde visitor and its seeds), as it was.
 #[allow(clippy::items_after_statements)]
 fn reference_folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
     use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
@@ -449,7 +449,7 @@ fn reference_folded_twins(json: &str, offset: usize) -> Result<(), NotMcp> {
 /// The scanner-based check gives the serde_json walk's verdicts (same first twin, same
 /// undecodable number, in the same order) on params of every shape: twins at every depth, in
 /// small and big objects (the switch to a hash map), escaped and non-ASCII spellings, numbers in and
-/// out of range, twins before and after an undecodable number.
+/// out of range, twins before and after an undecodable number. Long: the table of cases is the test.
 #[test]
 fn folded_twins_match_the_serde_json_walk() {
     use super::twins::folded_twins;

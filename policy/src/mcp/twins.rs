@@ -3,13 +3,14 @@
 //!
 //! Hand-written on the reader's scanning primitives (scan.rs) rather than a serde_json walk with a
 //! `HashMap` per object: natively (`benches/lifecycle.rs` under callgrind, (g1)'s 300 B
-//! tools/call), the serde_json walk cost 7.0 k instructions per request, a third of the first body
-//! read, for a `params` of two small objects. Small objects compare their folded keys linearly (no
-//! hashing, nothing allocated for keys that are ASCII without capitals); an object with more than
-//! [`LINEAR_KEYS`] keys moves them to a `HashMap` (SipHash with random keys, as before: an object
-//! may have a hundred thousand keys, and their names are the client's). Numbers are checked with
-//! serde_json itself unless they cannot be out of range. Same verdicts, same first twin reported,
-//! in the same body order as the serde_json walk (`mcp/tests.rs`, the `mcp_reader` fuzz target).
+//! tools/call), the serde_json walk was a large part of the first body read, for a `params` of two
+//! small objects (docs/design/reading-the-request.md). Small objects compare their folded keys
+//! linearly (no hashing, nothing allocated for keys that are ASCII without capitals); an object
+//! with more than [`LINEAR_KEYS`] keys moves them to a `HashMap` (SipHash with random keys, as
+//! before: an object may have a hundred thousand keys, and their names are the client's). Numbers
+//! are checked with serde_json itself unless they cannot be out of range. Same verdicts, same first
+//! twin reported, in the same body order as the serde_json walk (`mcp/tests.rs`, the `mcp_reader`
+//! fuzz target).
 
 use std::borrow::Cow;
 use std::collections::HashMap;

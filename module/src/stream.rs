@@ -1,15 +1,18 @@
-//! One stream's filter: the request's lifecycle and its host, kept busy while a hook runs, and the
-//! call answers and events that arrive meanwhile (delivered from a scheduled event).
+//! One stream's filter: the request's lifecycle and its host, kept busy while a hook runs, the call
+//! answers and events that arrive meanwhile (delivered from a scheduled event), and the gRPC calls
+//! in flight, put together from their streamed callouts' hooks.
 
 use std::cell::{Cell, RefCell};
 
-use toolgate_policy::lifecycle::{CallAnswer, Request};
+use toolgate_policy::jwt::PayloadHeader;
+use toolgate_policy::lifecycle::{CallAnswer, Plugin, Request};
 
 use crate::abi::*;
-use crate::callout::GrpcCall;
-use crate::counters::{Counters, DECISION_KEY};
-use crate::host::{ModuleHost, Phase};
-use crate::refusal::Refusal;
+use crate::callout::{GrpcCall, GRPC_CALL, GRPC_INTERNAL};
+use crate::config::{new_request, Config};
+use crate::counters::{self, Counters, DECISION_KEY};
+use crate::host::{send_internal_error, ModuleHost, Phase};
+use crate::refusal::{self, Refusal};
 
 pub(crate) struct Stream {
     pub(crate) request: Request,
@@ -37,6 +40,45 @@ pub(crate) struct Filter {
 }
 
 impl Filter {
+    /// The filter of a new stream of Envoy's filter `envoy`, under `config` (none: a plugin without
+    /// a plan, which denies every request).
+    pub(crate) fn new(config: Option<&Config>, envoy: FilterEnvoyPtr) -> Filter {
+        let (request, counters, payload_header) = match config {
+            // SAFETY: the lifetime is not checked: Envoy's filter holds its configuration, which is
+            // destroyed (`on_http_filter_config_destroy`) only after the last of its filters.
+            Some(c) => (
+                new_request(c),
+                unsafe { &*std::ptr::addr_of!(c.counters) },
+                c.payload_header,
+            ),
+            None => (
+                Plugin::default().request(),
+                &Counters::NONE,
+                PayloadHeader::Unknown,
+            ),
+        };
+        let host = ModuleHost {
+            envoy,
+            counters,
+            phase: Phase::Outside,
+            calls: Vec::new(),
+            next_token: 1,
+            scheduler: std::ptr::null_mut(),
+            resume_later: false,
+            payload_header,
+        };
+        Filter {
+            stream: RefCell::new(Stream { request, host }),
+            early: RefCell::new(Vec::new()),
+            grpc: RefCell::new(Vec::new()),
+            envoy,
+            scheduler_for_early: Cell::new(std::ptr::null_mut()),
+            counters,
+            listing: Cell::new(false),
+            refusal: Cell::new(Refusal::None),
+        }
+    }
+
     /// Runs a stream hook on this filter; `None` if the stream is busy (a re-entered hook).
     pub(crate) fn with(&self, phase: Phase, f: impl FnOnce(&mut Stream) -> u32) -> Option<u32> {
         let mut stream = self.stream.try_borrow_mut().ok()?;
@@ -122,18 +164,19 @@ impl Filter {
 
     /// Counts one on the counter `id` (none: not defined), without the stream, which may be busy.
     pub(crate) fn increment(&self, id: Option<usize>) {
-        if let Some(id) = id {
-            // SAFETY: `envoy` is this filter's pointer; no labels.
-            unsafe {
-                envoy_dynamic_module_callback_http_filter_increment_counter(
-                    self.envoy,
-                    id,
-                    std::ptr::null(),
-                    0,
-                    1,
-                );
-            }
-        }
+        counters::increment(self.envoy, id, 1);
+    }
+
+    /// Refuses the response itself (`refusal.rs`) in the response hook `phase`; the hook's status.
+    pub(crate) fn refuse_response(&self, phase: Phase, end_of_stream: bool, why: &str) -> u32 {
+        refusal::refuse_response(
+            self.envoy,
+            &self.refusal,
+            self.counters,
+            phase,
+            end_of_stream,
+            why,
+        )
     }
 
     /// A panic in a request hook: deny the request (the lifecycle's state is unknown).
@@ -150,25 +193,41 @@ impl Filter {
                 ModuleBuffer::of(summary),
             );
         }
-        self.send_internal_error();
+        send_internal_error(self.envoy);
     }
 
-    /// Envoy's local reply 500 `{"error":"internal error"}`: through the filters before any response
-    /// headers, directly to the client before any went downstream, and a reset stream after.
-    pub(crate) fn send_internal_error(&self) {
-        let body = br#"{"error":"internal error"}"#;
-        let mut headers = [ModuleHttpHeader::of("content-type", "application/json")];
-        // SAFETY: `envoy` is this filter's pointer; headers and body live for the call.
-        unsafe {
-            envoy_dynamic_module_callback_http_send_response(
-                self.envoy,
-                500,
-                headers.as_mut_ptr(),
-                1,
-                ModuleBuffer::of(body),
-                ModuleBuffer::null(),
-            );
-        }
+    // The gRPC calls in flight, from their streamed callouts' hooks.
+
+    /// A hook of the streamed callout `id` (a gRPC call): `f` updates the call.
+    pub(crate) fn grpc_event(&self, id: u64, f: impl FnOnce(&mut GrpcCall)) {
+        let Ok(mut calls) = self.grpc.try_borrow_mut() else {
+            return;
+        };
+        let i = match calls.iter().position(|c| c.id == id) {
+            Some(i) => i,
+            None => {
+                calls.push(GrpcCall::new(id));
+                calls.len() - 1
+            }
+        };
+        f(&mut calls[i]);
+    }
+
+    /// The streamed callout `id` ended: completed (its answer) or reset (failed).
+    pub(crate) fn grpc_end(&self, id: u64, completed: bool) {
+        let call = self.grpc.try_borrow_mut().ok().and_then(|mut calls| {
+            let i = calls.iter().position(|c| c.id == id)?;
+            Some(calls.swap_remove(i))
+        });
+        let answer = match (completed, call) {
+            (true, Some(call)) => call.answer(),
+            (true, None) => CallAnswer::Grpc {
+                status: GRPC_INTERNAL,
+                message: Vec::new(),
+            },
+            (false, _) => CallAnswer::Failed,
+        };
+        self.answer(id | GRPC_CALL, answer);
     }
 }
 
