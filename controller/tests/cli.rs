@@ -687,7 +687,7 @@ fn explain_reads_both_mcp_revisions_and_reports_header_mismatches() {
     );
     assert!(
         out.contains(
-            r#"decision: DENY (deny gateway: no rule of 1 allow policy matched); reply HTTP 200 {"jsonrpc":"2.0","id":9,"#
+            r#"decision: DENY (deny gateway: resources/subscribe 'memo://b' matched no rule of default/p (base)); reply HTTP 200 {"jsonrpc":"2.0","id":9,"#
         ),
         "{out}"
     );
@@ -793,11 +793,11 @@ fn explain_prints_the_shadow_decision_and_the_default_deny() {
     );
     assert!(
         out.contains(
-            "decision: ALLOW (allow (no policy) shadow=deny backend: no rule of 1 allow policy matched dry-run=default/strict)"
+            "decision: ALLOW (allow (no policy) shadow=deny backend: tools/call 'echo' matched no rule of default/strict (sum) dry-run=default/strict)"
         ),
         "{out}"
     );
-    assert!(out.contains("shadow decision (dry-run policies enforced): DENY (deny backend: no rule of 1 allow policy matched): differs, counted as toolgate.shadow.deny"), "{out}");
+    assert!(out.contains("shadow decision (dry-run policies enforced): DENY (deny backend: tools/call 'echo' matched no rule of default/strict (sum)): differs, counted as toolgate.shadow.deny"), "{out}");
     let out = explain(&call("get-sum", "/mcp"), &[]);
     assert!(
         out.contains("shadow decision (dry-run policies enforced): the same as the decision"),

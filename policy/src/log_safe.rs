@@ -38,6 +38,66 @@ impl fmt::Display for Quoted<'_> {
     }
 }
 
+/// Request-derived text for a denial's summary, kept without allocating (the filter's walk
+/// allocates nothing for a denial: policy/tests/walk_alloc.rs): what is written to it, as long as
+/// it fits in [`ShownText::CAP`] bytes, then `...`. Each write is kept whole or not at all, so
+/// [`Quoted`] text stays log-safe when cut (none of its pieces ends in a backslash).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ShownText {
+    len: u8,
+    cut: bool,
+    buf: [u8; ShownText::CAP],
+}
+
+impl ShownText {
+    pub const CAP: usize = 160;
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl Default for ShownText {
+    fn default() -> Self {
+        ShownText {
+            len: 0,
+            cut: false,
+            buf: [0; ShownText::CAP],
+        }
+    }
+}
+
+impl fmt::Write for ShownText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        const MORE: &[u8] = b"...";
+        let len = usize::from(self.len);
+        if self.cut {
+            return Ok(());
+        }
+        if len + s.len() + MORE.len() <= Self::CAP {
+            self.buf[len..len + s.len()].copy_from_slice(s.as_bytes());
+            self.len = (len + s.len()) as u8;
+        } else {
+            self.buf[len..len + MORE.len()].copy_from_slice(MORE);
+            self.len = (len + MORE.len()) as u8;
+            self.cut = true;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for ShownText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for ShownText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 /// Whether `s` can be printed inside a double-quoted access-log field as it is: printable ASCII
 /// without `"`, and not ending in a backslash.
 pub fn is_log_safe(s: &str) -> bool {
@@ -113,6 +173,8 @@ mod tests {
                 verdict: Verdict::Deny(DenyReason::NoRuleMatched {
                     level: Level::Gateway,
                     policies: 1,
+                    request: Default::default(),
+                    considered: "".into(),
                 }),
                 under_policy: true,
                 message: None,

@@ -140,14 +140,49 @@ fn service_account_source_and_tool_params() {
         &Req::post(Some(A)).http(),
         BodyInput::Mcp(&McpBody::Single(call("echo"))),
     );
-    assert_eq!(
-        d.verdict,
-        Verdict::Deny(DenyReason::NoRuleMatched {
-            level: Level::Gateway,
-            policies: 1
-        })
+    assert!(
+        matches!(
+            &d.verdict,
+            Verdict::Deny(DenyReason::NoRuleMatched {
+                level: Level::Gateway,
+                policies: 1,
+                ..
+            })
+        ),
+        "{:?}",
+        d.verdict
     );
-    assert!(d.summary().contains("gateway"), "{}", d.summary());
+    // The denial names what was asked and the policies (with their rules) that were considered.
+    assert_eq!(
+        d.summary(),
+        "deny gateway: tools/call 'echo' matched no rule of default/p (r)",
+    );
+}
+
+/// What a client chose (the tool's name, the method) is shown in a denial only escaped: it cannot
+/// leave the access log's quoted field.
+#[test]
+fn a_denial_shows_the_clients_words_escaped() {
+    let ev = plan(vec![policy("p", SA_A_GET_SUM)], vec![]);
+    for (method, tool) in [
+        ("tools/call", "x\" forged=\"1\nnext"),
+        ("tools/call\u{1b}[31m", "get-sum"),
+        ("tools/call", "ends\\"),
+        ("tools/call", &"\\\"\u{2028}".repeat(100)),
+    ] {
+        let m = msg(method, Some("1"), Some(tool), None);
+        let d = ev.route(None).decide(
+            &Req::post(Some(A)).http(),
+            BodyInput::Mcp(&McpBody::Single(m)),
+        );
+        let summary = d.summary();
+        assert!(!d.allowed());
+        assert!(
+            toolgate_policy::log_safe::is_log_safe(&summary),
+            "{method:?} {tool:?} -> {summary}"
+        );
+        assert!(summary.len() < 400, "bounded: {summary}");
+    }
 }
 
 #[test]
@@ -316,20 +351,22 @@ fn levels_gateway_then_backend() {
         vec![policy("g", &allow("echo"))],
         vec![("backend", vec![policy("b", &allow("get-sum"))])],
     );
-    assert_eq!(
+    assert!(matches!(
         decide(&ev, Some("backend"), &Req::post(None), call("echo")),
         Verdict::Deny(DenyReason::NoRuleMatched {
             level: Level::Backend,
-            policies: 1
+            policies: 1,
+            ..
         })
-    );
-    assert_eq!(
+    ));
+    assert!(matches!(
         decide(&ev, Some("backend"), &Req::post(None), call("get-sum")),
         Verdict::Deny(DenyReason::NoRuleMatched {
             level: Level::Gateway,
-            policies: 1
+            policies: 1,
+            ..
         })
-    );
+    ));
 }
 
 #[test]

@@ -111,7 +111,7 @@ def test_backend_authorizer_called_only_for_its_rules(gateway, start_authorizer)
     assert gw.decision(r) == "allow gateway=- backend=default/tools:a"
     r, before2 = send("agent-a", "get-env")
     assert_denied(r)
-    assert gw.decision(r) == "deny backend: no rule of 1 allow policy matched"
+    assert gw.decision(r) == "deny backend: tools/call 'get-env' matched no rule of default/tools (a, b)"
     assert len(az.requests()) == 0  # a matches no rule of the ExternalAuth policy: never asked
 
     for tool in ("get-sum", "get-env"):
@@ -131,7 +131,7 @@ def test_authorizer_allow_does_not_override_allow_policies(gateway, start_author
     gw = ea_gateway(gateway, az, grpc_ea(), policy("sum", tools_call_rule("sum", ["get-sum"])))
     r = gw.call("echo")
     assert_denied(r)
-    assert gw.decision(r) == "deny gateway: no rule of 1 allow policy matched"
+    assert gw.decision(r) == "deny gateway: tools/call 'echo' matched no rule of default/sum (sum)"
     assert one_call(az, 0)["decision"] == "allow"  # the authorizer runs first, and allowed
     r = gw.call("get-sum")
     assert_allowed(r)
@@ -145,7 +145,7 @@ def test_gateway_denial_skips_the_backend_authorizer(gateway, start_authorizer):
                     grpc_ea("ea", target="backend"))
     r = gw.call("echo")
     assert_denied(r)
-    assert gw.decision(r) == "deny gateway: no rule of 1 allow policy matched"
+    assert gw.decision(r) == "deny gateway: tools/call 'echo' matched no rule of default/sum (sum)"
     assert az.requests() == []
     r = gw.call("get-sum")
     assert_allowed(r)

@@ -128,7 +128,7 @@ def test_one_debug_line_per_decision(gateway):
     assert_allowed(allowed)
     assert_denied(denied)
     assert too_large.status == 413
-    for sent, want in [(allowed, "allow gateway=default/sum:sum"), (denied, "deny gateway: no rule"),
+    for sent, want in [(allowed, "allow gateway=default/sum:sum"), (denied, "deny gateway: tools/call 'echo' matched no rule of default/sum (sum)"),
                        (too_large, "deny: body over the limit")]:
         lines = wait_for(lambda: debug_lines(f"?{sent.tag}'") or None, timeout=5, what=f"debug line for {sent.tag}")
         assert len(lines) == 1, lines

@@ -45,7 +45,7 @@ def test_a_dry_run_policy_that_would_deny_echo_only_reports_it(gateway):
     r = gw.call("echo", **ON_HTTP)
     assert_allowed(r)
     assert r.executed[0]["tool"] == "echo"
-    assert gw.decision(r) == "allow (no policy) shadow=deny gateway: no rule of 1 allow policy matched dry-run=default/strict"
+    assert gw.decision(r) == "allow (no policy) shadow=deny gateway: tools/call 'echo' matched no rule of default/strict (sum) dry-run=default/strict"
     assert shadow_counters(gw) == (1, 0)
     # What it allows: nothing to report.
     r = gw.call("get-sum", **ON_HTTP)
@@ -65,14 +65,14 @@ def test_a_dry_run_policy_beside_an_enforced_one(gateway):
     r = gw.call("echo", **ON_HTTP)
     assert_allowed(r)
     assert gw.decision(r) == ("allow gateway=default/open:tools backend=- "
-                              "shadow=deny backend: no rule of 1 allow policy matched dry-run=default/strict")
+                              "shadow=deny backend: tools/call 'echo' matched no rule of default/strict (sum) dry-run=default/strict")
     r = gw.call("get-sum", **ON_HTTP)
     assert_allowed(r)
     assert gw.decision(r) == "allow gateway=default/open:tools backend=-"
     # Denied by the enforced policy, and by the shadow: nothing to report.
     r = gw.call("get-env", **ON_HTTP)
     assert_denied(r)
-    assert gw.decision(r) == "deny gateway: no rule of 1 allow policy matched"
+    assert gw.decision(r) == "deny gateway: tools/call 'get-env' matched no rule of default/open (tools)"
     assert shadow_counters(gw) == (1, 0)
 
 
@@ -125,7 +125,7 @@ def test_deny_by_default_on_a_route_without_policy(gateway):
     assert_allowed(gw.call("echo", **ON_HTTP))
     r = gw.call("get-sum", **ON_HTTP)
     assert_denied(r)
-    assert gw.decision(r) == "deny backend: no rule of 1 allow policy matched"
+    assert gw.decision(r) == "deny backend: tools/call 'get-sum' matched no rule of default/tools (echo)"
 
 
 def test_annotations_added_and_removed_live(gateway):
@@ -143,7 +143,7 @@ def test_annotations_added_and_removed_live(gateway):
     wait_for(lambda: not gw.call("echo", **ON_HTTP).executed, timeout=10, interval=0.1, what="the policy enforced")
     r = gw.call("echo", **ON_HTTP)
     assert_denied(r)
-    assert gw.decision(r) == "deny backend: no rule of 1 allow policy matched"
+    assert gw.decision(r) == "deny backend: tools/call 'echo' matched no rule of default/strict (sum)"
     assert_allowed(gw.call("get-sum", **ON_HTTP))
     # The Gateway annotated deny-by-default: the route without policy denies.
     gw.gateway_annotations = dict(DEFAULT_DENY)

@@ -1,6 +1,10 @@
 //! What deciding a request yields: the verdict, why a request was denied, the rules and
 //! authorizers that allowed it, and the one-line summary the access log prints.
 
+use std::sync::Arc;
+
+use crate::log_safe::ShownText;
+
 /// At most this many authorizer calls are made for one request (a batch makes one per element that
 /// triggers an ExternalAuth policy, per level); a request that needs more is denied.
 pub const MAX_AUTHZ_CALLS: u32 = 32;
@@ -36,8 +40,16 @@ pub enum Verdict {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DenyReason {
-    /// Allow policies exist at the level and none of their rules matched.
-    NoRuleMatched { level: Level, policies: usize },
+    /// Allow policies exist at the level and none of their rules matched. `request`: what was
+    /// asked (`tools/call 'get-env'`, `GET '/path'`; request-derived text quoted, log_safe.rs);
+    /// `considered`: the level's Allow policies and their rules (`ns/p (r1, r2)`). Both empty
+    /// where nothing was evaluated (no plan).
+    NoRuleMatched {
+        level: Level,
+        policies: usize,
+        request: ShownText,
+        considered: Arc<str>,
+    },
     /// `Mcp-Method` / `Mcp-Name` headers disagree with the body.
     McpHeaderMismatch { header: &'static str },
     /// The level's ExternalAuth policy (`namespace/name`) called its authorizer, which did not allow.
@@ -160,7 +172,18 @@ impl<'p> Decision<'p> {
                     at.push_str(&format!(" (body is not MCP: {why})"));
                 }
                 match reason {
-                    DenyReason::NoRuleMatched { level, policies } => format!(
+                    DenyReason::NoRuleMatched {
+                        level,
+                        policies,
+                        request,
+                        considered,
+                    } if !considered.is_empty() => format!(
+                        "deny {}: {request} matched no rule of {considered}{at}",
+                        level.as_str(),
+                    ),
+                    DenyReason::NoRuleMatched {
+                        level, policies, ..
+                    } => format!(
                         "deny {}: no rule of {policies} allow polic{} matched{at}",
                         level.as_str(),
                         if *policies == 1 { "y" } else { "ies" }

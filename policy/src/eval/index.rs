@@ -8,6 +8,7 @@ use crate::cel_rule::{CelRule, Uses};
 use crate::mcp::McpMessage;
 use crate::plan::{AuthorizerPlan, LevelPlan, McpMatch, MethodPattern, PolicyPlan, RulePlan};
 use crate::str_map::StrMap;
+use std::sync::Arc;
 
 pub(super) const CATEGORIES: [&str; 3] = ["tools", "prompts", "resources"];
 
@@ -47,6 +48,9 @@ pub(super) trait IndexTrace {
     }
 }
 
+/// How many policies, and rules of each, a denial names ([`LevelIndex::considered`]).
+const NAMED: usize = 3;
+
 /// One level's rules, flattened in evaluation order, plus candidate lists.
 #[derive(Debug)]
 pub(super) struct LevelIndex {
@@ -70,6 +74,9 @@ pub(super) struct LevelIndex {
     pub(super) external_auth: Option<Box<AuthIndex>>,
     /// What the level's CEL rules read.
     pub(super) cel_uses: Uses,
+    /// The level's Allow policies and their rules, as a denial names them (`considered_text`),
+    /// written once when the plan loads: a denial copies a pointer, never allocates.
+    pub(super) considered: Arc<str>,
 }
 
 /// An ExternalAuth policy: its rules (when to call) indexed like a level of one Allow policy.
@@ -296,6 +303,7 @@ impl LevelIndex {
                 list.sort_unstable();
             }
         }
+        index.considered = index.considered_text().into();
         Ok(index)
     }
 
@@ -324,6 +332,7 @@ impl LevelIndex {
             by_category: StrMap::default(),
             external_auth: None,
             cel_uses: Uses::default(),
+            considered: Arc::from(""),
         }
     }
 
@@ -462,6 +471,36 @@ impl LevelIndex {
 
     pub(super) fn name(&self, name: Name) -> &str {
         self.names.get(name.start..name.end).unwrap_or_default()
+    }
+
+    /// The level's Allow policies with their rules' names, for a denial that none matched:
+    /// `ns/a (r1, r2), ns/b (r3)`, at most [`NAMED`] of each (the rest counted).
+    fn considered_text(&self) -> String {
+        let mut out = String::new();
+        for (i, &policy) in self.policies.iter().enumerate().take(NAMED) {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(self.name(policy));
+            let rules: Vec<&str> = self
+                .rules
+                .iter()
+                .filter(|r| r.policy == i)
+                .map(|r| self.name(r.name))
+                .collect();
+            if !rules.is_empty() {
+                out.push_str(" (");
+                out.push_str(&rules[..rules.len().min(NAMED)].join(", "));
+                if rules.len() > NAMED {
+                    out.push_str(&format!(" and {} more", rules.len() - NAMED));
+                }
+                out.push(')');
+            }
+        }
+        if self.policies.len() > NAMED {
+            out.push_str(&format!(" and {} more", self.policies.len() - NAMED));
+        }
+        out
     }
 
     pub(super) fn policy_name(&self, rule: &IndexedRule) -> &str {

@@ -6,6 +6,7 @@ use super::index::{Candidates, IndexTrace, LevelIndex, Subject};
 use super::mcp_headers::{check_mcp_headers, HeaderTrace};
 use super::{host_matches_any, BodyInput, HttpRequest};
 use crate::list_filter::ListKind;
+use crate::log_safe::{Quoted, ShownText};
 use crate::mcp::McpMessage;
 use crate::plan::{AuthorizerPlan, CompiledPlan, LevelPlan, RulePlan};
 
@@ -287,6 +288,8 @@ impl<'e> Route<'e> {
                         Verdict::Deny(DenyReason::NoRuleMatched {
                             level: level.level,
                             policies: level.policies.len(),
+                            request: describe(req, subject),
+                            considered: level.considered.clone(),
                         })
                     };
                     return Some(Step::Decided(walk.decision.clone()));
@@ -442,4 +445,38 @@ struct Walk<'e> {
 /// GET (the SSE stream) and DELETE with `mcp-session-id` (session close) are base-protocol requests.
 fn is_base_http(req: &HttpRequest<'_>) -> bool {
     req.method == "GET" || (req.method == "DELETE" && req.header("mcp-session-id").is_some())
+}
+
+/// What a denial says was asked: the MCP method and the name or URI it is about, or the HTTP
+/// method and path; what the client chose quoted (log_safe.rs) unless it is a plain method name.
+fn describe(req: &HttpRequest<'_>, subject: &Subject<'_, '_>) -> ShownText {
+    use std::fmt::Write;
+    let mut out = ShownText::default();
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.len() <= crate::log_safe::MAX_SHOWN
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/_-.".contains(&b))
+    };
+    // Writing to a ShownText never fails (it cuts what does not fit).
+    let _ = match subject {
+        Subject::Message(m) | Subject::Listed(m) => {
+            let _ = match m.method.as_deref() {
+                Some(method) if plain(method) => out.write_str(method),
+                Some(method) => write!(out, "{}", Quoted(method)),
+                None => out.write_str("a JSON-RPC response"),
+            };
+            match m.name.as_deref().or(m.uri.as_deref()) {
+                Some(about) => write!(out, " {}", Quoted(about)),
+                None => Ok(()),
+            }
+        }
+        Subject::BaseHttp | Subject::Http if plain(req.method) => {
+            write!(out, "{} {}", req.method, Quoted(req.url_path()))
+        }
+        Subject::BaseHttp | Subject::Http => {
+            write!(out, "{} {}", Quoted(req.method), Quoted(req.url_path()))
+        }
+    };
+    out
 }

@@ -414,6 +414,8 @@ impl Request {
             verdict: Verdict::Deny(DenyReason::NoRuleMatched {
                 level: Level::Gateway,
                 policies: 0,
+                request: Default::default(),
+                considered: "".into(),
             }),
             ..Decision::allow(true)
         };

@@ -55,7 +55,7 @@ fn a_dry_run_policy_that_would_deny_only_reports_it() {
     );
     assert_eq!(
         host.records,
-        vec!["allow (no policy) shadow=deny gateway: no rule of 1 allow policy matched dry-run=default/dry"]
+        vec!["allow (no policy) shadow=deny gateway: tools/call 'echo' matched no rule of default/dry (sum) dry-run=default/dry"]
     );
     // What the dry-run policy allows: nothing to report.
     let mut host = post(&call(2, "get-sum"));
@@ -93,7 +93,7 @@ fn removing_dry_run_enforces_the_same_policy() {
     assert_eq!(host.counts, vec![Counter::DenyGateway]);
     assert_eq!(
         host.records,
-        vec!["deny gateway: no rule of 1 allow policy matched"]
+        vec!["deny gateway: tools/call 'echo' matched no rule of default/dry (sum)"]
     );
 }
 
@@ -119,7 +119,7 @@ fn a_dry_run_policy_beside_an_enforced_one() {
     assert_eq!(host.counts, vec![Counter::DenyGateway]);
     assert_eq!(
         host.records,
-        vec!["deny gateway: no rule of 1 allow policy matched"]
+        vec!["deny gateway: tools/call 'get-sum' matched no rule of default/allow (echo)"]
     );
     // Off the backend route, the shadow allows what the enforced level denies.
     let mut host = Fake::post(call(2, "get-sum").as_bytes(), None);
@@ -131,7 +131,7 @@ fn a_dry_run_policy_beside_an_enforced_one() {
     assert_eq!(
         host.records,
         vec![
-            "deny gateway: no rule of 1 allow policy matched shadow=allow gateway=default/dry:sum backend=- dry-run=default/dry"
+            "deny gateway: tools/call 'get-sum' matched no rule of default/allow (echo) shadow=allow gateway=default/dry:sum backend=- dry-run=default/dry"
         ]
     );
     assert_eq!(host.reply().0, 200);
@@ -141,7 +141,7 @@ fn a_dry_run_policy_beside_an_enforced_one() {
     assert_eq!(host.counts, vec![Counter::ShadowDeny, Counter::Allow]);
     assert_eq!(
         host.records,
-        vec!["allow gateway=default/allow:echo backend=- shadow=deny backend: no rule of 1 allow policy matched dry-run=default/dry"]
+        vec!["allow gateway=default/allow:echo backend=- shadow=deny backend: tools/call 'echo' matched no rule of default/dry (env) dry-run=default/dry"]
     );
 }
 
@@ -311,7 +311,7 @@ fn deny_by_default_passes_only_the_base_protocol_where_no_policy_applies() {
     assert_eq!(send(&p, &mut host).1, Action::Pause);
     assert_eq!(
         host.records,
-        vec!["deny backend: no rule of 1 allow policy matched"]
+        vec!["deny backend: tools/call 'get-sum' matched no rule of default/allow (echo)"]
     );
 }
 
