@@ -94,6 +94,8 @@ build: | test-unit-build
 wasm: | build
 module: | wasm
 release: | module
+# dist/ for the suites: the controller without LTO (Cargo.toml, profile release-test).
+release: export TOOLGATE_RELEASE_PROFILE := release-test
 lint test-unit test-wasm: | module
 # The fuzz targets are built beside everything (their own target folder), and fuzzed once the suites
 # and checks are done: a time-bounded run on a busy machine would hardly get past its corpus.

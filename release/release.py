@@ -130,6 +130,11 @@ class Release:
         self.host = re.search(r"^host: (\S+)$", host, re.M).group(1)
         arch = self.host.split("-")[0]
         self.arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(arch) or die(f"no OCI architecture for {arch}")
+        # The controller's cargo profile: `release`; `make test` builds dist/ with `release-test`
+        # (Cargo.toml: no LTO; RELEASE-NOTES.md says it is not for publishing).
+        self.profile = os.environ.get("TOOLGATE_RELEASE_PROFILE") or "release"
+        if self.profile not in ("release", "release-test"):
+            die(f"TOOLGATE_RELEASE_PROFILE={self.profile}: release or release-test")
         self.tools: dict[str, str] = {}
         self.images: dict[str, dict] = {}
 
@@ -174,10 +179,10 @@ def build_controller(rel: Release) -> Path:
                **{f"CARGO_TARGET_{rel.host.upper().replace('-', '_')}_RUSTFLAGS": " ".join(flags)})
     env.pop("RUSTFLAGS", None)  # it would replace the target's flags
     t0 = time.monotonic()
-    run(["nice", "-n", "10", "cargo", "build", "--locked", "--release", "-p", "toolgate", "--target", rel.host],
-        cwd=ROOT, env=env)
-    say(f"cargo build (static controller): {time.monotonic() - t0:.0f} s")
-    binary = rel.target_dir / rel.host / "release" / "toolgate"
+    run(["nice", "-n", "10", "cargo", "build", "--locked", "--profile", rel.profile, "-p", "toolgate", "--target",
+         rel.host], cwd=ROOT, env=env)
+    say(f"cargo build (static controller, profile {rel.profile}): {time.monotonic() - t0:.0f} s")
+    binary = rel.target_dir / rel.host / rel.profile / "toolgate"
     # Static: no program interpreter and no shared libraries (readelf: binutils, which cargo's linker needs).
     headers = run(["readelf", "-l", "-d", binary], capture=True)
     if "INTERP" in headers or "(NEEDED)" in headers:
@@ -427,6 +432,8 @@ def write_notes(rel: Release, binary_asset: Path, wasm_asset: Path) -> None:
         f"Commit `{rel.commit}`{' (built from a working tree with uncommitted changes)' if rel.dirty else ''}, "
         f"built {rel.created} (SOURCE_DATE_EPOCH={rel.epoch}, the commit's time).",
         "",
+        *([f"**A test build (cargo profile `{rel.profile}`, `make test`): not for publishing.** "
+           "`make release` builds the controller with `release`.", ""] if rel.profile != "release" else []),
         "## Images and chart",
         "",
         "| artifact | reference | in a registry | unpacked |",
@@ -445,7 +452,9 @@ def write_notes(rel: Release, binary_asset: Path, wasm_asset: Path) -> None:
         f"- Filter: one layer `{OCI_LAYER_GZIP}` holding `plugin.wasm` ({human(wasm_asset.stat().st_size)}, "
         f"sha256 `{sha256_file(wasm_asset)}`). The WasmPlugin url the chart writes is "
         f"`oci://{f['repository']}@{f['digest']}`: Istio checks the manifest digest in it (a WasmPlugin "
-        "`sha256` for an oci:// url is the manifest digest too, not the .wasm's).",
+        "`sha256` for an oci:// url is the manifest digest too, not the .wasm's). It reads plan version "
+        f"{plan_version()} (the manifest annotation `dev.toolgate.plan-version`, which the controller checks: "
+        "the Gateways' `toolgate.dev/FilterCompatible`).",
         f"- Controller: `FROM scratch`, the static binary `/usr/local/bin/toolgate` alone, user {NONROOT}:{NONROOT}, "
         f"linux/{rel.arch}. `toolgate --version`: `toolgate {v} (commit {rel.commit})`.",
         f"- Chart `toolgate` {v} (appVersion {v}): CRDs, RBAC, Deployment, metrics Service, optional ServiceMonitor; "

@@ -456,7 +456,7 @@ fn compile_authorization(
             .methods
             .iter()
             .map(|m| McpMethodMatch {
-                method: if matches!(m.name.as_str(), "tools" | "prompts" | "resources") {
+                method: if crate::plan::METHOD_CATEGORIES.contains(&m.name.as_str()) {
                     MethodPattern::Category(m.name.clone())
                 } else {
                     MethodPattern::Exact(m.name.clone())

@@ -354,10 +354,13 @@ pub struct McpMethodMatch {
     pub params: Vec<String>,
 }
 
+/// The method names that match every method under `<name>/` (`MethodPattern::Category`).
+pub const METHOD_CATEGORIES: [&str; 4] = ["tools", "prompts", "resources", "tasks"];
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum MethodPattern {
-    /// `tools`, `prompts`, `resources`: any method under `<category>/`.
+    /// `tools`, `prompts`, `resources`, `tasks`: any method under `<category>/`.
     Category(String),
     Exact(String),
 }

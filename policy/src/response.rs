@@ -1,8 +1,8 @@
 //! Denial responses (docs/semantics.md §5). Nothing about the policies goes into them unless the plan's
 //! `debug_reasons` asks for it.
 
-use crate::eval::{BodyInput, Decision, DenyReason, Verdict};
-use crate::mcp::MessageKind;
+use crate::eval::{is_base_method, BodyInput, Decision, DenyReason, Verdict};
+use crate::mcp::{McpMessage, MessageKind};
 
 pub const FORBIDDEN_MESSAGE: &str = "Access to this tool is forbidden.";
 pub const TOO_LARGE_MESSAGE: &str = "Request body too large.";
@@ -21,14 +21,17 @@ pub fn denial(body: BodyInput<'_, '_>, decision: &Decision<'_>, debug_reasons: b
     if let Verdict::Deny(DenyReason::McpHeaderMismatch { header }) = &decision.verdict {
         return header_mismatch(body, decision, header);
     }
-    let request_id = match body {
+    let request = match body {
         BodyInput::Mcp(mcp) if !mcp.is_batch() => mcp
             .messages()
             .first()
-            .filter(|m| m.kind() == MessageKind::Request)
-            .and_then(|m| m.id),
+            .filter(|m| m.kind() == MessageKind::Request),
         _ => None,
     };
+    if let Some(reply) = request.and_then(|m| method_not_found(m, decision)) {
+        return reply;
+    }
+    let request_id = request.and_then(|m| m.id);
     let data = if debug_reasons {
         format!(
             ",\"data\":{}",
@@ -49,6 +52,48 @@ pub fn denial(body: BodyInput<'_, '_>, decision: &Decision<'_>, debug_reasons: b
             body: format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{error}}}"),
         },
     }
+}
+
+/// JSON-RPC's code for a method the receiver does not have.
+pub const METHOD_NOT_FOUND_CODE: i32 = -32601;
+
+/// docs/semantics.md §5: a request for a method MCP does not define that no rule allowed is
+/// answered as a server answers a method it does not have: JSON-RPC -32601 "Method not found",
+/// with HTTP 404 in MCP 2026-07-28's form (the message carries its protocol version) and HTTP 200
+/// before it. A method MCP defines keeps the 403 error: the client can tell "not allowed" from
+/// "not found". (A rule without an `mcp` restriction lets any method through, to the server.)
+fn method_not_found(m: &McpMessage<'_>, decision: &Decision<'_>) -> Option<Reply> {
+    let method = m.method.as_deref()?;
+    let by_no_rule = matches!(
+        decision.verdict,
+        Verdict::Deny(DenyReason::NoRuleMatched { .. } | DenyReason::DefaultDeny)
+    );
+    if !by_no_rule || is_mcp_method(method) {
+        return None;
+    }
+    Some(Reply {
+        status: if m.protocol_version.is_some() { 404 } else { 200 },
+        body: format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":{METHOD_NOT_FOUND_CODE},\"message\":\"Method not found\"}}}}",
+            m.id.unwrap_or("null")
+        ),
+    })
+}
+
+/// The methods MCP defines for a client to send (2025-11-25 and 2026-07-28, tasks included).
+fn is_mcp_method(method: &str) -> bool {
+    is_base_method(method)
+        || matches!(
+            method,
+            "tools/call"
+                | "prompts/list"
+                | "prompts/get"
+                | "resources/list"
+                | "resources/templates/list"
+                | "resources/read"
+                | "resources/subscribe"
+                | "resources/unsubscribe"
+        )
 }
 
 /// MCP 2026-07-28's HeaderMismatch (docs/semantics.md §5): HTTP 400 (an intermediary must answer a 4xx), code

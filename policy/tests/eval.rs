@@ -628,3 +628,60 @@ fn subscriptions_listen_is_judged_as_a_set() {
 mod headers;
 #[path = "eval/replies.rs"]
 mod replies;
+
+/// MCP's tasks (docs/semantics.md §3): base protocol, and nameable one by one or as the `tasks`
+/// category by a rule without MATCH_BASE_PROTOCOL_METHODS.
+#[test]
+fn task_methods_are_base_protocol_and_nameable() {
+    let with = |methods: &str| {
+        format!(
+            r#"{{"targetRefs":[],"action":"Allow","rules":[{{"name":"r",
+            "authorization":{{"type":"Inline","mcp":{{{methods}}}}}}}]}}"#
+        )
+    };
+    let task = |method| msg(method, Some("1"), None, None);
+    let tasks = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
+    let calls_only = plan(
+        vec![policy(
+            "p",
+            &with(r#""methods":[{"name":"tools/call","params":["get-sum"]}]"#),
+        )],
+        vec![],
+    );
+    let base = plan(
+        vec![policy(
+            "p",
+            &with(r#""mcpBaseProtocolMethodsOption":"MATCH_BASE_PROTOCOL_METHODS""#),
+        )],
+        vec![],
+    );
+    let category = plan(
+        vec![policy("p", &with(r#""methods":[{"name":"tasks"}]"#))],
+        vec![],
+    );
+    let result_only = plan(
+        vec![policy("p", &with(r#""methods":[{"name":"tasks/result"}]"#))],
+        vec![],
+    );
+    for method in tasks {
+        let req = Req::post(None);
+        assert!(
+            !allowed(&calls_only, &req, task(method)),
+            "{method}: not named"
+        );
+        assert!(
+            allowed(&base, &req, task(method)),
+            "{method}: base protocol"
+        );
+        assert!(
+            allowed(&category, &req, task(method)),
+            "{method}: the category"
+        );
+        assert_eq!(
+            allowed(&result_only, &req, task(method)),
+            method == "tasks/result",
+            "{method}: named alone"
+        );
+    }
+    assert!(!allowed(&category, &Req::post(None), call("get-sum")));
+}

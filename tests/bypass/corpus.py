@@ -8,6 +8,7 @@ A case is a dict:
   method, path, headers (list of pairs), body (bytes), ct (content-type; None = none sent)   for http/h2
   raw       the request bytes for via=raw; "@TAG@" is replaced by the case's tag query (tg=...)
   expect    "rpc" (HTTP 200 + the JSON-RPC denial with the request's id `jid`), "deny" (HTTP 403, id null),
+            "notfound" (JSON-RPC -32601 with `jid`: a method MCP does not define),
             "mismatch" (HTTP 400, -32020), "413", or an int / tuple of ints (refused by Envoy itself)
   exec_ok   executions that are legitimate (a pipelined allowed request); default 0
   xfail     reason, when the case is NOT refused (a real bypass: reported, never hidden)
@@ -113,7 +114,8 @@ rpc_case("key-kelvin", TOOL, '{"jsonrpc":"2.0","id":7,"method":"tools/call","par
 # ---- method variants
 for i, m in enumerate(['"Tools/Call"', '"TOOLS/CALL"', '"tools/call "', '" tools/call"', '"tools//call"',
                        '"tools/call/"', '"tools/call\\u0000"', '"tools\\u2215call"', '"tools/calls"', '"tools/Call"']):
-    rpc_case(f"method-{i:02d}", TOOL, env_call(str(200 + i), method=m), jid=200 + i)
+    # Not a method MCP defines: denied as "Method not found" (docs/semantics.md §5).
+    case(f"method-{i:02d}", TOOL, "notfound", body=b(env_call(str(200 + i), method=m)), jid=200 + i)
 deny_case("method-number", TOOL, env_call(method="7"))
 deny_case("method-array", TOOL, env_call(method='["tools/call"]'))
 deny_case("duplicate-method", TOOL, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum"},"method":"tools/call","params":{"name":"get-env"}}')

@@ -134,7 +134,7 @@ def send(gw: harness.ToolgateGateway, c: dict, tmp_path) -> tuple[list[tuple[int
 
 
 def outcome(status: int, body: bytes, c: dict) -> str | int:
-    """What kind of refusal this is ("rpc", "deny", "mismatch", "413"), else the bare status."""
+    """What kind of refusal this is ("rpc", "deny", "notfound", "mismatch", "413"), else the bare status."""
     try:
         j = json.loads(body)
     except ValueError:
@@ -146,6 +146,9 @@ def outcome(status: int, body: bytes, c: dict) -> str | int:
         return "rpc"  # an id Python cannot compare (1e400), echoed verbatim
     if status == 403 and j == harness.denial_body(None):
         return "deny"
+    if status in (200, 404) and j == {"jsonrpc": "2.0", "id": c.get("jid"),
+                                      "error": {"code": -32601, "message": "Method not found"}}:
+        return "notfound"
     if status == 400 and isinstance(j, dict) and j.get("error", {}).get("code") == -32020:
         return "mismatch"
     if status == 413:

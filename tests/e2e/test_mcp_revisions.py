@@ -208,3 +208,35 @@ def test_listen_streams_through_toolgate(gateway):
         "resourceSubscriptions": ["memo://insights", "file:///data/report.txt"]}}, id=13),
         headers=headers("subscriptions/listen"), **HTTP))
     assert len([e for e in gw.server.executed() if e["jsonrpc_method"] == "subscriptions/listen"]) == listens
+
+
+def not_found(sent, status: int) -> None:
+    """Denied as a method the server does not have (docs/semantics.md §5): -32601, never sent upstream."""
+    assert sent.response is not None and sent.response.status == status, sent
+    assert sent.response.json() == {"jsonrpc": "2.0", "id": sent.id,
+                                    "error": {"code": -32601, "message": "Method not found"}}, sent
+    assert sent.upstream_requests == 0 and sent.executed == [], sent
+
+
+def test_tasks_are_base_protocol_and_unknown_methods_are_not_found(gateway):
+    """MCP's task methods pass where the base protocol does, or where a rule names them; a method MCP
+    does not define is answered -32601 (HTTP 404 in the 2026-07-28 form, 200 before), one it defines
+    but no rule allows keeps the 403 error."""
+    gw = gateway(policy("p", rule("base", mcp=mcp_match(base=True)),
+                        rule("sum", mcp=mcp_match(("tools/call", ["get-sum"])))),
+                 listeners={"http": "HTTP"})
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        forwarded(gw.rpc(method, {"taskId": "t-1"}, **HTTP))
+    forwarded(gw.rpc("tasks/list", {}, **HTTP))
+    modern = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
+    not_found(gw.rpc("tools/frobnicate", {}, **HTTP), 200)
+    not_found(gw.rpc("Tools/Call", {"name": "get-sum"}, **HTTP), 200)
+    not_found(gw.rpc("tools/frobnicate", modern, **HTTP), 404)
+    assert_denied(gw.rpc("prompts/get", {"name": "p", **modern}, **HTTP))   # defined by MCP, not allowed
+    assert_denied(gw.call("echo", **HTTP))
+    # Without MATCH, tasks pass only where a rule names them.
+    gw.rerender([policy("p", rule("tasks", mcp=mcp_match("tasks/result")))])
+    harness.wait_for(lambda: gw.rpc("tasks/get", {"taskId": "t-1"}, **HTTP).upstream_requests == 0, timeout=10,
+                     interval=0.1, what="the new plan")
+    assert_denied(gw.rpc("tasks/get", {"taskId": "t-1"}, **HTTP))
+    forwarded(gw.rpc("tasks/result", {"taskId": "t-1"}, **HTTP))

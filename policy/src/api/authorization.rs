@@ -207,14 +207,17 @@ pub enum BaseProtocolMethodsOption {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct McpMethod {
-    /// Name of the method. `tools`, `prompts` and `resources` match every method under that prefix;
-    /// the other values (`tools/list`, `tools/call`, `prompts/get`, `resources/read`, ...) match exactly.
+    /// Name of the method. `tools`, `prompts`, `resources` and `tasks` match every method under that
+    /// prefix; the other values (`tools/list`, `tools/call`, `prompts/get`, `resources/read`,
+    /// `tasks/result`, ...) match exactly. The `tasks` values (MCP's tasks: `tasks/get`,
+    /// `tasks/result`, `tasks/list`, `tasks/cancel`) are Toolgate's, beside the upstream API's.
     #[cfg_attr(
         feature = "schema",
         schemars(extend("enum" = [
             "tools", "prompts", "resources", "prompts/list", "tools/list", "resources/list",
             "resources/templates/list", "prompts/get", "tools/call", "resources/subscribe",
-            "resources/unsubscribe", "resources/read", "server/discover", "subscriptions/listen"
+            "resources/unsubscribe", "resources/read", "server/discover", "subscriptions/listen",
+            "tasks", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel"
         ]))
     )]
     pub name: String,

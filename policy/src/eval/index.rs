@@ -6,11 +6,10 @@ use super::mcp_headers::{is_base_method, param_of};
 use super::{HttpRequest, Level, PlanError};
 use crate::cel_rule::{CelRule, Uses};
 use crate::mcp::McpMessage;
+use crate::plan::METHOD_CATEGORIES;
 use crate::plan::{AuthorizerPlan, LevelPlan, McpMatch, MethodPattern, PolicyPlan, RulePlan};
 use crate::str_map::StrMap;
 use std::sync::Arc;
-
-pub(super) const CATEGORIES: [&str; 3] = ["tools", "prompts", "resources"];
 
 /// What rules are matched against: one MCP message, or a request classified by HTTP only.
 pub(super) enum Subject<'m, 'a> {
@@ -411,7 +410,7 @@ impl LevelIndex {
         for m in &mcp.methods {
             match &m.method {
                 MethodPattern::Category(c) => {
-                    if !CATEGORIES.contains(&c.as_str()) {
+                    if !METHOD_CATEGORIES.contains(&c.as_str()) {
                         return Err(rerr(format!("unknown MCP method category {c:?}")));
                     }
                     if !m.params.is_empty() {

@@ -151,12 +151,23 @@ pub(super) fn param_of<'m>(msg: &'m McpMessage<'_>) -> Option<&'m str> {
 }
 
 /// docs/semantics.md §3: the methods MATCH_BASE_PROTOCOL_METHODS adds.
-pub(super) fn is_base_method(method: &str) -> bool {
+pub(crate) fn is_base_method(method: &str) -> bool {
     // MCP 2026-07-28: `server/discover` replaces `initialize`; `subscriptions/listen` is base for its
     // list-change parts (its resource subscriptions are checked one by one: `Route::step`).
+    // MCP's tasks: a task belongs to the request that created it (a `tools/call` judged as any
+    // other), and the server binds it to that request's authorization context; reading, listing
+    // and cancelling it is part of the protocol, as `ping` is.
     matches!(
         method,
-        "initialize" | "ping" | "tools/list" | "server/discover" | "subscriptions/listen"
+        "initialize"
+            | "ping"
+            | "tools/list"
+            | "server/discover"
+            | "subscriptions/listen"
+            | "tasks/get"
+            | "tasks/result"
+            | "tasks/list"
+            | "tasks/cancel"
     ) || method.starts_with("completion/")
         || method.starts_with("logging/")
         || method.starts_with("notifications/")

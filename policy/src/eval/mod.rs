@@ -16,6 +16,7 @@ mod decision;
 mod http;
 mod index;
 mod mcp_headers;
+pub(crate) use mcp_headers::is_base_method;
 mod route;
 mod trace;
 

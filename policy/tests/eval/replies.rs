@@ -45,6 +45,44 @@ fn denial_replies_echo_the_id_with_its_type() {
     );
 }
 
+/// A method MCP does not define, denied, is answered as a server answers a method it does not have
+/// (-32601; HTTP 404 in MCP 2026-07-28's form, 200 before); a method MCP defines keeps the 403
+/// error, so a client can tell "not found" from "not allowed".
+#[test]
+fn unknown_methods_are_not_found_known_ones_forbidden() {
+    let ev = plan(vec![policy("p", SA_A_GET_SUM)], vec![]);
+    let req = Req::post(Some(A));
+    let reply = |m: McpMessage<'_>| {
+        let body = McpBody::Single(m);
+        let d = ev.route(None).decide(&req.http(), BodyInput::Mcp(&body));
+        assert!(!d.allowed());
+        response::denial(BodyInput::Mcp(&body), &d, false)
+    };
+    let not_found =
+        r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"Method not found"}}"#;
+    for method in ["tools/frobnicate", "foo", "resources/peek"] {
+        let r = reply(msg(method, Some("4"), None, None));
+        assert_eq!((r.status, r.body.as_str()), (200, not_found), "{method}");
+        let mut current = msg(method, Some("4"), None, None);
+        current.protocol_version = Some("2026-07-28".into());
+        let r = reply(current);
+        assert_eq!(
+            (r.status, r.body.as_str()),
+            (404, not_found),
+            "{method}, 2026-07-28"
+        );
+    }
+    for known in [
+        call("echo"),
+        msg("prompts/get", Some("4"), Some("x"), None),
+        msg("tasks/result", Some("4"), None, None),
+    ] {
+        let r = reply(known);
+        assert_eq!(r.status, 200);
+        assert!(r.body.contains(r#""code":403"#), "{}", r.body);
+    }
+}
+
 /// What `toolgate explain` shows of a request: the record of the walk that decided it.
 fn explain(
     route: &toolgate_policy::eval::Route<'_>,

@@ -256,9 +256,15 @@ fn deny_by_default_passes_only_the_base_protocol_where_no_policy_applies() {
     ] {
         let mut host = off(&tool);
         assert_eq!(send(&p, &mut host).1, Action::Pause, "{tool}");
+        // A method MCP does not define is "not found" (docs/semantics.md §5), the others forbidden.
+        let error = if tool.contains("x/custom") {
+            r#""error":{"code":-32601,"message":"Method not found"}"#.to_string()
+        } else {
+            FORBIDDEN.to_string()
+        };
         assert_eq!(
             host.reply(),
-            (200, format!(r#"{{"jsonrpc":"2.0","id":1,{FORBIDDEN}}}"#))
+            (200, format!(r#"{{"jsonrpc":"2.0","id":1,{error}}}"#))
         );
         assert_eq!(host.counts, vec![Counter::DenyDefault]);
         assert_eq!(host.records, vec!["deny: no policy (default deny)"]);
