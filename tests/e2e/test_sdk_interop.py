@@ -141,8 +141,12 @@ def test_sdk_client_through_toolgate(interop, mode):
     harness.wait_for(lambda: sum('toolgate="deny' in ln for ln in si.access_lines(gw)[decisions_before:]) >= 5
                      and all(any(x in ln for ln in si.access_lines(gw)[decisions_before:]) for x in last),
                      timeout=10, what="the access-log lines")
-    anyio.run(anyio.sleep, 1.5)
+    # No further line of the scenario can come after a later request's (Envoy writes them in order):
+    # a marker request, and the scenario's lines are those before its line.
+    marker = gw.rpc("ping")
+    si.wait_access_line(gw, lambda ln: marker.tag in ln)
     lines = si.access_lines(gw)[decisions_before:]
+    lines = lines[:next(i for i, ln in enumerate(lines) if marker.tag in ln)]
     denied = [ln for ln in lines if 'toolgate="deny' in ln]
     assert len(denied) == 5, "\n".join(lines)
     assert all("peer=spiffe://cluster.local/ns/default/sa/a" in ln for ln in lines), "\n".join(lines)

@@ -23,7 +23,10 @@
 //! oci-client) brings reqwest and a second TLS stack with a C build into the static binary, for one
 //! GET.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
@@ -323,6 +326,43 @@ fn encode(v: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// Reads the filter image's plan version in the background (`filter_image`), again every minute
+/// while it cannot be read and every ten minutes after (a tag may move; a digest may not, so a
+/// digest-pinned image read once is done); each new answer wakes the reconciler.
+pub(super) fn watch_filter_image(
+    args: &super::ControllerArgs,
+    state: &Arc<std::sync::Mutex<Option<FilterVersion>>>,
+    changed: &Arc<Notify>,
+) {
+    let Some(image) = parse(&args.wasm_url) else {
+        return;
+    };
+    let (state, changed) = (state.clone(), changed.clone());
+    let insecure = args.wasm_insecure_registries.clone();
+    let url = args.wasm_url.clone();
+    tokio::spawn(async move {
+        loop {
+            let (version, pinned) = match &image {
+                Ok(image) => (read(image, &insecure).await, image.digest.is_some()),
+                Err(e) => (FilterVersion::Unreadable(e.clone()), true),
+            };
+            let readable = !matches!(version, FilterVersion::Unreadable(_));
+            if let Ok(mut s) = state.lock() {
+                if s.as_ref() != Some(&version) {
+                    tracing::info!(url = %url, "filter image: {version:?}");
+                    *s = Some(version);
+                    changed.notify_one();
+                }
+            }
+            if pinned && (readable || image.is_err()) {
+                return;
+            }
+            let minutes = if readable { 10 } else { 1 };
+            tokio::time::sleep(Duration::from_secs(60 * minutes)).await;
+        }
+    });
 }
 
 #[cfg(test)]

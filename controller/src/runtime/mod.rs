@@ -16,9 +16,11 @@ pub mod metrics;
 pub mod names;
 pub mod output;
 pub mod programmed;
+mod reconcile;
 pub mod retry;
 pub mod shared_port;
 mod write;
+mod written;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,21 +28,15 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, store::Writer, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
-use serde_json::json;
 use tokio::sync::{oneshot, watch, Notify};
-use toolgate_policy::compile::{
-    ClusterNaming, CompileOptions, DEFAULT_CLUSTER_DOMAIN, DEFAULT_TRUST_DOMAIN,
-};
-use toolgate_policy::plan::PlanSettings;
+use toolgate_policy::compile::{DEFAULT_CLUSTER_DOMAIN, DEFAULT_TRUST_DOMAIN};
 
-use crate::inputs::RawObject;
-use crate::model::Inventory;
-use crate::topology::{self, TopologyOptions};
-use output::{Desired, Module, OutputKind, FIELD_MANAGER, MANAGED_BY};
+use output::{OutputKind, FIELD_MANAGER, MANAGED_BY};
+use written::Written;
 
 #[derive(Args, Debug, Clone)]
 pub struct ControllerArgs {
@@ -208,9 +204,14 @@ impl Watched {
             ),
             outputs: write::Cache::watch(client, output_api.clone(), changed.clone(), &managed),
             holds: write::Cache::watch(client, hold_api.clone(), changed.clone(), &managed),
-            configmaps: args
-                .plan_configmaps
-                .then(|| write::Cache::watch(client, configmap_api(), changed.clone(), &managed)),
+            configmaps: args.plan_configmaps.then(|| {
+                write::Cache::watch(
+                    client,
+                    reconcile::configmap_api(),
+                    changed.clone(),
+                    &managed,
+                )
+            }),
         }
     }
 
@@ -253,107 +254,6 @@ struct Context {
     /// The filter image's plan version, once read (`filter_image`; `None` until then or for a URL
     /// that is not `oci://`).
     filter: Arc<std::sync::Mutex<Option<filter_image::FilterVersion>>>,
-}
-
-/// Writes whose watch event has not reached the cache yet. A pass that runs in between (another
-/// event, or a watch that is slow to come back after an outage) still sees the old object; it does
-/// not repeat a write of the same content while the cache shows the resourceVersion it showed when
-/// the write was made. Once the cache shows anything else, the entry no longer holds.
-#[derive(Default)]
-struct Written(
-    std::sync::Mutex<std::collections::HashMap<WrittenKey, (serde_json::Value, Option<String>)>>,
-);
-
-/// (kind, namespace, name).
-type WrittenKey = (String, String, String);
-
-impl Written {
-    fn pending(
-        &self,
-        key: &WrittenKey,
-        content: &serde_json::Value,
-        cached_version: Option<&str>,
-    ) -> bool {
-        self.0
-            .lock()
-            .map(|m| {
-                m.get(key)
-                    .is_some_and(|(c, v)| c == content && v.as_deref() == cached_version)
-            })
-            .unwrap_or(false)
-    }
-
-    fn record(&self, key: WrittenKey, content: serde_json::Value, cached_version: Option<String>) {
-        if let Ok(mut m) = self.0.lock() {
-            m.insert(key, (content, cached_version));
-        }
-    }
-
-    fn clear(&self, key: &WrittenKey) {
-        if let Ok(mut m) = self.0.lock() {
-            m.remove(key);
-        }
-    }
-}
-
-/// A status without its `lastTransitionTime`s (stamped anew by each pass until the cache has the
-/// written ones).
-fn without_times(mut v: serde_json::Value) -> serde_json::Value {
-    match &mut v {
-        serde_json::Value::Object(m) => {
-            m.remove("lastTransitionTime");
-            for x in m.values_mut() {
-                *x = without_times(x.take());
-            }
-        }
-        serde_json::Value::Array(a) => {
-            for x in a.iter_mut() {
-                *x = without_times(x.take());
-            }
-        }
-        _ => {}
-    }
-    v
-}
-
-/// Reads the filter image's plan version in the background (`filter_image`), again every minute
-/// while it cannot be read and every ten minutes after (a tag may move; a digest may not, so a
-/// digest-pinned image read once is done); each new answer wakes the reconciler.
-fn watch_filter_image(
-    args: &ControllerArgs,
-    state: &Arc<std::sync::Mutex<Option<filter_image::FilterVersion>>>,
-    changed: &Arc<Notify>,
-) {
-    let Some(image) = filter_image::parse(&args.wasm_url) else {
-        return;
-    };
-    let (state, changed) = (state.clone(), changed.clone());
-    let insecure = args.wasm_insecure_registries.clone();
-    let url = args.wasm_url.clone();
-    tokio::spawn(async move {
-        loop {
-            let (version, pinned) = match &image {
-                Ok(image) => (
-                    filter_image::read(image, &insecure).await,
-                    image.digest.is_some(),
-                ),
-                Err(e) => (filter_image::FilterVersion::Unreadable(e.clone()), true),
-            };
-            let readable = !matches!(version, filter_image::FilterVersion::Unreadable(_));
-            if let Ok(mut s) = state.lock() {
-                if s.as_ref() != Some(&version) {
-                    tracing::info!(url = %url, "filter image: {version:?}");
-                    *s = Some(version);
-                    changed.notify_one();
-                }
-            }
-            if pinned && (readable || image.is_err()) {
-                return;
-            }
-            let minutes = if readable { 10 } else { 1 };
-            tokio::time::sleep(Duration::from_secs(60 * minutes)).await;
-        }
-    });
 }
 
 /// A store fed by a watcher; every event wakes the reconciler.
@@ -460,7 +360,7 @@ pub async fn controller(args: ControllerArgs) -> Result<(), Error> {
         _unused_sender = Some(leading_tx);
     }
     let filter = Arc::default();
-    watch_filter_image(&args, &filter, &changed);
+    filter_image::watch_filter_image(&args, &filter, &changed);
     let ctx = Context {
         metrics,
         client,
@@ -485,7 +385,7 @@ pub async fn controller(args: ControllerArgs) -> Result<(), Error> {
             retry.succeeded();
         } else {
             let started = Instant::now();
-            let result = reconcile(&ctx, &watched).await;
+            let result = reconcile::reconcile(&ctx, &watched).await;
             m.reconciles
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             m.reconcile_seconds.observe(started.elapsed().as_secs_f64());
@@ -560,355 +460,6 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
     }
-}
-
-fn raw(store: &Store<DynamicObject>, kind: &str, api_version: &str) -> Vec<RawObject> {
-    store
-        .state()
-        .iter()
-        .filter_map(|o| {
-            let mut value = serde_json::to_value(o.as_ref()).ok()?;
-            // Objects from the API carry their type; DynamicObject keeps it, but be sure.
-            value["kind"] = json!(kind);
-            if value.get("apiVersion").is_none() {
-                value["apiVersion"] = json!(api_version);
-            }
-            let name = o.metadata.name.clone().unwrap_or_default();
-            let ns = o.metadata.namespace.clone().unwrap_or_default();
-            Some(RawObject {
-                file: PathBuf::from(format!("cluster/{kind}/{ns}/{name}")),
-                doc: 0,
-                value,
-            })
-        })
-        .collect()
-}
-
-fn configmap_api() -> ApiResource {
-    gvk("", "v1", "ConfigMap", "configmaps")
-}
-
-/// One level-triggered pass: returns the number of writes made.
-/// One pass: everything recomputed from the stores, then written where it differs: the outputs,
-/// each policy's status, the conditions on targets and, once known, the filter's on Gateways.
-async fn reconcile(ctx: &Context, w: &Watched) -> Result<usize, Error> {
-    ctx.programmed.saw(
-        w.policies.state().iter().filter_map(|p| {
-            let m = &p.metadata;
-            Some((m.namespace.clone()?, m.name.clone()?, m.generation?))
-        }),
-        Instant::now(),
-    );
-    let topo = topology::build(&inventory(w), &topology_options(&ctx.args));
-    for e in &topo.errors {
-        tracing::warn!("{e}");
-    }
-    let (mut writes, failures, conflicts) = write_outputs(ctx, w, &topo).await;
-
-    // Status of every policy, with its Programmed conditions, written only when it changes.
-    let carriers = programmed::Carriers::of(
-        &topo,
-        ctx.args.output.kind(),
-        "EnvoyFilter",
-        ctx.args.plan_configmaps,
-    );
-    let now = topology::now_rfc3339();
-    let mut statuses = topo.statuses.clone();
-    for status in &mut statuses {
-        carriers.add_programmed(
-            status,
-            |key| failures.get(key).map_or(Ok(()), |e| Err(e.clone())),
-            &now,
-        );
-    }
-    count_policies(&ctx.metrics, &statuses);
-    writes += write_policy_statuses(ctx, w, &statuses).await?;
-    for status in &statuses {
-        let programmed = !status.ancestors.is_empty()
-            && status.ancestors.iter().all(|a| {
-                a.conditions
-                    .iter()
-                    .any(|c| c.condition_type == programmed::PROGRAMMED && c.status == "True")
-            });
-        if let (true, Some((ns, name))) = (programmed, status.policy.split_once('/')) {
-            if let Some(seconds) = ctx.programmed.programmed(ns, name, Instant::now()) {
-                ctx.metrics.programmed_seconds.observe(seconds);
-            }
-        }
-    }
-    let (target_writes, mut target_error) =
-        affected::sync(ctx, w, &statuses, &conflicts, &now).await;
-    writes += target_writes;
-    let (n, e) = write_filter_condition(ctx, w, &topo, &now).await;
-    writes += n;
-    target_error = target_error.or(e);
-    if let Some(trace) = &ctx.args.trace {
-        let line = format!("{{\"writes\":{writes}}}\n");
-        let _ = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(trace)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-    }
-    match failures
-        .into_iter()
-        .next()
-        .map(|((kind, ns, name), e)| format!("{kind} {ns}/{name}: {e}"))
-        .or(target_error)
-    {
-        None => Ok(writes),
-        Some(e) => Err(Error::Write(e)),
-    }
-}
-
-/// The watched objects as the CLI reads files: one inventory.
-fn inventory(w: &Watched) -> Inventory {
-    let mut objects = raw(&w.gateways, "Gateway", "gateway.networking.k8s.io/v1");
-    objects.extend(raw(&w.routes, "HTTPRoute", "gateway.networking.k8s.io/v1"));
-    objects.extend(raw(
-        &w.grants,
-        "ReferenceGrant",
-        "gateway.networking.k8s.io/v1beta1",
-    ));
-    objects.extend(raw(&w.namespaces, "Namespace", "v1"));
-    objects.extend(raw(
-        &w.backends,
-        "XBackend",
-        "agentic.networking.x-k8s.io/v0alpha0",
-    ));
-    objects.extend(raw(
-        &w.policies,
-        "XAccessPolicy",
-        "agentic.networking.x-k8s.io/v1alpha1",
-    ));
-    let (inv, errors) = Inventory::from_raw(objects, "default");
-    for e in errors {
-        tracing::warn!("{e}");
-    }
-    inv
-}
-
-fn topology_options(args: &ControllerArgs) -> TopologyOptions {
-    TopologyOptions {
-        compile: CompileOptions {
-            trust_domain: args.trust_domain.clone(),
-            clusters: ClusterNaming::Istio {
-                cluster_domain: args.cluster_domain.clone(),
-            },
-        },
-        settings: PlanSettings {
-            authz_timeout_ms: args.authz_timeout,
-            list_filtering: args.list_filtering,
-            default_deny: args.default_deny,
-            ..PlanSettings::default()
-        },
-        gateway_classes: args.gateway_class.clone(),
-    }
-}
-
-/// The outputs: applies what is missing or different, deletes what is no longer wanted. Returns
-/// the writes, the outputs not written (by key) and the Gateways whose outputs' names are taken.
-/// Long: the three kinds of output in the order they must be written, each a desired list and a
-/// sync.
-async fn write_outputs(
-    ctx: &Context,
-    w: &Watched,
-    topo: &topology::Topology,
-) -> (usize, programmed::Failures, affected::Conflicts) {
-    let module = Module {
-        url: ctx.args.wasm_url.clone(),
-        sha256: ctx.args.wasm_sha256.clone(),
-        pull_secret: ctx.args.wasm_image_pull_secret.clone(),
-        pull_policy: ctx.args.wasm_image_pull_policy,
-    };
-    let mut writes = 0;
-
-    let gateway_uid = |ns: &str, name: &str| {
-        w.gateways
-            .state()
-            .iter()
-            .find(|g| {
-                g.metadata.namespace.as_deref() == Some(ns)
-                    && g.metadata.name.as_deref() == Some(name)
-            })
-            .and_then(|g| g.metadata.uid.clone())
-    };
-    let desired: Vec<Desired> = topo
-        .gateways
-        .iter()
-        .flat_map(|gw| {
-            output::desired(
-                gw,
-                gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(),
-                &module,
-                ctx.args.output,
-            )
-        })
-        .collect();
-    // The EnvoyFilters first: a Gateway holds requests before its filter starts deciding them.
-    let holds: Vec<Desired> = topo
-        .gateways
-        .iter()
-        .filter_map(|gw| {
-            output::desired_hold(
-                gw,
-                gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(),
-            )
-        })
-        .collect();
-    let mut failures = programmed::Failures::new();
-    writes += write::sync(
-        ctx,
-        &ctx.hold_api,
-        "EnvoyFilter",
-        &holds,
-        &w.holds,
-        &mut failures,
-    )
-    .await;
-    let plans = write::sync(
-        ctx,
-        &ctx.output_api,
-        ctx.args.output.kind(),
-        &desired,
-        &w.outputs,
-        &mut failures,
-    )
-    .await;
-    writes += plans;
-    ctx.metrics
-        .plans_written
-        .fetch_add(plans as u64, std::sync::atomic::Ordering::Relaxed);
-    let mut maps: Vec<Desired> = Vec::new();
-    if let Some(cache) = &w.configmaps {
-        maps = topo
-            .gateways
-            .iter()
-            .flat_map(|gw| {
-                output::desired_configmaps(
-                    gw,
-                    gateway_uid(&gw.gateway.namespace, &gw.gateway.name).as_deref(),
-                )
-            })
-            .collect();
-        writes += write::sync(
-            ctx,
-            &configmap_api(),
-            "ConfigMap",
-            &maps,
-            cache,
-            &mut failures,
-        )
-        .await;
-    }
-    let conflicts = write::conflicts(
-        &failures,
-        holds
-            .iter()
-            .map(|d| ("EnvoyFilter", d))
-            .chain(desired.iter().map(|d| (ctx.args.output.kind(), d)))
-            .chain(maps.iter().map(|d| ("ConfigMap", d))),
-    );
-    (writes, failures, conflicts)
-}
-
-/// The `toolgate_controller_policies` gauge: policies by their Accepted reason.
-fn count_policies(metrics: &metrics::Metrics, statuses: &[topology::PolicyStatus]) {
-    let mut by_reason: std::collections::BTreeMap<String, u64> = Default::default();
-    for c in statuses
-        .iter()
-        .flat_map(|s| &s.ancestors)
-        .flat_map(|a| &a.conditions)
-        .filter(|c| c.condition_type == "Accepted")
-    {
-        *by_reason.entry(c.reason.clone()).or_default() += 1;
-    }
-    if let Ok(mut p) = metrics.policies.lock() {
-        *p = by_reason.into_iter().collect();
-    }
-}
-
-/// Each policy's status, where it changed (server-side apply, field manager `toolgate`).
-async fn write_policy_statuses(
-    ctx: &Context,
-    w: &Watched,
-    statuses: &[topology::PolicyStatus],
-) -> Result<usize, Error> {
-    let apply = PatchParams::apply(FIELD_MANAGER).force();
-    let mut writes = 0;
-    let policies = w.policies.state();
-    for status in statuses {
-        let Some((ns, name)) = status.policy.split_once('/') else {
-            continue;
-        };
-        let Some(obj) = policies.iter().find(|p| {
-            p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name)
-        }) else {
-            continue;
-        };
-        let key = (
-            "XAccessPolicy/status".to_string(),
-            ns.to_string(),
-            name.to_string(),
-        );
-        let Some(new) = output::status_update(status, obj.data.get("status")) else {
-            ctx.written.clear(&key);
-            continue;
-        };
-        let content = without_times(new.clone());
-        if ctx
-            .written
-            .pending(&key, &content, obj.metadata.resource_version.as_deref())
-        {
-            continue;
-        }
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ctx.policy_api);
-        let patch = json!({
-            "apiVersion": "agentic.networking.x-k8s.io/v1alpha1",
-            "kind": "XAccessPolicy",
-            "metadata": {"name": name, "namespace": ns},
-            "status": new,
-        });
-        api.patch_status(name, &apply, &Patch::Apply(&patch))
-            .await?;
-        ctx.written
-            .record(key, content, obj.metadata.resource_version.clone());
-        tracing::info!(kind = %"XAccessPolicy", namespace = %ns, name = %name, "status written");
-        writes += 1;
-    }
-    Ok(writes)
-}
-
-/// `toolgate.dev/FilterCompatible` on every Gateway that has outputs (an enforced listener), once
-/// the filter image's version is known (`filter_image`); until then nothing is written or removed.
-async fn write_filter_condition(
-    ctx: &Context,
-    w: &Watched,
-    topo: &topology::Topology,
-    now: &str,
-) -> (usize, Option<String>) {
-    let Some(version) = ctx.filter.lock().ok().and_then(|f| f.clone()) else {
-        return (0, None);
-    };
-    let condition = filter_image::condition(&ctx.args.wasm_url, &version, now);
-    let desired = topo
-        .gateways
-        .iter()
-        .filter(|g| output::has_outputs(g))
-        .map(|g| {
-            let key = (g.gateway.namespace.clone(), g.gateway.name.clone());
-            (key, condition.clone())
-        })
-        .collect();
-    affected::sync_condition(
-        ctx,
-        &affected::GATEWAY,
-        &w.gateways,
-        filter_image::FILTER_COMPATIBLE,
-        filter_image::FIELD_MANAGER,
-        &desired,
-    )
-    .await
 }
 
 #[cfg(test)]

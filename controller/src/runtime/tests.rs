@@ -1,6 +1,8 @@
 //! Tests of the runtime's write bookkeeping.
 
-use super::*;
+use serde_json::json;
+
+use super::written::{without_times, Written};
 
 #[test]
 fn a_write_is_not_repeated_while_the_cache_has_not_seen_it() {
